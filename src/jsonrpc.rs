@@ -1,0 +1,630 @@
+//! JSON-RPC 2.0 wire layer: parsing, validation and error responses.
+//!
+//! Every rule of the JSON-RPC framing that MCP keeps is stated here once:
+//! `jsonrpc` must be exactly `"2.0"` (never repaired), request ids are strings
+//! or integers (never null), `method` is a string, `params` is an object, and a
+//! response carries exactly one of `result` / `error`. A parsed message keeps
+//! the JSON object it arrived as, so `_meta` and unknown members pass through
+//! untouched. [`ParseError::response`] is the one place where a parse or
+//! validation failure becomes the error response sent back.
+
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// The only accepted value of the `jsonrpc` member.
+pub const JSONRPC_VERSION: &str = "2.0";
+
+/// Invalid JSON was received.
+pub const PARSE_ERROR: i64 = -32700;
+/// The JSON sent is not a valid request object.
+pub const INVALID_REQUEST: i64 = -32600;
+/// The method does not exist or is not available.
+pub const METHOD_NOT_FOUND: i64 = -32601;
+/// Invalid method parameters.
+pub const INVALID_PARAMS: i64 = -32602;
+/// Internal error.
+pub const INTERNAL_ERROR: i64 = -32603;
+/// MCP: the requested resource does not exist.
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
+
+/// A request id: a string or an integer. `null` is not a valid request id.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RequestId {
+    /// An integer id.
+    Number(i64),
+    /// A string id.
+    String(String),
+}
+
+impl RequestId {
+    /// Reads an id from JSON; `None` for null, floats, and every other type.
+    pub fn from_value(value: &Value) -> Option<RequestId> {
+        match value {
+            Value::String(s) => Some(RequestId::String(s.clone())),
+            Value::Number(n) => n.as_i64().map(RequestId::Number),
+            _ => None,
+        }
+    }
+
+    /// The id as JSON, exactly as it was received.
+    pub fn to_value(&self) -> Value {
+        match self {
+            RequestId::Number(n) => Value::from(*n),
+            RequestId::String(s) => Value::String(s.clone()),
+        }
+    }
+}
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestId::Number(n) => write!(f, "{n}"),
+            RequestId::String(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+/// A JSON-RPC error object (`code`, `message`, optional `data`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ErrorObject {
+    /// The error code.
+    pub code: i64,
+    /// A short description.
+    pub message: String,
+    /// Optional structured detail.
+    pub data: Option<Value>,
+}
+
+impl ErrorObject {
+    /// An error with a code and message.
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        ErrorObject {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+    /// -32600 with a message.
+    pub fn invalid_request(message: impl Into<String>) -> Self {
+        Self::new(INVALID_REQUEST, message)
+    }
+    /// -32601 naming the method.
+    pub fn method_not_found(method: &str) -> Self {
+        Self::new(METHOD_NOT_FOUND, format!("Method not found: {method}"))
+    }
+    /// -32602 with a message.
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        Self::new(INVALID_PARAMS, message)
+    }
+    /// -32603 with a message.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(INTERNAL_ERROR, message)
+    }
+    /// Adds `data`.
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+    /// The error object as JSON.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("code".into(), Value::from(self.code));
+        m.insert("message".into(), Value::String(self.message.clone()));
+        if let Some(d) = &self.data {
+            m.insert("data".into(), d.clone());
+        }
+        Value::Object(m)
+    }
+    fn from_value(v: &Value) -> Option<ErrorObject> {
+        let o = v.as_object()?;
+        Some(ErrorObject {
+            code: o.get("code")?.as_i64()?,
+            message: o.get("message")?.as_str()?.to_owned(),
+            data: o.get("data").cloned(),
+        })
+    }
+}
+
+impl fmt::Display for ErrorObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "JSON-RPC error {}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for ErrorObject {}
+
+/// A request: it has an `id` and expects exactly one response.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    id: RequestId,
+    method: String,
+    object: Map<String, Value>,
+}
+
+impl Request {
+    /// The request id, as received.
+    pub fn id(&self) -> &RequestId {
+        &self.id
+    }
+    /// The method name.
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+    /// The `params` object, if present.
+    pub fn params(&self) -> Option<&Map<String, Value>> {
+        self.object.get("params").and_then(Value::as_object)
+    }
+    /// `params._meta`, if present.
+    pub fn meta(&self) -> Option<&Map<String, Value>> {
+        self.params()?.get("_meta")?.as_object()
+    }
+    /// The whole message, every member as it arrived.
+    pub fn object(&self) -> &Map<String, Value> {
+        &self.object
+    }
+    /// Builds a request object (used by the server for server-to-client requests).
+    pub fn new(id: RequestId, method: &str, params: Option<Value>) -> Request {
+        let mut object = Map::new();
+        object.insert("jsonrpc".into(), JSONRPC_VERSION.into());
+        object.insert("id".into(), id.to_value());
+        object.insert("method".into(), method.into());
+        if let Some(p) = params {
+            object.insert("params".into(), p);
+        }
+        Request {
+            id,
+            method: method.to_owned(),
+            object,
+        }
+    }
+    /// The message as JSON.
+    pub fn into_value(self) -> Value {
+        Value::Object(self.object)
+    }
+}
+
+/// A notification: a `method` and no `id`; never answered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Notification {
+    method: String,
+    object: Map<String, Value>,
+}
+
+impl Notification {
+    /// The method name.
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+    /// The `params` object, if present.
+    pub fn params(&self) -> Option<&Map<String, Value>> {
+        self.object.get("params").and_then(Value::as_object)
+    }
+    /// The whole message, every member as it arrived.
+    pub fn object(&self) -> &Map<String, Value> {
+        &self.object
+    }
+}
+
+/// A response to a request this side sent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Response {
+    id: Option<RequestId>,
+    object: Map<String, Value>,
+}
+
+impl Response {
+    /// The id it answers; `None` for an error about an unreadable request.
+    pub fn id(&self) -> Option<&RequestId> {
+        self.id.as_ref()
+    }
+    /// `Ok(result)` or `Err(error)`.
+    pub fn outcome(&self) -> Result<&Value, ErrorObject> {
+        match self.object.get("result") {
+            Some(r) => Ok(r),
+            None => Err(self
+                .object
+                .get("error")
+                .and_then(ErrorObject::from_value)
+                .unwrap_or_else(|| ErrorObject::internal("malformed error"))),
+        }
+    }
+    /// Consumes the response into `Ok(result)` or `Err(error)`.
+    pub fn into_outcome(mut self) -> Result<Value, ErrorObject> {
+        match self.object.remove("result") {
+            Some(r) => Ok(r),
+            None => Err(self
+                .outcome()
+                .err()
+                .unwrap_or_else(|| ErrorObject::internal("malformed error"))),
+        }
+    }
+    /// The whole message, every member as it arrived.
+    pub fn object(&self) -> &Map<String, Value> {
+        &self.object
+    }
+}
+
+/// One parsed JSON-RPC message.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Message {
+    /// A request.
+    Request(Request),
+    /// A notification.
+    Notification(Notification),
+    /// A response (result or error).
+    Response(Response),
+}
+
+/// What a line or body of bytes held.
+#[derive(Debug)]
+pub enum Parsed {
+    /// A single message.
+    Single(Message),
+    /// A batch (JSON array, non-empty); each element validated on its own.
+    Batch(Vec<Result<Message, ParseError>>),
+}
+
+/// Why bytes could not become a message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParseError {
+    /// The JSON-RPC error code to answer with.
+    pub code: i64,
+    /// A human-readable reason.
+    pub message: String,
+    /// The id, when it could be read.
+    pub id: Option<RequestId>,
+    /// Whether an answer is owed: false when the broken message was a
+    /// notification or a response (those are never answered).
+    pub answerable: bool,
+}
+
+impl ParseError {
+    fn new(code: i64, message: impl Into<String>, id: Option<RequestId>) -> Self {
+        ParseError {
+            code,
+            message: message.into(),
+            id,
+            answerable: true,
+        }
+    }
+
+    /// A message too large for the transport's limit.
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            INVALID_REQUEST,
+            format!("message exceeds the size limit of {limit} bytes"),
+            None,
+        )
+    }
+
+    /// A batch sent by a client whose protocol revision has no batches.
+    pub fn batch_not_supported() -> Self {
+        Self::new(
+            INVALID_REQUEST,
+            "JSON-RPC batches are not supported by this protocol revision",
+            None,
+        )
+    }
+
+    /// The error response to send back, or `None` when no answer is owed.
+    /// `id` is `null` when the id could not be read.
+    pub fn response(&self) -> Option<Value> {
+        self.answerable.then(|| {
+            error_response_value(
+                self.id.as_ref(),
+                &ErrorObject::new(self.code, self.message.clone()),
+            )
+        })
+    }
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// Parses bytes into a message or batch, validating every framing rule.
+pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| ParseError::new(PARSE_ERROR, format!("Parse error: {e}"), None))?;
+    match value {
+        Value::Array(items) if items.is_empty() => {
+            Err(ParseError::new(INVALID_REQUEST, "empty batch", None))
+        }
+        Value::Array(items) => Ok(Parsed::Batch(items.into_iter().map(validate).collect())),
+        other => validate(other).map(Parsed::Single),
+    }
+}
+
+/// Validates one JSON value as a JSON-RPC message.
+pub fn validate(value: Value) -> Result<Message, ParseError> {
+    let Value::Object(object) = value else {
+        return Err(ParseError::new(
+            INVALID_REQUEST,
+            "a JSON-RPC message must be an object",
+            None,
+        ));
+    };
+    // The id, when readable, goes into any error we send.
+    let raw_id = object.get("id");
+    let id = raw_id.and_then(RequestId::from_value);
+    // Responses are never answered; anything else that is broken is (with
+    // `id: null` when the id cannot be read), as JSON-RPC asks.
+    let looks_like_response = object.get("method").is_none()
+        && (object.contains_key("result") || object.contains_key("error"));
+    let answerable = !looks_like_response;
+    let fail = |code: i64, msg: String| ParseError {
+        code,
+        message: msg,
+        id: id.clone(),
+        answerable,
+    };
+
+    match object.get("jsonrpc") {
+        Some(Value::String(v)) if v == JSONRPC_VERSION => {}
+        Some(other) => {
+            return Err(fail(
+                INVALID_REQUEST,
+                format!("jsonrpc must be \"2.0\", got {other}"),
+            ));
+        }
+        None => return Err(fail(INVALID_REQUEST, "missing jsonrpc member".into())),
+    }
+
+    match object.get("method") {
+        Some(Value::String(method)) => {
+            let method = method.clone();
+            if let Some(p) = object.get("params") {
+                if !p.is_object() {
+                    // A notification with bad params is still a notification: never answered.
+                    return Err(ParseError {
+                        answerable: raw_id.is_some(),
+                        ..fail(INVALID_PARAMS, "params must be an object".into())
+                    });
+                }
+            }
+            match raw_id {
+                None => Ok(Message::Notification(Notification { method, object })),
+                Some(raw) => match RequestId::from_value(raw) {
+                    Some(id) => Ok(Message::Request(Request { id, method, object })),
+                    None => Err(ParseError::new(
+                        INVALID_REQUEST,
+                        format!("request id must be a string or an integer, got {raw}"),
+                        None,
+                    )),
+                },
+            }
+        }
+        Some(other) => Err(fail(
+            INVALID_REQUEST,
+            format!("method must be a string, got {other}"),
+        )),
+        None => {
+            let has_result = object.contains_key("result");
+            let has_error = object.contains_key("error");
+            if !has_result && !has_error {
+                return Err(fail(
+                    INVALID_REQUEST,
+                    "message has neither method nor result/error".into(),
+                ));
+            }
+            if has_result && has_error {
+                return Err(fail(
+                    INVALID_REQUEST,
+                    "response has both result and error".into(),
+                ));
+            }
+            if has_error
+                && object
+                    .get("error")
+                    .and_then(ErrorObject::from_value)
+                    .is_none()
+            {
+                return Err(fail(
+                    INVALID_REQUEST,
+                    "error must have an integer code and a string message".into(),
+                ));
+            }
+            match raw_id {
+                Some(Value::Null) if has_error => {
+                    Ok(Message::Response(Response { id: None, object }))
+                }
+                Some(raw) => match RequestId::from_value(raw) {
+                    Some(id) => Ok(Message::Response(Response {
+                        id: Some(id),
+                        object,
+                    })),
+                    None => Err(fail(
+                        INVALID_REQUEST,
+                        format!("response id must be a string or an integer, got {raw}"),
+                    )),
+                },
+                None => Err(fail(INVALID_REQUEST, "response has no id".into())),
+            }
+        }
+    }
+}
+
+/// A success response `{"jsonrpc":"2.0","id":..,"result":..}`.
+pub fn result_response(id: &RequestId, result: Value) -> Value {
+    let mut m = Map::with_capacity(3);
+    m.insert("jsonrpc".into(), JSONRPC_VERSION.into());
+    m.insert("id".into(), id.to_value());
+    m.insert("result".into(), result);
+    Value::Object(m)
+}
+
+/// An error response; `id: null` when `id` is `None`.
+pub fn error_response_value(id: Option<&RequestId>, error: &ErrorObject) -> Value {
+    let mut m = Map::with_capacity(3);
+    m.insert("jsonrpc".into(), JSONRPC_VERSION.into());
+    m.insert("id".into(), id.map_or(Value::Null, RequestId::to_value));
+    m.insert("error".into(), error.to_value());
+    Value::Object(m)
+}
+
+/// A notification `{"jsonrpc":"2.0","method":..,"params":..}`.
+pub fn notification(method: &str, params: Value) -> Value {
+    let mut m = Map::with_capacity(3);
+    m.insert("jsonrpc".into(), JSONRPC_VERSION.into());
+    m.insert("method".into(), method.into());
+    m.insert("params".into(), params);
+    Value::Object(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn err(bytes: &str) -> ParseError {
+        match parse(bytes.as_bytes()) {
+            Err(e) => e,
+            Ok(p) => panic!("expected an error for {bytes}, got {p:?}"),
+        }
+    }
+
+    fn single(bytes: &str) -> Message {
+        match parse(bytes.as_bytes()) {
+            Ok(Parsed::Single(m)) => m,
+            other => panic!("expected a message for {bytes}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn invalid_json_is_parse_error_with_null_id() {
+        let e = err("{not json");
+        assert_eq!(e.code, PARSE_ERROR);
+        let r = e.response().unwrap();
+        assert_eq!(r["id"], Value::Null);
+        assert_eq!(r["error"]["code"], json!(-32700));
+    }
+
+    #[test]
+    fn invalid_utf8_is_parse_error() {
+        let e = parse(b"{\"jsonrpc\":\"2.0\",\"method\":\"\xff\"}").unwrap_err();
+        assert_eq!(e.code, PARSE_ERROR);
+    }
+
+    #[test]
+    fn wrong_or_missing_jsonrpc_is_rejected_not_repaired() {
+        let e = err(r#"{"jsonrpc":"1.0","id":7,"method":"ping"}"#);
+        assert_eq!(
+            (e.code, e.id.clone()),
+            (INVALID_REQUEST, Some(RequestId::Number(7)))
+        );
+        assert_eq!(e.response().unwrap()["id"], json!(7));
+        let e = err(r#"{"id":"a","method":"ping"}"#);
+        assert_eq!(
+            (e.code, e.id),
+            (INVALID_REQUEST, Some(RequestId::String("a".into())))
+        );
+        let e = err(r#"{"jsonrpc":2.0,"id":1,"method":"ping"}"#);
+        assert_eq!(e.code, INVALID_REQUEST);
+    }
+
+    #[test]
+    fn null_and_float_ids_are_invalid() {
+        let e = err(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#);
+        assert_eq!((e.code, e.id.clone()), (INVALID_REQUEST, None));
+        assert_eq!(e.response().unwrap()["id"], Value::Null);
+        let e = err(r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#);
+        assert_eq!(e.code, INVALID_REQUEST);
+        let e = err(r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#);
+        assert_eq!(e.code, INVALID_REQUEST);
+    }
+
+    #[test]
+    fn method_must_be_a_string() {
+        let e = err(r#"{"jsonrpc":"2.0","id":1,"method":5}"#);
+        assert_eq!(
+            (e.code, e.id),
+            (INVALID_REQUEST, Some(RequestId::Number(1)))
+        );
+    }
+
+    #[test]
+    fn params_must_be_an_object() {
+        let e = err(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}"#);
+        assert_eq!(
+            (e.code, e.id.clone()),
+            (INVALID_PARAMS, Some(RequestId::Number(1)))
+        );
+        // A notification with bad params is never answered.
+        let e = err(r#"{"jsonrpc":"2.0","method":"x","params":3}"#);
+        assert!(e.response().is_none());
+    }
+
+    #[test]
+    fn non_object_is_invalid_request() {
+        let e = err("42");
+        assert_eq!((e.code, e.id.clone()), (INVALID_REQUEST, None));
+        assert!(e.response().is_some());
+        assert_eq!(err("[]").code, INVALID_REQUEST);
+    }
+
+    #[test]
+    fn responses_are_validated_and_never_answered() {
+        let e = err(r#"{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"x"}}"#);
+        assert_eq!(e.code, INVALID_REQUEST);
+        assert!(e.response().is_none());
+        let e = err(r#"{"jsonrpc":"2.0","id":1,"error":{"code":"x"}}"#);
+        assert!(e.response().is_none());
+        match single(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"m"}}"#) {
+            Message::Response(r) => assert_eq!(r.id(), None),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn neither_method_nor_result_is_invalid_request() {
+        let e = err(r#"{"jsonrpc":"2.0","id":3}"#);
+        assert_eq!(
+            (e.code, e.id.clone()),
+            (INVALID_REQUEST, Some(RequestId::Number(3)))
+        );
+        assert!(e.response().is_some());
+    }
+
+    #[test]
+    fn messages_keep_every_member() {
+        let text = r#"{"jsonrpc":"2.0","id":"x-1","method":"tools/call","params":{"_meta":{"progressToken":7},"name":"a"},"extra":true}"#;
+        match single(text) {
+            Message::Request(r) => {
+                assert_eq!(r.id(), &RequestId::String("x-1".into()));
+                assert_eq!(r.meta().unwrap()["progressToken"], json!(7));
+                let back = r.into_value();
+                assert_eq!(back, serde_json::from_str::<Value>(text).unwrap());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn batches_are_split_and_each_element_validated() {
+        match parse(br#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"1.0","method":"x"}]"#)
+        {
+            Ok(Parsed::Batch(items)) => {
+                assert!(items[0].is_ok());
+                assert_eq!(items[1].as_ref().unwrap_err().code, INVALID_REQUEST);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn response_builders() {
+        let id = RequestId::Number(4);
+        assert_eq!(
+            result_response(&id, json!({})),
+            json!({"jsonrpc":"2.0","id":4,"result":{}})
+        );
+        assert_eq!(
+            error_response_value(None, &ErrorObject::method_not_found("nope")),
+            json!({"jsonrpc":"2.0","id":null,"error":{"code":-32601,"message":"Method not found: nope"}})
+        );
+    }
+}

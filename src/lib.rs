@@ -1,0 +1,23 @@
+//! # mcpvisor
+//!
+//! A Model Context Protocol (MCP) runtime for synchronous Rust: no async
+//! runtime, blocking worker threads, crossbeam channels.
+//!
+//! - [`jsonrpc`]: the wire layer (parsing, validation, error responses).
+//! - [`protocol`]: the engine (lifecycle, versions, dispatch, cancellation,
+//!   progress, logging, server-to-client requests).
+//! - [`server`]: the synchronous server API (tools, resources, prompts).
+//! - [`transport`]: stdio and line framing (TCP, HTTP, AMQP follow).
+//! - [`session`]: session identities.
+#![warn(missing_docs)]
+
+pub mod jsonrpc;
+pub mod protocol;
+pub mod server;
+pub mod session;
+pub mod transport;
+
+pub use protocol::{Context, LogLevel, PeerError, ProtocolVersion, ToolContext};
+pub use server::{
+    Content, Prompt, Resource, ResourceTemplate, Server, Tool, ToolError, ToolResult,
+};

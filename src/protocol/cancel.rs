@@ -1,0 +1,74 @@
+//! Cancellation tokens: a flag that long handlers check, and a channel they
+//! can `select!` on.
+
+use crossbeam_channel::{Receiver, Sender};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A cancellation token shared between the engine and one handler.
+#[derive(Clone)]
+pub struct CancelToken(Arc<Inner>);
+
+struct Inner {
+    flag: AtomicBool,
+    // Dropping the sender disconnects `rx`, which wakes every receiver clone.
+    tx: Mutex<Option<Sender<()>>>,
+    rx: Receiver<()>,
+}
+
+impl Default for CancelToken {
+    fn default() -> Self {
+        let (tx, rx) = crossbeam_channel::bounded(0);
+        CancelToken(Arc::new(Inner {
+            flag: AtomicBool::new(false),
+            tx: Mutex::new(Some(tx)),
+            rx,
+        }))
+    }
+}
+
+impl CancelToken {
+    /// A token that is not cancelled.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Cancels: sets the flag and wakes every receiver. Idempotent.
+    pub fn cancel(&self) {
+        self.0.flag.store(true, Ordering::SeqCst);
+        self.0.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+
+    /// Whether the work was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.flag.load(Ordering::SeqCst)
+    }
+
+    /// A receiver that becomes ready (disconnected) once the token is cancelled;
+    /// use it in `crossbeam_channel::select!` beside your own channels.
+    pub fn receiver(&self) -> Receiver<()> {
+        self.0.rx.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn receiver_wakes_on_cancel() {
+        let t = CancelToken::new();
+        let rx = t.receiver();
+        assert!(rx.try_recv().is_err() && !t.is_cancelled());
+        assert_eq!(rx.try_recv(), Err(crossbeam_channel::TryRecvError::Empty));
+        let t2 = t.clone();
+        let h = std::thread::spawn(move || rx.recv());
+        t2.cancel();
+        assert!(h.join().unwrap().is_err());
+        assert!(t.is_cancelled());
+        assert_eq!(
+            t.receiver().try_recv(),
+            Err(crossbeam_channel::TryRecvError::Disconnected)
+        );
+    }
+}

@@ -1,0 +1,282 @@
+//! What a handler sees of its request: cancellation, progress, logging, and
+//! requests back to the client.
+
+use super::cancel::CancelToken;
+use super::logging::LogLevel;
+use super::session::Session;
+use super::sink::{Outgoing, Sink};
+use super::version::ProtocolVersion;
+use crate::jsonrpc::{self, ErrorObject, Request, RequestId};
+use serde_json::{json, Map, Value};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Default timeout of a server-to-client request made through [`Context`].
+pub const DEFAULT_PEER_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The protocol facts a request is served under. Sessions supply them from
+/// the handshake today; the 2026-07-28 revision carries them per request.
+#[derive(Clone, Debug)]
+pub struct ProtocolContext {
+    /// The negotiated (or per-request) protocol revision.
+    pub version: ProtocolVersion,
+    /// The client's declared capabilities (an object).
+    pub client_capabilities: Arc<Value>,
+    /// The client's `clientInfo`.
+    pub client_info: Arc<Value>,
+    /// A per-request minimum log level; `None` follows the session's level.
+    pub log_level: Option<LogLevel>,
+}
+
+/// Why a server-to-client request failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PeerError {
+    /// The client did not declare the capability this request needs.
+    NotSupported(&'static str),
+    /// No answer within the timeout; `notifications/cancelled` was sent.
+    Timeout(Duration),
+    /// The handler's own request was cancelled while waiting.
+    Cancelled,
+    /// The session ended before an answer came.
+    Closed,
+    /// The client answered with an error.
+    Rpc(ErrorObject),
+}
+
+impl fmt::Display for PeerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerError::NotSupported(c) => write!(f, "the client does not support {c}"),
+            PeerError::Timeout(d) => write!(f, "the client did not answer within {d:?}"),
+            PeerError::Cancelled => f.write_str("the request was cancelled"),
+            PeerError::Closed => f.write_str("the session is closed"),
+            PeerError::Rpc(e) => write!(f, "the client answered with an error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for PeerError {}
+
+#[derive(Default)]
+struct ProgressState {
+    last: Option<f64>,
+    finished: bool,
+}
+
+/// The context of one request, handed to tool, resource, prompt and
+/// completion handlers.
+pub struct Context {
+    session: Arc<Session>,
+    request_id: RequestId,
+    method: String,
+    meta: Option<Map<String, Value>>,
+    sink: Arc<dyn Sink>,
+    cancel: CancelToken,
+    protocol: ProtocolContext,
+    progress: Mutex<ProgressState>,
+}
+
+/// The context of a tool call.
+pub type ToolContext = Context;
+
+impl Context {
+    pub(crate) fn new(
+        session: Arc<Session>,
+        request: &Request,
+        sink: Arc<dyn Sink>,
+        cancel: CancelToken,
+        protocol: ProtocolContext,
+    ) -> Context {
+        Context {
+            session,
+            request_id: request.id().clone(),
+            method: request.method().to_owned(),
+            meta: request.meta().cloned(),
+            sink,
+            cancel,
+            protocol,
+            progress: Mutex::new(ProgressState::default()),
+        }
+    }
+
+    pub(crate) fn session(&self) -> &Arc<Session> {
+        &self.session
+    }
+
+    /// The id of the request being served.
+    pub fn request_id(&self) -> &RequestId {
+        &self.request_id
+    }
+    /// The method being served.
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+    /// The session's id (visible ASCII, cryptographically random).
+    pub fn session_id(&self) -> &str {
+        self.session.id()
+    }
+    /// The request's `_meta`, if any.
+    pub fn meta(&self) -> Option<&Map<String, Value>> {
+        self.meta.as_ref()
+    }
+    /// Version, client capabilities and client info for this request.
+    pub fn protocol(&self) -> &ProtocolContext {
+        &self.protocol
+    }
+
+    /// Whether the client cancelled this request (or the session ended).
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+    /// A channel that becomes ready when the request is cancelled.
+    pub fn cancelled(&self) -> crossbeam_channel::Receiver<()> {
+        self.cancel.receiver()
+    }
+
+    /// Reports progress; sent only if the request carried
+    /// `_meta.progressToken`, only while the request is running, and only
+    /// when `progress` is greater than the last value sent. Returns whether
+    /// a notification was sent.
+    pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) -> bool {
+        let Some(token) = self.meta.as_ref().and_then(|m| m.get("progressToken")) else {
+            return false;
+        };
+        let mut state = self.progress.lock().unwrap_or_else(|p| p.into_inner());
+        if state.finished || state.last.is_some_and(|last| progress <= last) {
+            log::debug!(
+                "progress {progress} for request {} dropped (finished or not increasing)",
+                self.request_id
+            );
+            return false;
+        }
+        state.last = Some(progress);
+        let mut params = Map::new();
+        params.insert("progressToken".into(), token.clone());
+        params.insert("progress".into(), number(progress));
+        if let Some(t) = total {
+            params.insert("total".into(), number(t));
+        }
+        if let (Some(m), true) = (
+            message,
+            self.protocol.version >= ProtocolVersion::V2025_03_26,
+        ) {
+            params.insert("message".into(), m.into());
+        }
+        self.sink.send(Outgoing::Notification(jsonrpc::notification(
+            "notifications/progress",
+            Value::Object(params),
+        )));
+        true
+    }
+
+    /// Sends `notifications/message` if `level` passes the session's (or
+    /// request's) minimum level. Returns whether it was sent.
+    pub fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) -> bool {
+        let min = self.protocol.log_level.or_else(|| self.session.log_level());
+        if min.is_some_and(|m| level < m) {
+            return false;
+        }
+        let mut params = Map::new();
+        params.insert("level".into(), level.as_str().into());
+        if let Some(l) = logger {
+            params.insert("logger".into(), l.into());
+        }
+        params.insert("data".into(), data);
+        self.sink.send(Outgoing::Notification(jsonrpc::notification(
+            "notifications/message",
+            Value::Object(params),
+        )));
+        true
+    }
+
+    /// `sampling/createMessage`: asks the client's LLM. Needs the client's
+    /// `sampling` capability.
+    pub fn sample(&self, params: Value, timeout: Duration) -> Result<Value, PeerError> {
+        self.peer_request("sampling/createMessage", params, Some("sampling"), timeout)
+    }
+    /// `elicitation/create`: asks the user. Needs the `elicitation` capability.
+    pub fn elicit(&self, params: Value, timeout: Duration) -> Result<Value, PeerError> {
+        self.peer_request("elicitation/create", params, Some("elicitation"), timeout)
+    }
+    /// `roots/list`: the client's roots. Needs the `roots` capability.
+    pub fn list_roots(&self, timeout: Duration) -> Result<Value, PeerError> {
+        self.peer_request("roots/list", json!({}), Some("roots"), timeout)
+    }
+
+    /// Sends a request to the client on this request's stream and blocks
+    /// for the answer. On timeout (or when this request is cancelled) the
+    /// client is told with `notifications/cancelled`.
+    pub fn peer_request(
+        &self,
+        method: &str,
+        params: Value,
+        capability: Option<&'static str>,
+        timeout: Duration,
+    ) -> Result<Value, PeerError> {
+        if let Some(cap) = capability {
+            if self.protocol.client_capabilities.get(cap).is_none() {
+                return Err(PeerError::NotSupported(cap));
+            }
+        }
+        let (id, answer) = self
+            .session
+            .register_peer_request()
+            .ok_or(PeerError::Closed)?;
+        self.sink.send(Outgoing::Request(
+            Request::new(id.clone(), method, Some(params)).into_value(),
+        ));
+        let cancelled = self.cancel.receiver();
+        let outcome = crossbeam_channel::select! {
+            recv(answer) -> r => return match r {
+                Ok(Ok(v)) => Ok(v),
+                Ok(Err(e)) => Err(PeerError::Rpc(e)),
+                Err(_) => Err(PeerError::Closed),
+            },
+            recv(cancelled) -> _ => PeerError::Cancelled,
+            default(timeout) => PeerError::Timeout(timeout),
+        };
+        self.session.forget_peer_request(&id);
+        let reason = match &outcome {
+            PeerError::Timeout(d) => format!("timed out after {d:?}"),
+            _ => "the originating request was cancelled".to_owned(),
+        };
+        self.sink.send(Outgoing::Notification(jsonrpc::notification(
+            "notifications/cancelled",
+            json!({"requestId": id.to_value(), "reason": reason}),
+        )));
+        Err(outcome)
+    }
+
+    /// Ends the request: after this, no progress is sent. Sends the response,
+    /// or nothing (`Suppressed`) if the request was cancelled.
+    pub(crate) fn finish(&self, outcome: Result<Value, ErrorObject>) {
+        let mut state = self.progress.lock().unwrap_or_else(|p| p.into_inner());
+        state.finished = true;
+        self.session.request_done(&self.request_id);
+        let out = if self.cancel.is_cancelled() {
+            Outgoing::Suppressed {
+                id: self.request_id.clone(),
+            }
+        } else {
+            let message = match outcome {
+                Ok(v) => jsonrpc::result_response(&self.request_id, v),
+                Err(e) => jsonrpc::error_response_value(Some(&self.request_id), &e),
+            };
+            Outgoing::Response {
+                id: Some(self.request_id.clone()),
+                message,
+            }
+        };
+        self.sink.send(out);
+    }
+}
+
+/// Integers as JSON integers, everything else as floats.
+fn number(x: f64) -> Value {
+    if x.fract() == 0.0 && x.abs() < 9.0e15 {
+        Value::from(x as i64)
+    } else {
+        Value::from(x)
+    }
+}

@@ -1,0 +1,421 @@
+//! One MCP session: its lifecycle phase, negotiated version, client
+//! capabilities, log level, subscriptions, requests in flight, and requests
+//! it sent to the client.
+
+use super::cancel::CancelToken;
+use super::context::{Context, ProtocolContext};
+use super::dispatch::{self, Route};
+use super::logging::LogLevel;
+use super::sink::{Outgoing, Sink};
+use super::version::ProtocolVersion;
+use super::Engine;
+use crate::jsonrpc::{
+    self, ErrorObject, Message, Notification, ParseError, Parsed, Request, RequestId, Response,
+};
+use crossbeam_channel::{Receiver, Sender};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The lifecycle phase.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Nothing but `initialize` and `ping` is accepted.
+    AwaitingInitialize,
+    /// `initialize` was answered; waiting for `notifications/initialized`.
+    Initializing,
+    /// Normal operation.
+    Operating,
+}
+
+struct State {
+    phase: Phase,
+    version: Option<ProtocolVersion>,
+    client_capabilities: Arc<Value>,
+    client_info: Arc<Value>,
+    log_level: Option<LogLevel>,
+    subscriptions: HashSet<String>,
+}
+
+type PeerAnswer = Result<Value, ErrorObject>;
+
+/// A session of the protocol engine, fed by one transport connection.
+pub struct Session {
+    pub(crate) engine: Arc<Engine>,
+    key: u64,
+    id: String,
+    sink: Arc<dyn Sink>,
+    state: Mutex<State>,
+    inflight: Mutex<HashMap<RequestId, CancelToken>>,
+    idle: Condvar,
+    pending: Mutex<HashMap<RequestId, Sender<PeerAnswer>>>,
+    next_peer_id: AtomicI64,
+    closed: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Session {
+    pub(crate) fn new(engine: Arc<Engine>, key: u64, sink: Arc<dyn Sink>) -> Session {
+        Session {
+            engine,
+            key,
+            id: crate::session::new_session_id(),
+            sink,
+            state: Mutex::new(State {
+                phase: Phase::AwaitingInitialize,
+                version: None,
+                client_capabilities: Arc::new(Value::Object(Default::default())),
+                client_info: Arc::new(Value::Null),
+                log_level: None,
+                subscriptions: HashSet::new(),
+            }),
+            inflight: Mutex::new(HashMap::new()),
+            idle: Condvar::new(),
+            pending: Mutex::new(HashMap::new()),
+            next_peer_id: AtomicI64::new(1),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// The session id (32 hex digits from `ring`'s system random).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+    /// The lifecycle phase.
+    pub fn phase(&self) -> Phase {
+        lock(&self.state).phase
+    }
+    /// The negotiated protocol revision, once `initialize` was answered.
+    pub fn version(&self) -> Option<ProtocolVersion> {
+        lock(&self.state).version
+    }
+    /// The minimum log level the client asked for.
+    pub fn log_level(&self) -> Option<LogLevel> {
+        lock(&self.state).log_level
+    }
+    /// The session's default sink, for messages related to no request.
+    pub fn sink(&self) -> &Arc<dyn Sink> {
+        &self.sink
+    }
+
+    /// Parses and handles bytes from the transport; replies go to `sink`.
+    /// Bad input is answered with the right error and logged once; the
+    /// session keeps serving.
+    pub fn receive(self: &Arc<Self>, bytes: &[u8], sink: &Arc<dyn Sink>) {
+        match jsonrpc::parse(bytes) {
+            Ok(parsed) => self.receive_parsed(parsed, sink),
+            Err(e) => self.reject(e, sink),
+        }
+    }
+
+    /// Handles an already parsed message or batch.
+    pub fn receive_parsed(self: &Arc<Self>, parsed: Parsed, sink: &Arc<dyn Sink>) {
+        match parsed {
+            Parsed::Single(m) => self.handle(m, sink),
+            Parsed::Batch(items) => {
+                if !self.version().is_some_and(ProtocolVersion::allows_batches) {
+                    return self.reject(ParseError::batch_not_supported(), sink);
+                }
+                let requests = items
+                    .iter()
+                    .filter(|i| matches!(i, Ok(Message::Request(_))))
+                    .count()
+                    + items
+                        .iter()
+                        .filter(|i| matches!(i, Err(e) if e.answerable))
+                        .count();
+                let batch: Arc<dyn Sink> =
+                    Arc::new(super::batch::Collector::new(sink.clone(), requests));
+                for item in items {
+                    match item {
+                        Ok(m) => self.handle(m, &batch),
+                        Err(e) => self.reject(e, &batch),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Answers a parse or validation failure (when an answer is owed).
+    pub fn reject(&self, error: ParseError, sink: &Arc<dyn Sink>) {
+        log::warn!("session {}: rejected a message: {error}", self.id);
+        if let Some(message) = error.response() {
+            sink.send(Outgoing::Response {
+                id: error.id.clone(),
+                message,
+            });
+        }
+    }
+
+    /// Handles one valid message.
+    pub fn handle(self: &Arc<Self>, message: Message, sink: &Arc<dyn Sink>) {
+        match message {
+            Message::Request(r) => self.handle_request(r, sink),
+            Message::Notification(n) => self.handle_notification(&n),
+            Message::Response(r) => self.handle_response(r),
+        }
+    }
+
+    fn handle_request(self: &Arc<Self>, request: Request, sink: &Arc<dyn Sink>) {
+        let route = match request.method() {
+            "initialize" => Route::Inline(dispatch::initialize),
+            "ping" => Route::Inline(dispatch::ping),
+            method if self.phase() == Phase::AwaitingInitialize => {
+                let e = ErrorObject::invalid_request(format!(
+                    "{method} received before initialize: only initialize and ping are accepted until the session is initialized"
+                ));
+                return respond(sink, request.id(), Err(e));
+            }
+            method => dispatch::route(method),
+        };
+        match route {
+            Route::Inline(f) => respond(sink, request.id(), f(self, &request)),
+            Route::Pool(f) => self.spawn(request, sink.clone(), f),
+            Route::Unknown => respond(
+                sink,
+                request.id(),
+                Err(ErrorObject::method_not_found(request.method())),
+            ),
+        }
+    }
+
+    fn spawn(
+        self: &Arc<Self>,
+        request: Request,
+        sink: Arc<dyn Sink>,
+        handler: dispatch::PoolHandler,
+    ) {
+        let id = request.id().clone();
+        let cancel = CancelToken::new();
+        {
+            let mut inflight = lock(&self.inflight);
+            if inflight.contains_key(&id) {
+                drop(inflight);
+                let e = ErrorObject::invalid_request(format!(
+                    "request id {id} is already in use by a request in flight"
+                ));
+                return respond(&sink, &id, Err(e));
+            }
+            inflight.insert(id.clone(), cancel.clone());
+        }
+        let ctx = Context::new(
+            self.clone(),
+            &request,
+            sink.clone(),
+            cancel,
+            self.protocol_context(),
+        );
+        let job = Box::new(move || {
+            let outcome = catch_unwind(AssertUnwindSafe(|| handler(&ctx, &request)))
+                .unwrap_or_else(|panic| {
+                    let msg = panic_message(&panic);
+                    log::error!(
+                        "handler for {} (request {}) panicked: {msg}",
+                        request.method(),
+                        request.id()
+                    );
+                    Err(ErrorObject::internal(format!(
+                        "internal error: the handler for {} panicked",
+                        request.method()
+                    )))
+                });
+            ctx.finish(outcome);
+        });
+        if self.engine.pool.try_submit(job).is_err() {
+            self.request_done(&id);
+            log::warn!(
+                "session {}: handler queue full, request {id} refused",
+                self.id
+            );
+            respond(
+                &sink,
+                &id,
+                Err(ErrorObject::internal(
+                    "server overloaded: the handler queue is full; retry later",
+                )),
+            );
+        }
+    }
+
+    fn handle_notification(&self, n: &Notification) {
+        match n.method() {
+            "notifications/initialized" => {
+                let mut st = lock(&self.state);
+                match st.phase {
+                    Phase::Initializing => st.phase = Phase::Operating,
+                    Phase::Operating => {}
+                    Phase::AwaitingInitialize => log::warn!(
+                        "session {}: initialized before initialize; ignored",
+                        self.id
+                    ),
+                }
+            }
+            "notifications/cancelled" => {
+                let id = n
+                    .params()
+                    .and_then(|p| p.get("requestId"))
+                    .and_then(RequestId::from_value);
+                match id.and_then(|id| lock(&self.inflight).get(&id).cloned()) {
+                    Some(token) => token.cancel(),
+                    None => log::debug!(
+                        "session {}: cancellation of an unknown or finished request ignored",
+                        self.id
+                    ),
+                }
+            }
+            other => log::debug!("session {}: notification {other} ignored", self.id),
+        }
+    }
+
+    fn handle_response(&self, r: Response) {
+        let waiter = r.id().and_then(|id| lock(&self.pending).remove(id));
+        match waiter {
+            Some(tx) => {
+                let _ = tx.send(r.into_outcome());
+            }
+            None => log::warn!(
+                "session {}: response to unknown request {:?} dropped",
+                self.id,
+                r.id()
+            ),
+        }
+    }
+
+    /// The protocol context a new request is served under.
+    pub(crate) fn protocol_context(&self) -> ProtocolContext {
+        let st = lock(&self.state);
+        ProtocolContext {
+            version: st.version.unwrap_or(ProtocolVersion::LATEST),
+            client_capabilities: st.client_capabilities.clone(),
+            client_info: st.client_info.clone(),
+            log_level: None,
+        }
+    }
+
+    /// Records the handshake; `Err` when `initialize` was already received.
+    pub(crate) fn initialized(
+        &self,
+        version: ProtocolVersion,
+        capabilities: Value,
+        client_info: Value,
+    ) -> Result<(), ErrorObject> {
+        let mut st = lock(&self.state);
+        if st.phase != Phase::AwaitingInitialize {
+            return Err(ErrorObject::invalid_request(
+                "initialize was already received on this session",
+            ));
+        }
+        st.phase = Phase::Initializing;
+        st.version = Some(version);
+        st.client_capabilities = Arc::new(capabilities);
+        st.client_info = Arc::new(client_info);
+        Ok(())
+    }
+
+    pub(crate) fn set_log_level(&self, level: LogLevel) {
+        lock(&self.state).log_level = Some(level);
+    }
+
+    pub(crate) fn subscribe(&self, uri: &str, on: bool) {
+        let mut st = lock(&self.state);
+        if on {
+            st.subscriptions.insert(uri.to_owned());
+        } else {
+            st.subscriptions.remove(uri);
+        }
+    }
+
+    pub(crate) fn is_subscribed(&self, uri: &str) -> bool {
+        lock(&self.state).subscriptions.contains(uri)
+    }
+
+    pub(crate) fn request_done(&self, id: &RequestId) {
+        let mut inflight = lock(&self.inflight);
+        inflight.remove(id);
+        if inflight.is_empty() {
+            self.idle.notify_all();
+        }
+    }
+
+    pub(crate) fn register_peer_request(&self) -> Option<(RequestId, Receiver<PeerAnswer>)> {
+        let mut pending = lock(&self.pending);
+        if self.closed.load(Ordering::SeqCst) {
+            return None;
+        }
+        let id = RequestId::Number(self.next_peer_id.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        pending.insert(id.clone(), tx);
+        Some((id, rx))
+    }
+
+    pub(crate) fn forget_peer_request(&self, id: &RequestId) {
+        lock(&self.pending).remove(id);
+    }
+
+    /// Number of requests in flight.
+    pub fn inflight(&self) -> usize {
+        lock(&self.inflight).len()
+    }
+
+    /// Waits until no request is in flight or `timeout` passes; true if idle.
+    pub fn wait_idle(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut inflight = lock(&self.inflight);
+        while !inflight.is_empty() {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            inflight = self
+                .idle
+                .wait_timeout(inflight, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
+    }
+
+    /// Ends the session: cancels everything in flight, fails every pending
+    /// server-to-client request, and leaves the engine's session list.
+    pub fn close(&self) {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        for token in lock(&self.inflight).values() {
+            token.cancel();
+        }
+        lock(&self.pending).clear();
+        self.engine.forget_session(self.key);
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn respond(sink: &Arc<dyn Sink>, id: &RequestId, outcome: Result<Value, ErrorObject>) {
+    let message = match outcome {
+        Ok(v) => jsonrpc::result_response(id, v),
+        Err(e) => jsonrpc::error_response_value(Some(id), &e),
+    };
+    sink.send(Outgoing::Response {
+        id: Some(id.clone()),
+        message,
+    });
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_owned())
+}

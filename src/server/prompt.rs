@@ -1,0 +1,205 @@
+//! Prompts with arguments, and argument completions.
+
+use super::content::{insert_opt, Content};
+use super::tool::ToolError;
+use crate::protocol::Context;
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+
+/// Renders a prompt from its (string) arguments.
+pub type PromptHandler =
+    dyn Fn(&HashMap<String, String>, &Context) -> Result<PromptResult, ToolError> + Send + Sync;
+
+/// A prompt template.
+pub struct Prompt {
+    pub(crate) name: String,
+    pub(crate) title: Option<String>,
+    pub(crate) description: Option<String>,
+    pub(crate) arguments: Vec<PromptArgument>,
+    pub(crate) handler: Box<PromptHandler>,
+}
+
+/// One argument of a prompt.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PromptArgument {
+    /// The argument's name.
+    pub name: String,
+    /// What it is for.
+    pub description: Option<String>,
+    /// Whether `prompts/get` must supply it (missing: -32602).
+    pub required: bool,
+}
+
+impl PromptArgument {
+    /// A required argument.
+    pub fn required(name: impl Into<String>, description: impl Into<String>) -> Self {
+        PromptArgument {
+            name: name.into(),
+            description: Some(description.into()),
+            required: true,
+        }
+    }
+    /// An optional argument.
+    pub fn optional(name: impl Into<String>, description: impl Into<String>) -> Self {
+        PromptArgument {
+            required: false,
+            ..Self::required(name, description)
+        }
+    }
+}
+
+impl Prompt {
+    /// A prompt named `name` rendered by `handler`.
+    pub fn new<F>(name: impl Into<String>, handler: F) -> Prompt
+    where
+        F: Fn(&HashMap<String, String>, &Context) -> Result<PromptResult, ToolError>
+            + Send
+            + Sync
+            + 'static,
+    {
+        Prompt {
+            name: name.into(),
+            title: None,
+            description: None,
+            arguments: Vec::new(),
+            handler: Box::new(handler),
+        }
+    }
+    /// A human-readable title.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+    /// A description.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+    /// Adds an argument.
+    pub fn argument(mut self, argument: PromptArgument) -> Self {
+        self.arguments.push(argument);
+        self
+    }
+
+    pub(crate) fn listing(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("name".into(), self.name.as_str().into());
+        insert_opt(&mut m, "title", &self.title);
+        insert_opt(&mut m, "description", &self.description);
+        if !self.arguments.is_empty() {
+            let args = self
+                .arguments
+                .iter()
+                .map(|a| {
+                    let mut o = Map::new();
+                    o.insert("name".into(), a.name.as_str().into());
+                    insert_opt(&mut o, "description", &a.description);
+                    o.insert("required".into(), a.required.into());
+                    Value::Object(o)
+                })
+                .collect();
+            m.insert("arguments".into(), Value::Array(args));
+        }
+        Value::Object(m)
+    }
+}
+
+/// Who speaks a prompt message.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The user.
+    User,
+    /// The assistant.
+    Assistant,
+}
+
+/// A rendered prompt.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PromptResult {
+    /// Optional description.
+    pub description: Option<String>,
+    /// The messages, in order.
+    pub messages: Vec<(Role, Content)>,
+}
+
+impl PromptResult {
+    /// A prompt result from messages.
+    pub fn new(messages: Vec<(Role, Content)>) -> Self {
+        PromptResult {
+            description: None,
+            messages,
+        }
+    }
+    /// As JSON.
+    pub fn to_value(&self) -> Value {
+        let messages: Vec<Value> = self
+            .messages
+            .iter()
+            .map(|(role, content)| {
+                let role = match role {
+                    Role::User => "user",
+                    Role::Assistant => "assistant",
+                };
+                json!({"role": role, "content": content.to_value()})
+            })
+            .collect();
+        let mut m = Map::new();
+        insert_opt(&mut m, "description", &self.description);
+        m.insert("messages".into(), Value::Array(messages));
+        Value::Object(m)
+    }
+}
+
+/// What a completion is for: a prompt's argument or a resource template's variable.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum CompletionRef {
+    /// `ref/prompt` by prompt name.
+    Prompt(String),
+    /// `ref/resource` by URI template.
+    Resource(String),
+}
+
+/// A `completion/complete` request as a handler sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompletionRequest {
+    /// The argument being completed.
+    pub argument: String,
+    /// What the user typed so far.
+    pub value: String,
+    /// Already-resolved arguments (`context.arguments`).
+    pub context: HashMap<String, String>,
+}
+
+/// Completion values (at most 100 are sent; `hasMore` is set when cut).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Completion {
+    /// Suggested values, best first.
+    pub values: Vec<String>,
+    /// Total number of matches, if known.
+    pub total: Option<u64>,
+    /// Whether more matches exist than were sent.
+    pub has_more: bool,
+}
+
+/// The spec's maximum number of completion values per response.
+pub const MAX_COMPLETION_VALUES: usize = 100;
+
+impl Completion {
+    /// As the `completion` object of the result.
+    pub fn to_value(&self) -> Value {
+        let cut = self.values.len() > MAX_COMPLETION_VALUES;
+        let values: Vec<&String> = self.values.iter().take(MAX_COMPLETION_VALUES).collect();
+        let mut m = Map::new();
+        m.insert("values".into(), json!(values));
+        let total = self.total.or(cut.then_some(self.values.len() as u64));
+        if let Some(t) = total {
+            m.insert("total".into(), t.into());
+        }
+        m.insert("hasMore".into(), (self.has_more || cut).into());
+        Value::Object(m)
+    }
+}
+
+/// Produces completion values.
+pub type CompletionHandler =
+    dyn Fn(&CompletionRequest, &Context) -> Result<Completion, ToolError> + Send + Sync;

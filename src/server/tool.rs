@@ -1,0 +1,188 @@
+//! Tools: definition, result and error types.
+
+use super::content::{insert_opt, Content};
+use crate::jsonrpc::ErrorObject;
+use crate::protocol::Context;
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// The closure behind a tool: arguments in, result out. It runs on a pool
+/// thread and may block; it should check `ctx.is_cancelled()` if it is long.
+pub type ToolHandler =
+    dyn Fn(Map<String, Value>, &Context) -> Result<ToolResult, ToolError> + Send + Sync;
+
+/// A tool definition with its handler.
+pub struct Tool {
+    pub(crate) name: String,
+    pub(crate) title: Option<String>,
+    pub(crate) description: Option<String>,
+    pub(crate) input_schema: Value,
+    pub(crate) output_schema: Option<Value>,
+    pub(crate) annotations: Option<Value>,
+    pub(crate) handler: Box<ToolHandler>,
+}
+
+impl Tool {
+    /// A tool named `name` whose arguments must satisfy `input_schema` (a JSON
+    /// Schema object, 2020-12 unless it says otherwise via `$schema`).
+    pub fn new<F>(name: impl Into<String>, input_schema: Value, handler: F) -> Tool
+    where
+        F: Fn(Map<String, Value>, &Context) -> Result<ToolResult, ToolError>
+            + Send
+            + Sync
+            + 'static,
+    {
+        Tool {
+            name: name.into(),
+            title: None,
+            description: None,
+            input_schema,
+            output_schema: None,
+            annotations: None,
+            handler: Box::new(handler),
+        }
+    }
+    /// A human-readable title.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+    /// A description for the model.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+    /// A schema that `structuredContent` of every successful result must satisfy.
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.output_schema = Some(schema);
+        self
+    }
+    /// Tool annotations (`readOnlyHint`, `destructiveHint`, ...), as JSON.
+    pub fn annotations(mut self, annotations: Value) -> Self {
+        self.annotations = Some(annotations);
+        self
+    }
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The definition as `tools/list` shows it.
+    pub(crate) fn listing(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("name".into(), self.name.as_str().into());
+        insert_opt(&mut m, "title", &self.title);
+        insert_opt(&mut m, "description", &self.description);
+        m.insert("inputSchema".into(), self.input_schema.clone());
+        if let Some(s) = &self.output_schema {
+            m.insert("outputSchema".into(), s.clone());
+        }
+        if let Some(a) = &self.annotations {
+            m.insert("annotations".into(), a.clone());
+        }
+        Value::Object(m)
+    }
+}
+
+/// The result of a tool call.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolResult {
+    /// Unstructured content blocks.
+    pub content: Vec<Content>,
+    /// Structured content (checked against the tool's output schema).
+    pub structured_content: Option<Value>,
+    /// Whether the tool failed (the model sees the content as an error).
+    pub is_error: bool,
+}
+
+impl ToolResult {
+    /// A result with the given content blocks.
+    pub fn new(content: Vec<Content>) -> Self {
+        ToolResult {
+            content,
+            ..Default::default()
+        }
+    }
+    /// A result with one text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::new(vec![Content::text(text)])
+    }
+    /// A result carrying structured content, with its JSON text as a text
+    /// block for clients that only read `content`.
+    pub fn structured(value: Value) -> Self {
+        ToolResult {
+            content: vec![Content::text(value.to_string())],
+            structured_content: Some(value),
+            is_error: false,
+        }
+    }
+    /// A failed result (`isError: true`) with one text block.
+    pub fn error(message: impl Into<String>) -> Self {
+        ToolResult {
+            is_error: true,
+            ..Self::text(message)
+        }
+    }
+    /// The result as JSON.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert(
+            "content".into(),
+            Value::Array(self.content.iter().map(Content::to_value).collect()),
+        );
+        if let Some(s) = &self.structured_content {
+            m.insert("structuredContent".into(), s.clone());
+        }
+        if self.is_error {
+            m.insert("isError".into(), true.into());
+        }
+        Value::Object(m)
+    }
+}
+
+/// Why a handler failed. Any `std::error::Error` converts into it with `?`.
+///
+/// From a tool, a plain error becomes a result with `isError: true` (the
+/// model sees it); [`ToolError::rpc`] becomes a JSON-RPC error instead. From a
+/// resource, prompt or completion handler, a plain error becomes -32603.
+#[derive(Debug)]
+pub struct ToolError(pub(crate) ErrorKind);
+
+#[derive(Debug)]
+pub(crate) enum ErrorKind {
+    Failed(String),
+    Rpc(ErrorObject),
+}
+
+impl ToolError {
+    /// A failure with a message.
+    pub fn new(message: impl Into<String>) -> Self {
+        ToolError(ErrorKind::Failed(message.into()))
+    }
+    /// A protocol-level error sent as a JSON-RPC error response.
+    pub fn rpc(error: ErrorObject) -> Self {
+        ToolError(ErrorKind::Rpc(error))
+    }
+    /// As a JSON-RPC error (plain failures become -32603).
+    pub(crate) fn into_rpc(self) -> ErrorObject {
+        match self.0 {
+            ErrorKind::Failed(m) => ErrorObject::internal(m),
+            ErrorKind::Rpc(e) => e,
+        }
+    }
+}
+
+impl<E: std::error::Error> From<E> for ToolError {
+    fn from(e: E) -> Self {
+        ToolError::new(e.to_string())
+    }
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            ErrorKind::Failed(m) => f.write_str(m),
+            ErrorKind::Rpc(e) => e.fmt(f),
+        }
+    }
+}

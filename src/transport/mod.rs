@@ -1,0 +1,5 @@
+//! Transports: each turns bytes on a wire into messages for the protocol
+//! engine and writes what the engine sends back.
+
+pub mod lines;
+pub mod stdio;
