@@ -253,7 +253,6 @@ impl Context {
     pub(crate) fn finish(&self, outcome: Result<Value, ErrorObject>) {
         let mut state = self.progress.lock().unwrap_or_else(|p| p.into_inner());
         state.finished = true;
-        self.session.request_done(&self.request_id);
         let out = if self.cancel.is_cancelled() {
             Outgoing::Suppressed {
                 id: self.request_id.clone(),
@@ -269,6 +268,9 @@ impl Context {
             }
         };
         self.sink.send(out);
+        // Only now is the request no longer in flight: whoever waits for the
+        // session to go idle (EOF, shutdown) finds its answer already queued.
+        self.session.request_done(&self.request_id);
     }
 }
 

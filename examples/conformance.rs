@@ -1,0 +1,344 @@
+//! The server that the official MCP conformance suite's server scenarios
+//! expect (npm `@modelcontextprotocol/conformance`): exactly its tools,
+//! resources, prompts and completions.
+//!
+//! ```text
+//! conformance [--stdio] [--peer-timeout-ms N]
+//! ```
+//! `--peer-timeout-ms` bounds how long a tool waits for the client's answer
+//! to sampling / elicitation (default 60000).
+
+use mcpvisor::server::{
+    base64, Completion, CompletionRef, Content, Prompt, PromptArgument, PromptResult, Resource,
+    ResourceContents, ResourceTemplate, Role, Server, Tool, ToolError, ToolResult,
+};
+use mcpvisor::{Context, LogLevel};
+use serde_json::{json, Value};
+use std::process::ExitCode;
+use std::thread::sleep;
+use std::time::Duration;
+
+/// A 1x1 PNG.
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+
+/// A valid WAV file holding one silent 8 kHz mono 8-bit sample.
+fn wav() -> String {
+    let mut w = Vec::new();
+    w.extend_from_slice(b"RIFF");
+    w.extend_from_slice(&37u32.to_le_bytes());
+    w.extend_from_slice(b"WAVEfmt ");
+    for v in [16u32] {
+        w.extend_from_slice(&v.to_le_bytes());
+    }
+    w.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    w.extend_from_slice(&1u16.to_le_bytes()); // mono
+    w.extend_from_slice(&8000u32.to_le_bytes());
+    w.extend_from_slice(&8000u32.to_le_bytes());
+    w.extend_from_slice(&1u16.to_le_bytes());
+    w.extend_from_slice(&8u16.to_le_bytes());
+    w.extend_from_slice(b"data");
+    w.extend_from_slice(&1u32.to_le_bytes());
+    w.push(128);
+    base64(&w)
+}
+
+fn no_args() -> Value {
+    json!({"type": "object", "properties": {}})
+}
+
+fn image() -> Content {
+    Content::Image {
+        data: PNG.into(),
+        mime_type: "image/png".into(),
+    }
+}
+
+fn peer_failure(e: mcpvisor::PeerError) -> ToolError {
+    ToolError::new(format!("request to the client failed: {e}"))
+}
+
+fn tools(peer_timeout: Duration) -> Vec<Tool> {
+    vec![
+        Tool::new("test_simple_text", no_args(), |_, _| Ok(ToolResult::text("This is a simple text response for testing.")))
+            .description("Returns simple text content"),
+        Tool::new("test_image_content", no_args(), |_, _| Ok(ToolResult::new(vec![image()])))
+            .description("Returns image content"),
+        Tool::new("test_audio_content", no_args(), |_, _| {
+            Ok(ToolResult::new(vec![Content::Audio { data: wav(), mime_type: "audio/wav".into() }]))
+        })
+        .description("Returns audio content"),
+        Tool::new("test_embedded_resource", no_args(), |_, _| {
+            Ok(ToolResult::new(vec![Content::Resource(ResourceContents::text(
+                "test://embedded-resource",
+                "text/plain",
+                "This is an embedded resource content.",
+            ))]))
+        })
+        .description("Returns an embedded resource"),
+        Tool::new("test_multiple_content_types", no_args(), |_, _| {
+            Ok(ToolResult::new(vec![
+                Content::text("Multiple content types test:"),
+                image(),
+                Content::Resource(ResourceContents::text(
+                    "test://mixed-content-resource",
+                    "application/json",
+                    r#"{"test":"data","value":123}"#,
+                )),
+            ]))
+        })
+        .description("Returns text, image and resource content"),
+        Tool::new("test_tool_with_logging", no_args(), |_, ctx| {
+            for (i, msg) in ["Tool execution started", "Tool processing data", "Tool execution completed"].iter().enumerate() {
+                if i > 0 {
+                    sleep(Duration::from_millis(50));
+                }
+                ctx.log(LogLevel::Info, Some("conformance"), json!(msg));
+            }
+            Ok(ToolResult::text("Tool with logging executed successfully"))
+        })
+        .description("Sends three log messages while it runs"),
+        Tool::new("test_tool_with_progress", no_args(), |_, ctx| {
+            for (i, p) in [0.0, 50.0, 100.0].into_iter().enumerate() {
+                if i > 0 {
+                    sleep(Duration::from_millis(50));
+                }
+                ctx.progress(p, Some(100.0), None);
+            }
+            Ok(ToolResult::text("Tool with progress executed successfully"))
+        })
+        .description("Reports progress 0, 50, 100 of 100"),
+        Tool::new("test_error_handling", no_args(), |_, _| {
+            Err(ToolError::new("This tool intentionally returns an error for testing"))
+        })
+        .description("Always fails"),
+        Tool::new(
+            "test_sampling",
+            json!({"type": "object", "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]}),
+            move |args, ctx| {
+                let prompt = args["prompt"].as_str().unwrap_or_default();
+                let params = json!({
+                    "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+                    "maxTokens": 100
+                });
+                let answer = ctx.sample(params, peer_timeout).map_err(peer_failure)?;
+                let text = answer.pointer("/content/text").and_then(Value::as_str).unwrap_or_default();
+                Ok(ToolResult::text(format!("LLM response: {text}")))
+            },
+        )
+        .description("Asks the client's LLM via sampling/createMessage"),
+        Tool::new(
+            "test_elicitation",
+            json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}),
+            move |args, ctx| {
+                let params = json!({
+                    "message": args["message"],
+                    "requestedSchema": {
+                        "type": "object",
+                        "properties": {
+                            "username": {"type": "string", "description": "User's response"},
+                            "email": {"type": "string", "description": "User's email address"}
+                        },
+                        "required": ["username", "email"]
+                    }
+                });
+                let answer = ctx.elicit(params, peer_timeout).map_err(peer_failure)?;
+                Ok(ToolResult::text(format!("User response: {answer}")))
+            },
+        )
+        .description("Asks the user via elicitation/create"),
+        Tool::new("test_elicitation_sep1034_defaults", no_args(), move |_, ctx| {
+            let params = json!({
+                "message": "Please review and update the form fields with defaults",
+                "requestedSchema": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string", "description": "User name", "default": "John Doe"},
+                        "age": {"type": "integer", "description": "User age", "default": 30},
+                        "score": {"type": "number", "description": "User score", "default": 95.5},
+                        "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
+                        "verified": {"type": "boolean", "description": "Verification status", "default": true}
+                    }
+                }
+            });
+            let answer = ctx.elicit(params, peer_timeout).map_err(peer_failure)?;
+            Ok(ToolResult::text(format!(
+                "Elicitation completed: action={}, content={}",
+                answer["action"].as_str().unwrap_or("?"),
+                answer.get("content").unwrap_or(&Value::Null)
+            )))
+        })
+        .description("Elicitation with default values (SEP-1034)"),
+        Tool::new("test_elicitation_sep1330_enums", no_args(), move |_, ctx| {
+            let params = json!({
+                "message": "Please select options from the enum fields",
+                "requestedSchema": {
+                    "type": "object",
+                    "properties": {
+                        "untitledSingle": {"type": "string", "description": "Untitled single-select", "enum": ["option1", "option2", "option3"]},
+                        "titledSingle": {"type": "string", "description": "Titled single-select", "oneOf": [
+                            {"const": "value1", "title": "First Option"},
+                            {"const": "value2", "title": "Second Option"},
+                            {"const": "value3", "title": "Third Option"}
+                        ]},
+                        "legacyEnum": {"type": "string", "description": "Legacy titled enum", "enum": ["opt1", "opt2", "opt3"],
+                            "enumNames": ["Option One", "Option Two", "Option Three"]},
+                        "untitledMulti": {"type": "array", "description": "Untitled multi-select",
+                            "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+                        "titledMulti": {"type": "array", "description": "Titled multi-select", "items": {"anyOf": [
+                            {"const": "value1", "title": "First Choice"},
+                            {"const": "value2", "title": "Second Choice"},
+                            {"const": "value3", "title": "Third Choice"}
+                        ]}}
+                    }
+                }
+            });
+            let answer = ctx.elicit(params, peer_timeout).map_err(peer_failure)?;
+            Ok(ToolResult::text(format!(
+                "Elicitation completed: action={}, content={}",
+                answer["action"].as_str().unwrap_or("?"),
+                answer.get("content").unwrap_or(&Value::Null)
+            )))
+        })
+        .description("Elicitation with every enum form (SEP-1330)"),
+        Tool::new(
+            "json_schema_2020_12_tool",
+            json!({
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "type": "object",
+                "$defs": {
+                    "address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}
+                },
+                "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+                "additionalProperties": false
+            }),
+            |args, _| Ok(ToolResult::text(format!("JSON Schema 2020-12 tool called with {}", Value::Object(args)))),
+        )
+        .description("Tool with JSON Schema 2020-12 features"),
+        Tool::new("test_reconnection", no_args(), |_, ctx: &Context| {
+            // Over HTTP the transport may close this call's stream and let the
+            // client resume; the work itself just takes a moment.
+            let _ = ctx.cancelled().recv_timeout(Duration::from_millis(100));
+            Ok(ToolResult::text("Reconnection test completed successfully"))
+        })
+        .description("Takes long enough for the HTTP transport to close and resume its stream"),
+    ]
+}
+
+fn build(peer_timeout: Duration) -> Result<Server, mcpvisor::server::BuildError> {
+    let text = |uri: &'static str, body: &'static str| {
+        move |_: &str, _: &Context| Ok(vec![ResourceContents::text(uri, "text/plain", body)])
+    };
+    let mut b = Server::builder("mcpvisor-conformance", env!("CARGO_PKG_VERSION"))
+        .title("mcpvisor conformance server")
+        .instructions("The server of the MCP conformance suite's scenarios.")
+        .resource(
+            Resource::new("test://static-text", "static-text", text("test://static-text", "This is the content of the static text resource."))
+                .description("A static text resource")
+                .mime_type("text/plain"),
+        )
+        .resource(
+            Resource::new("test://static-binary", "static-binary", |_, _| {
+                Ok(vec![ResourceContents::Blob { uri: "test://static-binary".into(), mime_type: Some("image/png".into()), blob: PNG.into() }])
+            })
+            .description("A static binary resource (PNG)")
+            .mime_type("image/png"),
+        )
+        .resource(
+            Resource::new("test://watched-resource", "watched-resource", text("test://watched-resource", "Watched resource content"))
+                .description("A resource to subscribe to")
+                .mime_type("text/plain"),
+        )
+        .resource_template(
+            ResourceTemplate::new("test://template/{id}/data", "template-data", |uri, vars, _| {
+                let id = vars.get("id").map(String::as_str).unwrap_or_default();
+                let body = json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
+                Ok(vec![ResourceContents::text(uri, "application/json", body.to_string())])
+            })
+            .map_err(mcpvisor::server::BuildError::Schema)?
+            .description("A resource template with an id parameter")
+            .mime_type("application/json"),
+        )
+        .prompt(
+            Prompt::new("test_simple_prompt", |_, _| {
+                Ok(PromptResult::new(vec![(Role::User, Content::text("This is a simple prompt for testing."))]))
+            })
+            .description("A simple prompt without arguments"),
+        )
+        .prompt(
+            Prompt::new("test_prompt_with_arguments", |args, _| {
+                let (a1, a2) = (&args["arg1"], &args["arg2"]);
+                Ok(PromptResult::new(vec![(Role::User, Content::text(format!("Prompt with arguments: arg1='{a1}', arg2='{a2}'")))]))
+            })
+            .description("A prompt with two required arguments")
+            .argument(PromptArgument::required("arg1", "First test argument"))
+            .argument(PromptArgument::required("arg2", "Second test argument")),
+        )
+        .prompt(
+            Prompt::new("test_prompt_with_embedded_resource", |args, _| {
+                Ok(PromptResult::new(vec![
+                    (
+                        Role::User,
+                        Content::Resource(ResourceContents::text(
+                            args["resourceUri"].clone(),
+                            "text/plain",
+                            "Embedded resource content for testing.",
+                        )),
+                    ),
+                    (Role::User, Content::text("Please process the embedded resource above.")),
+                ]))
+            })
+            .description("A prompt that embeds a resource")
+            .argument(PromptArgument::required("resourceUri", "URI of the resource to embed")),
+        )
+        .prompt(
+            Prompt::new("test_prompt_with_image", |_, _| {
+                Ok(PromptResult::new(vec![(Role::User, image()), (Role::User, Content::text("Please analyze the image above."))]))
+            })
+            .description("A prompt with image content"),
+        )
+        .completion(CompletionRef::Prompt("test_prompt_with_arguments".into()), |req, _| {
+            let candidates = ["paris", "park", "party", "test", "testValue1", "testValue2"];
+            let values: Vec<String> =
+                candidates.iter().filter(|c| c.starts_with(req.value.as_str())).map(|c| (*c).to_owned()).collect();
+            Ok(Completion { total: Some(values.len() as u64), values, has_more: false })
+        });
+    for t in tools(peer_timeout) {
+        b = b.tool(t);
+    }
+    b.build()
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let mut peer_timeout = Duration::from_secs(60);
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--stdio" => {}
+            "--peer-timeout-ms" => match args.next().and_then(|v| v.parse().ok()) {
+                Some(ms) => peer_timeout = Duration::from_millis(ms),
+                None => return usage("--peer-timeout-ms needs a number of milliseconds"),
+            },
+            other => return usage(&format!("unknown argument {other:?}")),
+        }
+    }
+    let server = match build(peer_timeout) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("conformance: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match server.serve_stdio() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("conformance: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn usage(problem: &str) -> ExitCode {
+    eprintln!("conformance: {problem}\nusage: conformance [--stdio] [--peer-timeout-ms N]");
+    ExitCode::from(2)
+}

@@ -1,0 +1,317 @@
+//! Test helpers: run an example server as a child process and talk to it
+//! line by line; every message it emits is validated against the official
+//! schema of the negotiated protocol revision.
+#![allow(dead_code)]
+
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// How long a test waits for any one message before failing.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// The path of a built example.
+pub fn example(name: &str) -> PathBuf {
+    let mut dir = std::env::current_exe().expect("test executable path");
+    dir.pop();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let path = dir.join("examples").join(name);
+    assert!(
+        path.exists(),
+        "{} is not built (cargo builds examples with the tests)",
+        path.display()
+    );
+    path
+}
+
+type Cache = Mutex<HashMap<(String, String), Arc<jsonschema::Validator>>>;
+
+fn validator(version: &str, def: &str) -> Arc<jsonschema::Validator> {
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    static DOCS: OnceLock<Mutex<HashMap<String, Value>>> = OnceLock::new();
+    let key = (version.to_owned(), def.to_owned());
+    if let Some(v) = CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .get(&key)
+    {
+        return v.clone();
+    }
+    let doc = DOCS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .entry(version.to_owned())
+        .or_insert_with(|| {
+            let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/schema")
+                .join(version)
+                .join("schema.json");
+            serde_json::from_str(
+                &std::fs::read_to_string(&path)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+            )
+            .unwrap()
+        })
+        .clone();
+    let mut root = doc.clone();
+    let defs_key = if doc.get("$defs").is_some() {
+        "$defs"
+    } else {
+        "definitions"
+    };
+    root.as_object_mut()
+        .unwrap()
+        .insert("$ref".into(), json!(format!("#/{defs_key}/{def}")));
+    let v = Arc::new(
+        jsonschema::validator_for(&root).unwrap_or_else(|e| panic!("schema {version} {def}: {e}")),
+    );
+    CACHE.get().unwrap().lock().unwrap().insert(key, v.clone());
+    v
+}
+
+/// Asserts `message` is valid as definition `def` of revision `version`.
+pub fn assert_valid(version: &str, def: &str, message: &Value) {
+    let v = validator(version, def);
+    let errors: Vec<String> = v
+        .iter_errors(message)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "message is not a valid {def} of {version}: {errors:?}\n{message}"
+    );
+}
+
+fn result_def(method: &str) -> &'static str {
+    match method {
+        "initialize" => "InitializeResult",
+        "tools/list" => "ListToolsResult",
+        "tools/call" => "CallToolResult",
+        "resources/list" => "ListResourcesResult",
+        "resources/templates/list" => "ListResourceTemplatesResult",
+        "resources/read" => "ReadResourceResult",
+        "prompts/list" => "ListPromptsResult",
+        "prompts/get" => "GetPromptResult",
+        "completion/complete" => "CompleteResult",
+        _ => "EmptyResult",
+    }
+}
+
+/// A server child process spoken to over its stdin / stdout.
+pub struct Peer {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    rx: crossbeam_channel::Receiver<Value>,
+    /// The negotiated revision (for schema validation).
+    pub version: String,
+    sent: HashMap<String, String>,
+    /// Messages received while waiting for something else.
+    pub backlog: Vec<Value>,
+}
+
+impl Peer {
+    /// Starts `examples/<name>` with `args`.
+    pub fn spawn(name: &str, args: &[&str]) -> Peer {
+        let mut child = Command::new(example(name))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn example");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = crossbeam_channel::unbounded();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let v: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("server wrote a non-JSON line ({e}): {line}"));
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Peer {
+            child,
+            stdin,
+            rx,
+            version: "2025-11-25".into(),
+            sent: HashMap::new(),
+            backlog: Vec::new(),
+        }
+    }
+
+    /// Writes one raw line.
+    pub fn send_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Writes one message; requests are remembered for result validation.
+    pub fn send(&mut self, message: Value) {
+        if let (Some(id), Some(m)) = (
+            message.get("id"),
+            message.get("method").and_then(Value::as_str),
+        ) {
+            self.sent.insert(id.to_string(), m.to_owned());
+        }
+        self.send_line(&message.to_string());
+    }
+
+    /// Sends a request.
+    pub fn request_async(&mut self, id: Value, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+    }
+
+    /// Sends a notification.
+    pub fn notify(&mut self, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// The next message, validated; panics after [`WAIT`].
+    pub fn recv(&mut self) -> Value {
+        let m = self
+            .rx
+            .recv_timeout(WAIT)
+            .unwrap_or_else(|_| panic!("no message from the server within {WAIT:?}"));
+        self.validate(&m);
+        m
+    }
+
+    /// The next message or `None` at end of output.
+    pub fn recv_or_eof(&mut self) -> Option<Value> {
+        match self.rx.recv_timeout(WAIT) {
+            Ok(m) => {
+                self.validate(&m);
+                Some(m)
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => None,
+            Err(e) => panic!("server neither wrote nor closed stdout within {WAIT:?}: {e}"),
+        }
+    }
+
+    fn validate(&self, m: &Value) {
+        let v = self.version.as_str();
+        if let Some(items) = m.as_array() {
+            for item in items {
+                self.validate(item);
+            }
+            return;
+        }
+        if m.get("method").is_some() {
+            let def = if m.get("id").is_some() {
+                "ServerRequest"
+            } else {
+                "ServerNotification"
+            };
+            assert_valid(v, def, m);
+            return;
+        }
+        if let Some(result) = m.get("result") {
+            assert_valid(
+                v,
+                if v == "2025-11-25" {
+                    "JSONRPCResultResponse"
+                } else {
+                    "JSONRPCResponse"
+                },
+                m,
+            );
+            let method = self
+                .sent
+                .get(&m["id"].to_string())
+                .cloned()
+                .unwrap_or_default();
+            assert_valid(v, result_def(&method), result);
+        } else if m.get("id") == Some(&Value::Null) {
+            // JSON-RPC 2.0 (and our checklist) answer an unreadable request
+            // with `"id": null`; no MCP schema can express null ids, the
+            // newest lets the id be absent. Validate everything but the id.
+            let mut without_id = m.clone();
+            without_id.as_object_mut().unwrap().remove("id");
+            assert_valid("2025-11-25", "JSONRPCErrorResponse", &without_id);
+        } else {
+            assert_valid(
+                v,
+                if v == "2025-11-25" {
+                    "JSONRPCErrorResponse"
+                } else {
+                    "JSONRPCError"
+                },
+                m,
+            );
+        }
+    }
+
+    /// Waits for the response with `id`, keeping other messages in `backlog`.
+    pub fn response(&mut self, id: &Value) -> Value {
+        loop {
+            let m = self.recv();
+            if m.get("id") == Some(id) && m.get("method").is_none() {
+                return m;
+            }
+            self.backlog.push(m);
+        }
+    }
+
+    /// Sends a request and waits for its response.
+    pub fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
+        self.request_async(id.clone(), method, params);
+        self.response(&id)
+    }
+
+    /// `initialize` + `notifications/initialized`; returns the initialize result.
+    pub fn initialize(&mut self, version: &str, capabilities: Value) -> Value {
+        let r = self.request(
+            json!("init"),
+            "initialize",
+            json!({"protocolVersion": version, "capabilities": capabilities, "clientInfo": {"name": "mcpvisor-tests", "version": "0"}}),
+        );
+        self.version = r["result"]["protocolVersion"]
+            .as_str()
+            .expect("protocolVersion")
+            .to_owned();
+        self.notify("notifications/initialized", json!({}));
+        r["result"].clone()
+    }
+
+    /// Closes the server's stdin (EOF).
+    pub fn close_stdin(&mut self) {
+        self.stdin.take();
+    }
+
+    /// Waits for the process to exit (bounded by [`WAIT`]).
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let pid = self.child.id();
+        let mut child = std::mem::replace(&mut self.child, Command::new("true").spawn().unwrap());
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait());
+        });
+        match rx.recv_timeout(WAIT) {
+            Ok(status) => status.unwrap(),
+            Err(_) => {
+                let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+                panic!("server did not exit within {WAIT:?} after EOF");
+            }
+        }
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
