@@ -200,3 +200,6 @@ impl Engine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,53 @@
+//! A real client from outside this repo: the official TypeScript SDK client
+//! (npm `@modelcontextprotocol/sdk`) drives `examples/conformance` over stdio.
+
+mod common;
+
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::process::Command;
+
+fn js_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/js")
+}
+
+/// Installs the pinned SDK (package-lock.json) on first use.
+fn ensure_sdk() {
+    if js_dir().join("node_modules/@modelcontextprotocol/sdk").exists() {
+        return;
+    }
+    let status = Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(js_dir())
+        .status()
+        .expect("npm must be installed to run the TypeScript SDK test");
+    assert!(status.success(), "npm ci failed in tests/js");
+}
+
+#[test]
+fn typescript_sdk_client_lists_calls_reads_and_gets() {
+    ensure_sdk();
+    let out = Command::new("node")
+        .arg(js_dir().join("sdk_client.mjs"))
+        .arg(common::example("conformance"))
+        .output()
+        .expect("node must be installed to run the TypeScript SDK test");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "SDK client failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(r["server"]["name"], "mcpvisor-conformance");
+    assert_eq!(r["tools"].as_array().unwrap().len(), 14);
+    assert_eq!(r["text"], "This is a simple text response for testing.");
+    assert_eq!(r["error"], json!(true));
+    assert_eq!(r["sampling"], "LLM response: from ts: hi");
+    // The SDK dispatches notifications asynchronously and drops progress that
+    // it handles after the response; the wire order is checked in tests/stdio.rs.
+    let progress = r["progress"].as_array().unwrap();
+    assert!(progress.len() >= 2 && progress[0] == json!(0) && progress[1] == json!(50), "{progress:?}");
+    assert_eq!(r["resource"], "This is the content of the static text resource.");
+    assert!(r["templated"].as_str().unwrap().contains("Data for ID: 7"));
+    assert_eq!(r["prompts"].as_array().unwrap().len(), 4);
+    assert_eq!(r["prompt"], "Prompt with arguments: arg1='a', arg2='b'");
+    assert_eq!(r["completion"], json!(["paris", "park", "party"]));
+    assert_eq!(r["unknownTool"], json!(-32602));
+}
