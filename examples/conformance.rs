@@ -27,9 +27,7 @@ fn wav() -> String {
     w.extend_from_slice(b"RIFF");
     w.extend_from_slice(&37u32.to_le_bytes());
     w.extend_from_slice(b"WAVEfmt ");
-    for v in [16u32] {
-        w.extend_from_slice(&v.to_le_bytes());
-    }
+    w.extend_from_slice(&16u32.to_le_bytes()); // fmt chunk size
     w.extend_from_slice(&1u16.to_le_bytes()); // PCM
     w.extend_from_slice(&1u16.to_le_bytes()); // mono
     w.extend_from_slice(&8000u32.to_le_bytes());

@@ -1,0 +1,119 @@
+//! stdio load bench: `tools/call echo` against `examples/echo` (release),
+//! with 1 and 32 requests in flight; calls/s, p50 and p99.
+//!
+//! ```text
+//! cargo bench --bench stdio_load -- [--calls N] [--baseline "COMMAND ARGS..."]
+//! ```
+//! With `--baseline`, the same load runs against that server command in the
+//! same run (e.g. an rmcp echo server) and the ratios are printed.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+struct Stats {
+    calls_per_sec: f64,
+    p50_us: f64,
+    p99_us: f64,
+}
+
+fn spawn(command: &[String]) -> Child {
+    Command::new(&command[0])
+        .args(&command[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {command:?}: {e}"))
+}
+
+fn response_id(line: &str) -> Option<usize> {
+    let at = line.find("\"id\":")? + 5;
+    let digits: String = line[at..].chars().skip_while(|c| *c == ' ').take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// Runs `calls` echo calls with `inflight` outstanding; returns stats.
+fn run(command: &[String], inflight: usize, calls: usize) -> Stats {
+    let mut child = spawn(command);
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"bench","version":"0"}}}}}}"#).unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#).unwrap();
+    stdin.flush().unwrap();
+
+    let warmup = 2000.min(calls / 5);
+    let total = warmup + calls;
+    // One thread: `inflight` requests go out, then each response read sends
+    // the next request, so exactly `inflight` are outstanding at all times.
+    let mut w = std::io::BufWriter::new(stdin);
+    let mut sent_at = vec![Instant::now(); total + 1];
+    let mut next = 1;
+    let send = |w: &mut std::io::BufWriter<_>, id: usize, sent_at: &mut Vec<Instant>| {
+        sent_at[id] = Instant::now();
+        writeln!(w, r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"message":"hello world"}}}}}}"#).unwrap();
+    };
+    while next <= inflight.min(total) {
+        send(&mut w, next, &mut sent_at);
+        next += 1;
+    }
+    w.flush().unwrap();
+    let mut latencies = Vec::with_capacity(calls);
+    let mut measured_from = Instant::now();
+    for done in 1..=total {
+        line.clear();
+        stdout.read_line(&mut line).unwrap();
+        let id = response_id(&line).unwrap_or_else(|| panic!("unexpected line: {line}"));
+        let now = Instant::now();
+        if next <= total {
+            send(&mut w, next, &mut sent_at);
+            next += 1;
+        }
+        // Flush once nothing more is already read: requests go out in
+        // batches when many responses arrived together.
+        if stdout.buffer().is_empty() {
+            w.flush().unwrap();
+        }
+        if done == warmup {
+            measured_from = Instant::now();
+        }
+        if id > warmup {
+            latencies.push((now - sent_at[id]).as_nanos() as u64);
+        }
+    }
+    let elapsed = measured_from.elapsed();
+    drop(w);
+    let _ = child.wait();
+    latencies.sort_unstable();
+    let pct = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)] as f64 / 1000.0;
+    Stats { calls_per_sec: calls as f64 / elapsed.as_secs_f64(), p50_us: pct(0.50), p99_us: pct(0.99) }
+}
+
+fn main() {
+    let mut calls = 100_000;
+    let mut baseline: Option<Vec<String>> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--calls" => calls = args.next().and_then(|v| v.parse().ok()).expect("--calls N"),
+            "--baseline" => baseline = Some(args.next().expect("--baseline COMMAND").split_whitespace().map(String::from).collect()),
+            _ => {} // cargo bench passes --bench
+        }
+    }
+    let status = Command::new(env!("CARGO")).args(["build", "--release", "--quiet", "--example", "echo"]).status().expect("cargo");
+    assert!(status.success(), "building examples/echo failed");
+    let ours = vec![concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/examples/echo").to_owned()];
+    println!("{:<10} {:>9} {:>12} {:>9} {:>9}", "server", "in-flight", "calls/s", "p50 µs", "p99 µs");
+    for inflight in [1, 32] {
+        let n = if inflight == 1 { calls / 4 } else { calls };
+        let us = run(&ours, inflight, n);
+        println!("{:<10} {:>9} {:>12.0} {:>9.1} {:>9.1}", "mcpvisor", inflight, us.calls_per_sec, us.p50_us, us.p99_us);
+        if let Some(b) = &baseline {
+            let them = run(b, inflight, n);
+            println!("{:<10} {:>9} {:>12.0} {:>9.1} {:>9.1}", "baseline", inflight, them.calls_per_sec, them.p50_us, them.p99_us);
+            println!("{:<10} {:>9} {:>11.2}x {:>8.2}x {:>8.2}x", "ratio", inflight, us.calls_per_sec / them.calls_per_sec, them.p50_us / us.p50_us, them.p99_us / us.p99_us);
+        }
+    }
+}
