@@ -29,7 +29,11 @@ fn spawn(command: &[String]) -> Child {
 
 fn response_id(line: &str) -> Option<usize> {
     let at = line.find("\"id\":")? + 5;
-    let digits: String = line[at..].chars().skip_while(|c| *c == ' ').take_while(char::is_ascii_digit).collect();
+    let digits: String = line[at..]
+        .chars()
+        .skip_while(|c| *c == ' ')
+        .take_while(char::is_ascii_digit)
+        .collect();
     digits.parse().ok()
 }
 
@@ -41,7 +45,11 @@ fn run(command: &[String], inflight: usize, calls: usize) -> Stats {
     writeln!(stdin, r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"bench","version":"0"}}}}}}"#).unwrap();
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
-    writeln!(stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#).unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
     stdin.flush().unwrap();
 
     let warmup = 2000.min(calls / 5);
@@ -87,8 +95,14 @@ fn run(command: &[String], inflight: usize, calls: usize) -> Stats {
     drop(w);
     let _ = child.wait();
     latencies.sort_unstable();
-    let pct = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)] as f64 / 1000.0;
-    Stats { calls_per_sec: calls as f64 / elapsed.as_secs_f64(), p50_us: pct(0.50), p99_us: pct(0.99) }
+    let pct = |p: f64| {
+        latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)] as f64 / 1000.0
+    };
+    Stats {
+        calls_per_sec: calls as f64 / elapsed.as_secs_f64(),
+        p50_us: pct(0.50),
+        p99_us: pct(0.99),
+    }
 }
 
 fn main() {
@@ -98,22 +112,50 @@ fn main() {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--calls" => calls = args.next().and_then(|v| v.parse().ok()).expect("--calls N"),
-            "--baseline" => baseline = Some(args.next().expect("--baseline COMMAND").split_whitespace().map(String::from).collect()),
+            "--baseline" => {
+                baseline = Some(
+                    args.next()
+                        .expect("--baseline COMMAND")
+                        .split_whitespace()
+                        .map(String::from)
+                        .collect(),
+                )
+            }
             _ => {} // cargo bench passes --bench
         }
     }
-    let status = Command::new(env!("CARGO")).args(["build", "--release", "--quiet", "--example", "echo"]).status().expect("cargo");
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--release", "--quiet", "--example", "echo"])
+        .status()
+        .expect("cargo");
     assert!(status.success(), "building examples/echo failed");
-    let ours = vec![concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/examples/echo").to_owned()];
-    println!("{:<10} {:>9} {:>12} {:>9} {:>9}", "server", "in-flight", "calls/s", "p50 µs", "p99 µs");
+    let ours =
+        vec![concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/examples/echo").to_owned()];
+    println!(
+        "{:<10} {:>9} {:>12} {:>9} {:>9}",
+        "server", "in-flight", "calls/s", "p50 µs", "p99 µs"
+    );
     for inflight in [1, 32] {
         let n = if inflight == 1 { calls / 4 } else { calls };
         let us = run(&ours, inflight, n);
-        println!("{:<10} {:>9} {:>12.0} {:>9.1} {:>9.1}", "mcpvisor", inflight, us.calls_per_sec, us.p50_us, us.p99_us);
+        println!(
+            "{:<10} {:>9} {:>12.0} {:>9.1} {:>9.1}",
+            "mcpvisor", inflight, us.calls_per_sec, us.p50_us, us.p99_us
+        );
         if let Some(b) = &baseline {
             let them = run(b, inflight, n);
-            println!("{:<10} {:>9} {:>12.0} {:>9.1} {:>9.1}", "baseline", inflight, them.calls_per_sec, them.p50_us, them.p99_us);
-            println!("{:<10} {:>9} {:>11.2}x {:>8.2}x {:>8.2}x", "ratio", inflight, us.calls_per_sec / them.calls_per_sec, them.p50_us / us.p50_us, them.p99_us / us.p99_us);
+            println!(
+                "{:<10} {:>9} {:>12.0} {:>9.1} {:>9.1}",
+                "baseline", inflight, them.calls_per_sec, them.p50_us, them.p99_us
+            );
+            println!(
+                "{:<10} {:>9} {:>11.2}x {:>8.2}x {:>8.2}x",
+                "ratio",
+                inflight,
+                us.calls_per_sec / them.calls_per_sec,
+                them.p50_us / us.p50_us,
+                them.p99_us / us.p99_us
+            );
         }
     }
 }

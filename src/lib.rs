@@ -16,6 +16,7 @@ pub mod protocol;
 pub mod server;
 pub mod session;
 pub mod transport;
+mod wait;
 
 pub use protocol::{Context, LogLevel, PeerError, ProtocolVersion, ToolContext};
 pub use server::{

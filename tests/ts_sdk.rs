@@ -13,7 +13,10 @@ fn js_dir() -> PathBuf {
 
 /// Installs the pinned SDK (package-lock.json) on first use.
 fn ensure_sdk() {
-    if js_dir().join("node_modules/@modelcontextprotocol/sdk").exists() {
+    if js_dir()
+        .join("node_modules/@modelcontextprotocol/sdk")
+        .exists()
+    {
         return;
     }
     let status = Command::new("npm")
@@ -33,7 +36,11 @@ fn typescript_sdk_client_lists_calls_reads_and_gets() {
         .output()
         .expect("node must be installed to run the TypeScript SDK test");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "SDK client failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "SDK client failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
     assert_eq!(r["server"]["name"], "mcpvisor-conformance");
     assert_eq!(r["tools"].as_array().unwrap().len(), 14);
@@ -43,8 +50,14 @@ fn typescript_sdk_client_lists_calls_reads_and_gets() {
     // The SDK dispatches notifications asynchronously and drops progress that
     // it handles after the response; the wire order is checked in tests/stdio.rs.
     let progress = r["progress"].as_array().unwrap();
-    assert!(progress.len() >= 2 && progress[0] == json!(0) && progress[1] == json!(50), "{progress:?}");
-    assert_eq!(r["resource"], "This is the content of the static text resource.");
+    assert!(
+        progress.len() >= 2 && progress[0] == json!(0) && progress[1] == json!(50),
+        "{progress:?}"
+    );
+    assert_eq!(
+        r["resource"],
+        "This is the content of the static text resource."
+    );
     assert!(r["templated"].as_str().unwrap().contains("Data for ID: 7"));
     assert_eq!(r["prompts"].as_array().unwrap().len(), 4);
     assert_eq!(r["prompt"], "Prompt with arguments: arg1='a', arg2='b'");

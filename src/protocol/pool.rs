@@ -23,7 +23,7 @@ impl Pool {
             thread::Builder::new()
                 .name(format!("mcpvisor-handler-{n}"))
                 .spawn(move || {
-                    for job in rx {
+                    while let Some(job) = crate::wait::recv(&rx) {
                         if catch_unwind(AssertUnwindSafe(job)).is_err() {
                             log::error!(
                                 "a handler job panicked outside its guard; the pool keeps running"

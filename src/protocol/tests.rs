@@ -40,7 +40,9 @@ impl Client {
         self.session.receive(v.to_string().as_bytes(), &self.sink);
     }
     fn recv(&self) -> Value {
-        self.rx.recv_timeout(WAIT).expect("a message within the wait")
+        self.rx
+            .recv_timeout(WAIT)
+            .expect("a message within the wait")
     }
     fn call(&mut self, id: i64, method: &str, params: Value) -> Value {
         self.send(json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}));
@@ -58,7 +60,11 @@ fn tool(name: &str, f: impl Fn(&crate::Context) -> ToolResult + Send + Sync + 's
 }
 
 fn server_with(tools: Vec<Tool>, threads: usize) -> Server {
-    let mut b = Server::builder("t", "0").options(EngineOptions { pool_threads: threads, page_size: 2, ..Default::default() });
+    let mut b = Server::builder("t", "0").options(EngineOptions {
+        pool_threads: threads,
+        page_size: 2,
+        ..Default::default()
+    });
     for t in tools {
         b = b.tool(t);
     }
@@ -82,30 +88,45 @@ fn a_stuck_handler_delays_neither_ping_nor_other_sessions() {
     a.send(json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"stuck"}}));
     assert_eq!(a.call(2, "ping", json!({}))["result"], json!({}));
     let mut b = Client::new(&server);
-    assert_eq!(b.call(3, "tools/call", json!({"name":"quick"}))["result"]["content"][0]["text"], "quick");
+    assert_eq!(
+        b.call(3, "tools/call", json!({"name":"quick"}))["result"]["content"][0]["text"],
+        "quick"
+    );
     release_tx.send(()).unwrap();
     assert_eq!(a.recv()["result"]["content"][0]["text"], "released");
 }
 
 #[test]
 fn a_panicking_handler_is_one_internal_error_and_the_pool_keeps_its_size() {
-    let server = server_with(vec![tool("boom", |_| panic!("kaboom")), tool("ok", |_| ToolResult::text("fine"))], 1);
+    let server = server_with(
+        vec![
+            tool("boom", |_| panic!("kaboom")),
+            tool("ok", |_| ToolResult::text("fine")),
+        ],
+        1,
+    );
     let mut c = Client::new(&server);
     for id in 0..5 {
         let r = c.call(id, "tools/call", json!({"name":"boom"}));
         assert_eq!(r["error"]["code"], json!(-32603), "{r}");
     }
     // With a single pool thread, this only works if the thread survived.
-    assert_eq!(c.call(9, "tools/call", json!({"name":"ok"}))["result"]["content"][0]["text"], "fine");
+    assert_eq!(
+        c.call(9, "tools/call", json!({"name":"ok"}))["result"]["content"][0]["text"],
+        "fine"
+    );
 }
 
 #[test]
 fn duplicate_ids_in_flight_are_rejected() {
     let (release_tx, release_rx) = crossbeam_channel::bounded::<()>(0);
-    let server = server_with(vec![tool("wait", move |_| {
-        let _ = release_rx.recv();
-        ToolResult::text("done")
-    })], 2);
+    let server = server_with(
+        vec![tool("wait", move |_| {
+            let _ = release_rx.recv();
+            ToolResult::text("done")
+        })],
+        2,
+    );
     let mut c = Client::new(&server);
     c.send(json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"wait"}}));
     c.send(json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"wait"}}));
@@ -117,7 +138,13 @@ fn duplicate_ids_in_flight_are_rejected() {
 #[test]
 fn cursor_pagination_walks_every_tool_in_order() {
     let names = ["e", "a", "d", "b", "c"];
-    let server = server_with(names.iter().map(|n| tool(n, |_| ToolResult::text(""))).collect(), 1);
+    let server = server_with(
+        names
+            .iter()
+            .map(|n| tool(n, |_| ToolResult::text("")))
+            .collect(),
+        1,
+    );
     let mut c = Client::new(&server);
     let (mut seen, mut cursor, mut id) = (Vec::new(), None::<String>, 10);
     loop {
@@ -139,26 +166,43 @@ fn cursor_pagination_walks_every_tool_in_order() {
 fn registry_changes_at_run_time_notify_operating_sessions() {
     let server = server_with(vec![tool("a", |_| ToolResult::text(""))], 1);
     let c = Client::new(&server);
-    server.add_tool(tool("b", |_| ToolResult::text(""))).unwrap();
+    server
+        .add_tool(tool("b", |_| ToolResult::text("")))
+        .unwrap();
     assert_eq!(c.recv()["method"], "notifications/tools/list_changed");
     assert!(server.remove_tool("a"));
     assert_eq!(c.recv()["method"], "notifications/tools/list_changed");
     assert!(!server.remove_tool("a"));
-    assert!(c.rx.try_recv().is_err(), "no notification for a no-op removal");
-    assert!(server.add_tool(Tool::new("bad", json!({"type": "string"}), |_, _| Ok(ToolResult::text("")))).is_err());
+    assert!(
+        c.rx.try_recv().is_err(),
+        "no notification for a no-op removal"
+    );
+    assert!(server
+        .add_tool(Tool::new("bad", json!({"type": "string"}), |_, _| Ok(
+            ToolResult::text("")
+        )))
+        .is_err());
 }
 
 #[test]
 fn resource_updates_reach_only_subscribers() {
     let server = Server::builder("t", "0")
-        .resource(Resource::new("r://x", "x", |u, _| Ok(vec![ResourceContents::text(u, "text/plain", "x")])))
+        .resource(Resource::new("r://x", "x", |u, _| {
+            Ok(vec![ResourceContents::text(u, "text/plain", "x")])
+        }))
         .build()
         .unwrap();
     let mut sub = Client::new(&server);
     let other = Client::new(&server);
-    assert_eq!(sub.call(1, "resources/subscribe", json!({"uri": "r://x"}))["result"], json!({}));
+    assert_eq!(
+        sub.call(1, "resources/subscribe", json!({"uri": "r://x"}))["result"],
+        json!({})
+    );
     server.notify_resource_updated("r://x");
-    assert_eq!(sub.recv(), json!({"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"r://x"}}));
+    assert_eq!(
+        sub.recv(),
+        json!({"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"r://x"}})
+    );
     assert!(other.rx.try_recv().is_err());
     sub.call(2, "resources/unsubscribe", json!({"uri": "r://x"}));
     server.notify_resource_updated("r://x");
@@ -169,28 +213,47 @@ fn resource_updates_reach_only_subscribers() {
 fn output_schema_is_enforced_and_missing_capabilities_are_method_not_found() {
     let server = Server::builder("t", "0")
         .tool(
-            Tool::new("typed", json!({"type":"object"}), |_, _| Ok(ToolResult::structured(json!({"n": "not a number"}))))
-                .output_schema(json!({"type":"object","properties":{"n":{"type":"number"}}})),
+            Tool::new("typed", json!({"type":"object"}), |_, _| {
+                Ok(ToolResult::structured(json!({"n": "not a number"})))
+            })
+            .output_schema(json!({"type":"object","properties":{"n":{"type":"number"}}})),
         )
         .build()
         .unwrap();
     let mut c = Client::new(&server);
     let r = c.call(1, "tools/call", json!({"name":"typed"}));
     assert_eq!(r["error"]["code"], json!(-32603), "{r}");
-    assert_eq!(c.call(2, "prompts/list", json!({}))["error"]["code"], json!(-32601));
-    assert_eq!(c.call(3, "completion/complete", json!({}))["error"]["code"], json!(-32601));
+    assert_eq!(
+        c.call(2, "prompts/list", json!({}))["error"]["code"],
+        json!(-32601)
+    );
+    assert_eq!(
+        c.call(3, "completion/complete", json!({}))["error"]["code"],
+        json!(-32601)
+    );
 }
 
 #[test]
 fn progress_is_never_sent_after_the_response_nor_backwards() {
     let (tx, rx) = crossbeam_channel::bounded::<bool>(4);
-    let server = server_with(vec![tool("p", move |ctx| {
-        assert!(ctx.progress(2.0, None, None));
-        let _ = tx.send(ctx.progress(1.0, None, None));
-        ToolResult::text("")
-    })], 1);
+    let server = server_with(
+        vec![tool("p", move |ctx| {
+            assert!(ctx.progress(2.0, None, None));
+            let _ = tx.send(ctx.progress(1.0, None, None));
+            ToolResult::text("")
+        })],
+        1,
+    );
     let mut c = Client::new(&server);
-    let r = c.call(1, "tools/call", json!({"name":"p","_meta":{"progressToken":"t"}}));
+    let r = c.call(
+        1,
+        "tools/call",
+        json!({"name":"p","_meta":{"progressToken":"t"}}),
+    );
     assert!(r["result"].is_object());
-    assert_eq!(rx.recv_timeout(WAIT), Ok(false), "a decreasing value is dropped");
+    assert_eq!(
+        rx.recv_timeout(WAIT),
+        Ok(false),
+        "a decreasing value is dropped"
+    );
 }

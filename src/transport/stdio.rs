@@ -158,9 +158,12 @@ fn read_loop<R: Read>(
 fn write_loop<W: Write>(output: W, rx: Receiver<Vec<u8>>, stop: Receiver<()>) -> io::Result<()> {
     let mut out = BufWriter::with_capacity(64 * 1024, output);
     loop {
-        let first = crossbeam_channel::select! {
-            recv(rx) -> m => m.ok(),
-            recv(stop) -> _ => None,
+        let first = match crate::wait::spin(&rx) {
+            Ok(m) => Some(m),
+            Err(_) => crossbeam_channel::select! {
+                recv(rx) -> m => m.ok(),
+                recv(stop) -> _ => None,
+            },
         };
         let Some(first) = first else { break };
         out.write_all(&first)?;
