@@ -55,6 +55,20 @@ fn peer_failure(e: mcpvisor::PeerError) -> ToolError {
     ToolError::new(format!("request to the client failed: {e}"))
 }
 
+/// Elicits and reports the answer as the SEP-1034 / SEP-1330 scenarios expect.
+fn elicit_and_summarise(
+    ctx: &Context,
+    params: Value,
+    timeout: Duration,
+) -> Result<ToolResult, ToolError> {
+    let answer = ctx.elicit(params, timeout).map_err(peer_failure)?;
+    Ok(ToolResult::text(format!(
+        "Elicitation completed: action={}, content={}",
+        answer["action"].as_str().unwrap_or("?"),
+        answer.get("content").unwrap_or(&Value::Null)
+    )))
+}
+
 fn tools(peer_timeout: Duration) -> Vec<Tool> {
     vec![
         Tool::new("test_simple_text", no_args(), |_, _| Ok(ToolResult::text("This is a simple text response for testing.")))
@@ -158,12 +172,7 @@ fn tools(peer_timeout: Duration) -> Vec<Tool> {
                     }
                 }
             });
-            let answer = ctx.elicit(params, peer_timeout).map_err(peer_failure)?;
-            Ok(ToolResult::text(format!(
-                "Elicitation completed: action={}, content={}",
-                answer["action"].as_str().unwrap_or("?"),
-                answer.get("content").unwrap_or(&Value::Null)
-            )))
+            elicit_and_summarise(ctx, params, peer_timeout)
         })
         .description("Elicitation with default values (SEP-1034)"),
         Tool::new("test_elicitation_sep1330_enums", no_args(), move |_, ctx| {
@@ -190,12 +199,7 @@ fn tools(peer_timeout: Duration) -> Vec<Tool> {
                     }
                 }
             });
-            let answer = ctx.elicit(params, peer_timeout).map_err(peer_failure)?;
-            Ok(ToolResult::text(format!(
-                "Elicitation completed: action={}, content={}",
-                answer["action"].as_str().unwrap_or("?"),
-                answer.get("content").unwrap_or(&Value::Null)
-            )))
+            elicit_and_summarise(ctx, params, peer_timeout)
         })
         .description("Elicitation with every enum form (SEP-1330)"),
         Tool::new(

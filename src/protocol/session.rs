@@ -213,8 +213,8 @@ impl Session {
         );
         let job = Box::new(move || {
             let outcome = catch_unwind(AssertUnwindSafe(|| handler(&ctx, &request)))
-                .unwrap_or_else(|panic| {
-                    let msg = panic_message(&panic);
+                .unwrap_or_else(|_| {
+                    let msg = super::pool::take_panic_report();
                     log::error!(
                         "handler for {} (request {}) panicked: {msg}",
                         request.method(),
@@ -410,12 +410,4 @@ fn respond(sink: &Arc<dyn Sink>, id: &RequestId, outcome: Result<Value, ErrorObj
         id: Some(id.clone()),
         message,
     });
-}
-
-fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string panic payload".to_owned())
 }
