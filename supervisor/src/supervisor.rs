@@ -307,7 +307,9 @@ impl Sup {
         // Unbounded on purpose: one message per child thread exit, so it is
         // bounded by the number of threads this supervisor started.
         let (exits_tx, exits_rx) = crossbeam_channel::unbounded();
-        let seed = spec.clock.now().elapsed().as_nanos() as u64
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
             ^ (spec.id.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         Sup {
             id: spec.id,
@@ -416,11 +418,13 @@ impl Sup {
                 (Box::new(body), Some(handle), Some(None))
             }
         };
+        // Thread names cannot hold NUL bytes.
         let name = if nested.is_some() {
             format!("sup:{id}")
         } else {
             id.clone()
-        };
+        }
+        .replace('\0', "?");
         let thread = thread::Builder::new()
             .name(name)
             .spawn(move || {
@@ -657,9 +661,8 @@ impl Sup {
                 });
             }
         }
-        if delay.is_zero() {
-            self.restart_due()?;
-        }
+        // Due now or later: the loop starts it on its next turn, so a child
+        // that keeps failing to start is retried iteratively, never recursively.
         Ok(())
     }
 
