@@ -3,8 +3,11 @@
 //! resources, prompts and completions.
 //!
 //! ```text
-//! conformance [--stdio] [--peer-timeout-ms N]
+//! conformance [--stdio | --http ADDR [--response-mode sse|json|auto]] [--peer-timeout-ms N]
 //! ```
+//! Over HTTP every answer is an SSE stream by default: the suite's
+//! multiple-streams check counts SSE streams (`--response-mode auto` answers
+//! JSON whenever the response comes first).
 //! `--peer-timeout-ms` bounds how long a tool waits for the client's answer
 //! to sampling / elicitation (default 60000).
 
@@ -12,6 +15,7 @@ use mcpvisor::server::{
     base64, Completion, CompletionRef, Content, Prompt, PromptArgument, PromptResult, Resource,
     ResourceContents, ResourceTemplate, Role, Server, Tool, ToolError, ToolResult,
 };
+use mcpvisor::transport::http::{HttpOptions, ResponseMode};
 use mcpvisor::{Context, LogLevel};
 use serde_json::{json, Value};
 use std::process::ExitCode;
@@ -217,9 +221,10 @@ fn tools(peer_timeout: Duration) -> Vec<Tool> {
         )
         .description("Tool with JSON Schema 2020-12 features"),
         Tool::new("test_reconnection", no_args(), |_, ctx: &Context| {
-            // Over HTTP the transport may close this call's stream and let the
-            // client resume; the work itself just takes a moment.
-            let _ = ctx.cancelled().recv_timeout(Duration::from_millis(100));
+            // SSE polling: over HTTP the stream closes now and the client
+            // resumes it with Last-Event-ID to get the result.
+            ctx.close_stream(Duration::from_millis(100));
+            let _ = ctx.cancelled().recv_timeout(Duration::from_millis(200));
             Ok(ToolResult::text("Reconnection test completed successfully"))
         })
         .description("Takes long enough for the HTTP transport to close and resume its stream"),
@@ -313,10 +318,24 @@ fn build(peer_timeout: Duration) -> Result<Server, mcpvisor::server::BuildError>
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let mut peer_timeout = Duration::from_secs(60);
+    let mut http: Option<std::net::SocketAddr> = None;
+    let mut mode = ResponseMode::SseOnly;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--stdio" => {}
+            "--http" => match args.next().and_then(|v| v.parse().ok()) {
+                Some(addr) => http = Some(addr),
+                None => return usage("--http needs an address such as 127.0.0.1:8808"),
+            },
+            "--response-mode" => {
+                mode = match args.next().as_deref() {
+                    Some("sse") => ResponseMode::SseOnly,
+                    Some("json") => ResponseMode::JsonOnly,
+                    Some("auto") => ResponseMode::Auto,
+                    _ => return usage("--response-mode needs sse, json or auto"),
+                }
+            }
             "--peer-timeout-ms" => match args.next().and_then(|v| v.parse().ok()) {
                 Some(ms) => peer_timeout = Duration::from_millis(ms),
                 None => return usage("--peer-timeout-ms needs a number of milliseconds"),
@@ -331,7 +350,15 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match server.serve_stdio() {
+    let served = match http {
+        Some(addr) => server.serve_http(
+            HttpOptions::default()
+                .with_bind(addr)
+                .with_response_mode(mode),
+        ),
+        None => server.serve_stdio(),
+    };
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("conformance: {e}");
@@ -341,6 +368,6 @@ fn main() -> ExitCode {
 }
 
 fn usage(problem: &str) -> ExitCode {
-    eprintln!("conformance: {problem}\nusage: conformance [--stdio] [--peer-timeout-ms N]");
+    eprintln!("conformance: {problem}\nusage: conformance [--stdio | --http ADDR [--response-mode sse|json|auto]] [--peer-timeout-ms N]");
     ExitCode::from(2)
 }

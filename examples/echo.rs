@@ -1,7 +1,7 @@
 //! One tool, `echo` ({message} -> that message as text): the benchmark target.
 //!
 //! ```text
-//! echo [--stdio]
+//! echo [--stdio | --http ADDR]
 //! ```
 
 use mcpvisor::{Server, Tool, ToolResult};
@@ -10,10 +10,18 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    if let Some(other) = std::env::args().skip(1).find(|a| a != "--stdio") {
-        eprintln!("echo: unknown argument {other:?}\nusage: echo [--stdio]");
-        return ExitCode::from(2);
-    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let http = match args.as_slice() {
+        [] => None,
+        [s] if s == "--stdio" => None,
+        [flag, addr] if flag == "--http" && addr.parse::<std::net::SocketAddr>().is_ok() => {
+            addr.parse().ok()
+        }
+        _ => {
+            eprintln!("echo: bad arguments {args:?}\nusage: echo [--stdio | --http ADDR]");
+            return ExitCode::from(2);
+        }
+    };
     let server = Server::builder("mcpvisor-echo", env!("CARGO_PKG_VERSION"))
         .tool(
             Tool::new(
@@ -24,7 +32,13 @@ fn main() -> ExitCode {
             .description("Returns the message it is given"),
         )
         .build();
-    match server.map(|s| s.serve_stdio()) {
+    let served = server.map(|s| match http {
+        Some(addr) => {
+            s.serve_http(mcpvisor::transport::http::HttpOptions::default().with_bind(addr))
+        }
+        None => s.serve_stdio(),
+    });
+    match served {
         Ok(Ok(())) => ExitCode::SUCCESS,
         Ok(Err(e)) => {
             eprintln!("echo: {e}");

@@ -190,6 +190,13 @@ impl Context {
         true
     }
 
+    /// Asks the transport to close this request's stream now and have the
+    /// client come back after `retry` (SSE polling, HTTP only; the response
+    /// is delivered on the resumed stream). Other transports ignore it.
+    pub fn close_stream(&self, retry: Duration) {
+        self.sink.send(Outgoing::Reconnect { retry });
+    }
+
     /// `sampling/createMessage`: asks the client's LLM. Needs the client's
     /// `sampling` capability.
     pub fn sample(&self, params: Value, timeout: Duration) -> Result<Value, PeerError> {

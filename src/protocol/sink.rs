@@ -23,6 +23,12 @@ pub enum Outgoing {
     Notification(Value),
     /// A server-to-client request (sampling, elicitation, roots, ping).
     Request(Value),
+    /// Close the request's stream now and let the client resume it after
+    /// `retry` (SSE polling). Transports without resumable streams ignore it.
+    Reconnect {
+        /// How long the client should wait before it reconnects.
+        retry: std::time::Duration,
+    },
 }
 
 impl Outgoing {
@@ -31,7 +37,7 @@ impl Outgoing {
         match self {
             Outgoing::Response { message, .. } => Some(message),
             Outgoing::Notification(m) | Outgoing::Request(m) => Some(m),
-            Outgoing::Suppressed { .. } => None,
+            Outgoing::Suppressed { .. } | Outgoing::Reconnect { .. } => None,
         }
     }
 }

@@ -224,6 +224,19 @@ impl Server {
         self.engine.notify_resource_updated(uri);
     }
 
+    /// Serves MCP over Streamable HTTP until the transport fails (blocking).
+    pub fn serve_http(&self, options: crate::transport::http::HttpOptions) -> std::io::Result<()> {
+        self.start_http(options)?.wait()
+    }
+
+    /// Starts the Streamable HTTP transport in the background.
+    pub fn start_http(
+        &self,
+        options: crate::transport::http::HttpOptions,
+    ) -> std::io::Result<crate::transport::http::HttpServer> {
+        crate::transport::http::HttpServer::start(self.engine.clone(), options)
+    }
+
     /// Serves MCP over this process's stdin and stdout until EOF on stdin.
     pub fn serve_stdio(&self) -> std::io::Result<()> {
         self.serve_stdio_with(StdioOptions::default())

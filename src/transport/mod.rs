@@ -1,5 +1,6 @@
 //! Transports: each turns bytes on a wire into messages for the protocol
 //! engine and writes what the engine sends back.
 
+pub mod http;
 pub mod lines;
 pub mod stdio;

@@ -1,0 +1,327 @@
+//! The request rules of Streamable HTTP, one small function each. Each
+//! returns `Ok` or the response to send; the endpoint chains them with `?`
+//! in the order the specification lists them.
+
+use super::wire::{Request, Response};
+use crate::protocol::ProtocolVersion;
+use crate::session::table::Owner;
+use serde_json::json;
+
+/// Who may talk to the endpoint, by `Origin` or `Host`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AllowList {
+    /// Loopback names (`localhost`, `127.0.0.1`, `[::1]`) on any port.
+    Loopback,
+    /// Exactly these origins (`scheme://host[:port]`) or host names.
+    List(Vec<String>),
+    /// Everything (no check).
+    Any,
+}
+
+/// An error response with a JSON-RPC error body (`id: null`).
+pub fn reject(status: u16, code: i64, message: &str) -> Response {
+    Response::json(
+        status,
+        &json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}}),
+    )
+}
+
+const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
+
+/// `host[:port]` -> host (IPv6 keeps its brackets), lowercase.
+fn host_name(authority: &str) -> String {
+    let a = authority.trim().to_ascii_lowercase();
+    if a.starts_with('[') {
+        return a.split_inclusive(']').next().unwrap_or("").to_owned();
+    }
+    a.split(':').next().unwrap_or("").to_owned()
+}
+
+/// `Host` must name this server when it is bound to loopback (DNS rebinding).
+pub fn host(req: &Request, allowed: &AllowList) -> Result<(), Response> {
+    let ok = match allowed {
+        AllowList::Any => true,
+        AllowList::Loopback => req
+            .header("host")
+            .is_some_and(|h| LOOPBACK.contains(&host_name(h).as_str())),
+        AllowList::List(names) => req
+            .header("host")
+            .is_some_and(|h| names.iter().any(|n| n.eq_ignore_ascii_case(&host_name(h)))),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(reject(403, -32000, "Forbidden: Host header not allowed"))
+    }
+}
+
+/// Whether a present `Origin` is allowed.
+pub fn origin_allowed(origin: &str, allowed: &AllowList) -> bool {
+    match allowed {
+        AllowList::Any => true,
+        AllowList::List(list) => list
+            .iter()
+            .any(|o| o.eq_ignore_ascii_case(origin.trim_end_matches('/'))),
+        AllowList::Loopback => {
+            let Some((scheme, rest)) = origin.split_once("://") else {
+                return false;
+            };
+            matches!(scheme, "http" | "https")
+                && LOOPBACK.contains(&host_name(rest.trim_end_matches('/')).as_str())
+        }
+    }
+}
+
+/// A present `Origin` that is not allowed is 403 (absent: not a browser).
+pub fn origin(req: &Request, allowed: &AllowList) -> Result<(), Response> {
+    match req.header("origin") {
+        Some(o) if !origin_allowed(o, allowed) => {
+            Err(reject(403, -32000, "Forbidden: Origin not allowed"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// SHA-256 of a bearer token: the credential a session is bound to.
+pub fn token_digest(token: &str) -> [u8; 32] {
+    let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    let mut out = [0u8; 32];
+    out.copy_from_slice(d.as_ref());
+    out
+}
+
+/// With tokens configured, a valid `Authorization: Bearer` is required
+/// (401 with `WWW-Authenticate` otherwise). Digests are compared in
+/// constant time. Returns the credential the request acts as.
+pub fn auth(req: &Request, tokens: &[[u8; 32]]) -> Result<Owner, Response> {
+    if tokens.is_empty() {
+        return Ok(None);
+    }
+    let presented = req
+        .header("authorization")
+        .and_then(|h| {
+            h.strip_prefix("Bearer ")
+                .or_else(|| h.strip_prefix("bearer "))
+        })
+        .map(|t| token_digest(t.trim()));
+    let matched = presented.filter(|p| {
+        // Visit every token and every byte: no early exit leaks which matched.
+        tokens.iter().fold(false, |found, t| {
+            found | (t.iter().zip(p).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0)
+        })
+    });
+    match matched {
+        Some(d) => Ok(Some(d)),
+        None => Err(reject(
+            401,
+            -32001,
+            "Unauthorized: a valid bearer token is required",
+        )
+        .header(
+            "WWW-Authenticate",
+            "Bearer realm=\"mcp\", error=\"invalid_token\"",
+        )),
+    }
+}
+
+fn accepts(req: &Request, media: &str) -> bool {
+    req.header("accept").is_some_and(|a| {
+        a.split(',').any(|part| {
+            part.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case(media)
+        })
+    })
+}
+
+/// POST must accept both `application/json` and `text/event-stream`.
+pub fn accept_post(req: &Request) -> Result<(), Response> {
+    if accepts(req, "application/json") && accepts(req, "text/event-stream") {
+        Ok(())
+    } else {
+        Err(reject(
+            406,
+            -32000,
+            "Not Acceptable: Accept must list application/json and text/event-stream",
+        ))
+    }
+}
+
+/// GET must accept `text/event-stream`.
+pub fn accept_sse(req: &Request) -> Result<(), Response> {
+    if accepts(req, "text/event-stream") {
+        Ok(())
+    } else {
+        Err(reject(
+            406,
+            -32000,
+            "Not Acceptable: Accept must list text/event-stream",
+        ))
+    }
+}
+
+/// POST bodies are `application/json`.
+pub fn content_type(req: &Request) -> Result<(), Response> {
+    let ok = req.header("content-type").is_some_and(|c| {
+        c.split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .eq_ignore_ascii_case("application/json")
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(reject(
+            415,
+            -32000,
+            "Unsupported Media Type: Content-Type must be application/json",
+        ))
+    }
+}
+
+/// `MCP-Protocol-Version`: absent means 2025-03-26; anything unsupported is 400.
+pub fn protocol_version(req: &Request) -> Result<ProtocolVersion, Response> {
+    match req.header("mcp-protocol-version") {
+        None => Ok(ProtocolVersion::V2025_03_26),
+        Some(v) => ProtocolVersion::parse(v).ok_or_else(|| {
+            reject(
+                400,
+                -32000,
+                &format!("Bad Request: unsupported MCP-Protocol-Version {v:?}"),
+            )
+        }),
+    }
+}
+
+/// Requests other than `initialize` carry `MCP-Session-Id` (400 without).
+pub fn session_id(req: &Request) -> Result<&str, Response> {
+    req.header("mcp-session-id").ok_or_else(|| {
+        reject(
+            400,
+            -32000,
+            "Bad Request: MCP-Session-Id header is required",
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(headers: &[(&str, &str)]) -> Request {
+        Request {
+            method: "POST".into(),
+            path: "/mcp".into(),
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn origins() {
+        for ok in [
+            "http://localhost:3000",
+            "https://127.0.0.1",
+            "http://[::1]:8080",
+        ] {
+            assert!(
+                origin(&req(&[("origin", ok)]), &AllowList::Loopback).is_ok(),
+                "{ok}"
+            );
+        }
+        for bad in [
+            "http://evil.com",
+            "http://localhost.evil.com",
+            "null",
+            "file://localhost",
+        ] {
+            assert_eq!(
+                origin(&req(&[("origin", bad)]), &AllowList::Loopback)
+                    .unwrap_err()
+                    .status,
+                403,
+                "{bad}"
+            );
+        }
+        assert!(
+            origin(&req(&[]), &AllowList::List(vec![])).is_ok(),
+            "no Origin: not a browser"
+        );
+        let list = AllowList::List(vec!["https://app.example".into()]);
+        assert!(origin(&req(&[("origin", "https://app.example")]), &list).is_ok());
+        assert!(origin(&req(&[("origin", "https://other.example")]), &list).is_err());
+    }
+
+    #[test]
+    fn hosts() {
+        assert!(host(&req(&[("host", "localhost:8808")]), &AllowList::Loopback).is_ok());
+        assert!(host(&req(&[("host", "[::1]:1")]), &AllowList::Loopback).is_ok());
+        assert_eq!(
+            host(&req(&[("host", "evil.com:8808")]), &AllowList::Loopback)
+                .unwrap_err()
+                .status,
+            403
+        );
+        assert!(host(&req(&[]), &AllowList::Loopback).is_err());
+        assert!(host(&req(&[("host", "anything")]), &AllowList::Any).is_ok());
+    }
+
+    #[test]
+    fn headers() {
+        assert!(accept_post(&req(&[("accept", "application/json, text/event-stream")])).is_ok());
+        assert_eq!(
+            accept_post(&req(&[("accept", "application/json")]))
+                .unwrap_err()
+                .status,
+            406
+        );
+        assert_eq!(
+            accept_sse(&req(&[("accept", "application/json")]))
+                .unwrap_err()
+                .status,
+            406
+        );
+        assert!(content_type(&req(&[("content-type", "application/json; charset=utf-8")])).is_ok());
+        assert_eq!(
+            content_type(&req(&[("content-type", "text/plain")]))
+                .unwrap_err()
+                .status,
+            415
+        );
+        assert_eq!(
+            protocol_version(&req(&[])).unwrap(),
+            ProtocolVersion::V2025_03_26
+        );
+        assert_eq!(
+            protocol_version(&req(&[("mcp-protocol-version", "2024-11-05")])).unwrap(),
+            ProtocolVersion::V2024_11_05
+        );
+        assert_eq!(
+            protocol_version(&req(&[("mcp-protocol-version", "garbage")]))
+                .unwrap_err()
+                .status,
+            400
+        );
+        assert_eq!(session_id(&req(&[])).unwrap_err().status, 400);
+    }
+
+    #[test]
+    fn bearer_tokens() {
+        let tokens = [token_digest("s3cret")];
+        assert_eq!(
+            auth(&req(&[("authorization", "Bearer s3cret")]), &tokens).unwrap(),
+            Some(token_digest("s3cret"))
+        );
+        let e = auth(&req(&[("authorization", "Bearer nope")]), &tokens).unwrap_err();
+        assert_eq!(e.status, 401);
+        assert!(e.headers.iter().any(|(n, _)| n == "WWW-Authenticate"));
+        assert!(auth(&req(&[]), &tokens).is_err());
+        assert_eq!(auth(&req(&[]), &[]).unwrap(), None);
+    }
+}

@@ -1,0 +1,464 @@
+//! The MCP endpoint: routes each HTTP request through the checks, into
+//! sessions, and writes the JSON or SSE answer.
+
+use super::checks::{self, origin_allowed, reject};
+use super::listener::Handler;
+use super::streams::{parse_event_id, Attached, Frame, HttpSession, ResumeError, STANDALONE};
+use super::wire::{write_response, ChunkedWriter, Request, Response};
+use super::{HttpOptions, ResponseMode};
+use crate::jsonrpc::{self, Message, Parsed};
+use crate::protocol::{Engine, ProtocolVersion};
+use crate::session::table::{Owner, SessionTable};
+use crossbeam_channel::RecvTimeoutError;
+use serde_json::json;
+use std::io::{self, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+
+const SESSION_HEADER: &str = "Mcp-Session-Id";
+const ALLOW_METHODS: &str = "GET, POST, DELETE, OPTIONS";
+const ALLOW_HEADERS: &str =
+    "Content-Type, Accept, Authorization, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID";
+const EXPOSE_HEADERS: &str = "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate";
+
+pub(crate) struct Endpoint {
+    engine: Arc<Engine>,
+    opts: HttpOptions,
+    sessions: Arc<SessionTable<HttpSession>>,
+    tokens: Vec<[u8; 32]>,
+}
+
+/// What a route produced: a response to write, or a stream already written.
+enum Reply {
+    Full(Response),
+    Streamed { keep_alive: bool },
+}
+
+impl Handler for Endpoint {
+    fn handle(&self, req: Request, stream: &TcpStream, _peer: SocketAddr) -> io::Result<bool> {
+        let keep_alive = req.keep_alive;
+        let cors = self.cors(&req);
+        let reply = self.route(req, stream, &cors).unwrap_or_else(Reply::Full);
+        match reply {
+            Reply::Full(mut resp) => {
+                resp.headers.extend(cors);
+                write_response(stream, &resp, keep_alive)?;
+                Ok(keep_alive)
+            }
+            Reply::Streamed { keep_alive } => Ok(keep_alive),
+        }
+    }
+}
+
+impl Endpoint {
+    pub(crate) fn new(
+        engine: Arc<Engine>,
+        opts: HttpOptions,
+        sessions: Arc<SessionTable<HttpSession>>,
+        tokens: Vec<[u8; 32]>,
+    ) -> Self {
+        Endpoint {
+            engine,
+            opts,
+            sessions,
+            tokens,
+        }
+    }
+
+    /// CORS headers for an allowed browser origin (none otherwise).
+    fn cors(&self, req: &Request) -> Vec<(String, String)> {
+        match req.header("origin") {
+            Some(o) if origin_allowed(o, &self.opts.allowed_origins) => vec![
+                ("Access-Control-Allow-Origin".into(), o.to_owned()),
+                ("Vary".into(), "Origin".into()),
+                (
+                    "Access-Control-Expose-Headers".into(),
+                    EXPOSE_HEADERS.into(),
+                ),
+            ],
+            _ => Vec::new(),
+        }
+    }
+
+    fn route(
+        &self,
+        req: Request,
+        stream: &TcpStream,
+        cors: &[(String, String)],
+    ) -> Result<Reply, Response> {
+        if req.path == "/healthz" && req.method == "GET" {
+            return Ok(Reply::Full(Response::json(
+                200,
+                &json!({"status": "ok", "sessions": self.sessions.len()}),
+            )));
+        }
+        if req.path != self.opts.path {
+            return Err(reject(404, -32000, "Not Found"));
+        }
+        checks::host(&req, &self.opts.allowed_hosts)?;
+        checks::origin(&req, &self.opts.allowed_origins)?;
+        if req.method == "OPTIONS" {
+            return Ok(Reply::Full(
+                Response::status(204)
+                    .header("Access-Control-Allow-Methods", ALLOW_METHODS)
+                    .header("Access-Control-Allow-Headers", ALLOW_HEADERS)
+                    .header("Access-Control-Max-Age", "600"),
+            ));
+        }
+        let owner = checks::auth(&req, &self.tokens)?;
+        match req.method.as_str() {
+            "POST" => self.post(req, owner, stream, cors),
+            "GET" => self.get(req, owner, stream, cors),
+            "DELETE" => self.delete(req, owner),
+            _ => Err(reject(405, -32000, "Method Not Allowed").header("Allow", self.allow())),
+        }
+    }
+
+    fn allow(&self) -> String {
+        let mut m = vec!["POST", "OPTIONS"];
+        if self.opts.enable_get_stream {
+            m.insert(0, "GET");
+        }
+        if self.opts.enable_delete {
+            m.push("DELETE");
+        }
+        m.join(", ")
+    }
+
+    fn post(
+        &self,
+        req: Request,
+        owner: Owner,
+        stream: &TcpStream,
+        cors: &[(String, String)],
+    ) -> Result<Reply, Response> {
+        checks::accept_post(&req)?;
+        checks::content_type(&req)?;
+        checks::protocol_version(&req)?;
+        let parsed = jsonrpc::parse(&req.body).map_err(|e| {
+            let body = e.response().unwrap_or_else(|| json!({"jsonrpc": "2.0", "id": null, "error": {"code": e.code, "message": e.message}}));
+            Response::json(400, &body)
+        })?;
+        let is_init =
+            matches!(&parsed, Parsed::Single(Message::Request(r)) if r.method() == "initialize");
+        let (session, sid, created) = match req.header("mcp-session-id") {
+            Some(sid) => {
+                let s = self
+                    .sessions
+                    .get(sid, &owner)
+                    .ok_or_else(|| reject(404, -32001, "Session not found"))?;
+                (s, sid.to_owned(), false)
+            }
+            None if is_init => {
+                let engine = self.engine.clone();
+                let s = HttpSession::new(self.opts.event_log_capacity, move |sink| {
+                    engine.open_session(sink)
+                });
+                let sid = s.mcp().id().to_owned();
+                self.sessions
+                    .insert(sid.clone(), s.clone(), owner)
+                    .map_err(|_| reject(503, -32000, "Service Unavailable: too many sessions"))?;
+                (s, sid, true)
+            }
+            None => {
+                return Err(checks::session_id(&req)
+                    .err()
+                    .unwrap_or_else(|| reject(400, -32000, "Bad Request")))
+            }
+        };
+        let has_request = match &parsed {
+            Parsed::Single(Message::Request(_)) => true,
+            Parsed::Single(_) => false,
+            Parsed::Batch(items) => items.iter().any(|i| match i {
+                Ok(Message::Request(_)) => true,
+                Err(e) => e.answerable,
+                _ => false,
+            }),
+        };
+        let mcp = session.mcp().clone();
+        if !has_request {
+            mcp.receive_parsed(parsed, mcp.sink());
+            return Ok(Reply::Full(Response::status(202)));
+        }
+        let (sink, attached) = session.open_stream();
+        mcp.receive_parsed(parsed, &sink);
+        let mut headers = vec![(SESSION_HEADER.to_owned(), sid.clone())];
+        headers.extend(cors.iter().cloned());
+        let outcome = self.answer(stream, &session, attached, headers, req.keep_alive, created);
+        if created && !outcome.initialized {
+            // A failed initialize leaves no session behind.
+            self.sessions.remove(&sid, &owner);
+        }
+        Ok(Reply::Streamed {
+            keep_alive: outcome.keep_alive,
+        })
+    }
+
+    fn get(
+        &self,
+        req: Request,
+        owner: Owner,
+        stream: &TcpStream,
+        cors: &[(String, String)],
+    ) -> Result<Reply, Response> {
+        if !self.opts.enable_get_stream {
+            return Err(
+                reject(405, -32000, "Method Not Allowed: no standalone stream")
+                    .header("Allow", self.allow()),
+            );
+        }
+        checks::accept_sse(&req)?;
+        checks::protocol_version(&req)?;
+        let sid = checks::session_id(&req)?;
+        let session = self
+            .sessions
+            .get(sid, &owner)
+            .ok_or_else(|| reject(404, -32001, "Session not found"))?;
+        let attached = match req.header("last-event-id") {
+            Some(last) => {
+                let (stream_id, seq) = parse_event_id(last)
+                    .ok_or_else(|| reject(400, -32000, "Bad Request: malformed Last-Event-ID"))?;
+                session.attach(stream_id, Some(seq))
+            }
+            None => session.attach(STANDALONE, None),
+        }
+        .map_err(|e| match e {
+            ResumeError::InUse => reject(
+                409,
+                -32000,
+                "Conflict: the session's standalone stream is already open",
+            ),
+            ResumeError::UnknownStream => {
+                reject(400, -32000, "Bad Request: unknown or expired event stream")
+            }
+        })?;
+        let mut headers = vec![(SESSION_HEADER.to_owned(), sid.to_owned())];
+        headers.extend(cors.iter().cloned());
+        let resumed = req.header("last-event-id").is_some();
+        let keep_alive = self.sse(
+            stream,
+            &session,
+            attached,
+            headers,
+            req.keep_alive,
+            None,
+            !resumed,
+        );
+        Ok(Reply::Streamed { keep_alive })
+    }
+
+    fn delete(&self, req: Request, owner: Owner) -> Result<Reply, Response> {
+        if !self.opts.enable_delete {
+            return Err(reject(
+                405,
+                -32000,
+                "Method Not Allowed: sessions cannot be deleted",
+            )
+            .header("Allow", self.allow()));
+        }
+        checks::protocol_version(&req)?;
+        let sid = checks::session_id(&req)?;
+        if self.sessions.remove(sid, &owner) {
+            Ok(Reply::Full(Response::status(200)))
+        } else {
+            Err(reject(404, -32001, "Session not found"))
+        }
+    }
+
+    /// Answers a POSTed request: JSON if the response comes first (and the
+    /// mode allows), SSE otherwise.
+    fn answer(
+        &self,
+        stream: &TcpStream,
+        session: &Arc<HttpSession>,
+        attached: Attached,
+        headers: Vec<(String, String)>,
+        keep_alive: bool,
+        initializing: bool,
+    ) -> Answered {
+        let first = match attached.rx.recv() {
+            Ok(f) => f,
+            Err(_) => {
+                // The session ended before anything was produced.
+                let resp = reject(404, -32001, "Session not found");
+                return Answered {
+                    keep_alive: write_response(stream, &resp, keep_alive).is_ok() && keep_alive,
+                    initialized: false,
+                };
+            }
+        };
+        let json_first = matches!(first, Frame::Event { last: true, .. })
+            && self.opts.response_mode != ResponseMode::SseOnly;
+        let json_only = self.opts.response_mode == ResponseMode::JsonOnly;
+        if json_first || json_only || matches!(first, Frame::End) {
+            let mut frame = Some(first);
+            // JSON only: wait for the response, dropping what comes before.
+            loop {
+                match frame.take() {
+                    Some(Frame::Event {
+                        data, last: true, ..
+                    }) => {
+                        // Only a new session's initialize answer needs a look inside.
+                        let initialized = initializing
+                            && serde_json::from_str::<serde_json::Value>(&data)
+                                .is_ok_and(|v| v.get("result").is_some());
+                        let mut resp = Response {
+                            status: 200,
+                            headers,
+                            body: data.as_bytes().to_vec(),
+                        };
+                        resp.headers
+                            .push(("Content-Type".into(), "application/json".into()));
+                        let ok = write_response(stream, &resp, keep_alive).is_ok();
+                        session.detach(attached.stream, attached.token, ok);
+                        return Answered {
+                            keep_alive: ok && keep_alive,
+                            initialized,
+                        };
+                    }
+                    Some(Frame::End) => {
+                        // Cancelled: no JSON-RPC response is ever sent.
+                        let ok = write_response(
+                            stream,
+                            &Response {
+                                status: 202,
+                                headers,
+                                body: Vec::new(),
+                            },
+                            keep_alive,
+                        )
+                        .is_ok();
+                        session.detach(attached.stream, attached.token, true);
+                        return Answered {
+                            keep_alive: ok && keep_alive,
+                            initialized: false,
+                        };
+                    }
+                    Some(_) => {}
+                    None => match attached.rx.recv() {
+                        Ok(f) => frame = Some(f),
+                        Err(_) => {
+                            session.detach(attached.stream, attached.token, false);
+                            return Answered {
+                                keep_alive: false,
+                                initialized: false,
+                            };
+                        }
+                    },
+                }
+            }
+        }
+        let keep_alive = self.sse(
+            stream,
+            session,
+            attached,
+            headers,
+            keep_alive,
+            Some(first),
+            true,
+        );
+        Answered {
+            keep_alive,
+            initialized: true,
+        }
+    }
+
+    /// Writes an SSE stream until it ends, the client leaves, or the handler
+    /// asks the client to reconnect. Returns whether the connection may be reused.
+    #[allow(clippy::too_many_arguments)]
+    fn sse(
+        &self,
+        stream: &TcpStream,
+        session: &Arc<HttpSession>,
+        attached: Attached,
+        mut headers: Vec<(String, String)>,
+        keep_alive: bool,
+        first: Option<Frame>,
+        prime: bool,
+    ) -> bool {
+        headers.push(("Content-Type".into(), "text/event-stream".into()));
+        headers.push(("Cache-Control".into(), "no-cache".into()));
+        let mut w = match ChunkedWriter::start(stream, 200, &headers, keep_alive) {
+            Ok(w) => w,
+            Err(_) => {
+                session.detach(attached.stream, attached.token, false);
+                return false;
+            }
+        };
+        let retry_ms = self.opts.sse_retry.as_millis();
+        let primes = session
+            .mcp()
+            .version()
+            .is_some_and(|v| v >= ProtocolVersion::V2025_11_25);
+        let mut out = Vec::new();
+        if prime && primes {
+            // Priming event: an id to resume from, no data.
+            let _ = write!(
+                out,
+                "id: {}-{}\nretry: {retry_ms}\ndata: \n\n",
+                attached.stream, attached.last_seq
+            );
+        }
+        let mut delivered_end = false;
+        let mut pending: std::collections::VecDeque<Frame> =
+            attached.replay.into_iter().chain(first).collect();
+        let result: io::Result<()> = (|| loop {
+            let frame = match pending.pop_front() {
+                Some(f) => f,
+                None => {
+                    if !out.is_empty() {
+                        w.chunk(&out)?;
+                        out.clear();
+                    }
+                    match attached.rx.recv_timeout(self.opts.sse_keepalive) {
+                        Ok(f) => f,
+                        Err(RecvTimeoutError::Timeout) => {
+                            w.chunk(b": keep-alive\n\n")?;
+                            continue;
+                        }
+                        // The session ended: close the stream.
+                        Err(RecvTimeoutError::Disconnected) => return Ok(()),
+                    }
+                }
+            };
+            match frame {
+                Frame::Event { id, data, last } => {
+                    let _ = write!(out, "id: {id}\nevent: message\ndata: {data}\n\n");
+                    if last {
+                        delivered_end = true;
+                        return Ok(());
+                    }
+                }
+                Frame::End => {
+                    delivered_end = true;
+                    return Ok(());
+                }
+                Frame::Reconnect(retry) => {
+                    // SSE polling: tell the client when to come back, then close.
+                    if !(prime && primes) {
+                        let _ = write!(
+                            out,
+                            "id: {}-{}\ndata: \n\n",
+                            attached.stream, attached.last_seq
+                        );
+                    }
+                    let _ = write!(out, "retry: {}\n\n", retry.as_millis());
+                    return Ok(());
+                }
+            }
+        })();
+        let ok = result.and_then(|()| {
+            if !out.is_empty() {
+                w.chunk(&out)?;
+            }
+            w.finish()
+        });
+        session.detach(attached.stream, attached.token, delivered_end && ok.is_ok());
+        ok.is_ok() && keep_alive
+    }
+}
+
+struct Answered {
+    keep_alive: bool,
+    initialized: bool,
+}

@@ -1,0 +1,365 @@
+//! Streamable HTTP server transport (MCP 2024-11-05 … 2025-11-25).
+//!
+//! One endpoint path (default `/mcp`) for POST, GET and DELETE, plus
+//! `GET /healthz`. Sessions live in a [`SessionTable`](crate::session::table::SessionTable)
+//! swept by a supervised thread; the accept loop is a supervised worker too,
+//! so a listener that dies is restarted and rebound. The HTTP/1.1 layer is
+//! our own small one on `httparse` (see the README for why not tiny_http).
+
+mod checks;
+mod endpoint;
+mod listener;
+pub mod streams;
+mod wire;
+
+pub use checks::AllowList;
+pub use wire::WireLimits;
+
+use crate::protocol::Engine;
+use crate::session::table::SessionTable;
+use endpoint::Endpoint;
+use listener::Listener;
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use streams::HttpSession;
+use supervisor::{ChildSpec, Clock, Shutdown, Strategy, Supervisor, SupervisorSpec, SystemClock};
+
+/// Default address: loopback, port 8808.
+pub const DEFAULT_BIND: &str = "127.0.0.1:8808";
+/// Default endpoint path.
+pub const DEFAULT_PATH: &str = "/mcp";
+/// Default largest POST body: 4 MiB.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+/// Default largest request head (request line + headers): 32 KiB.
+pub const DEFAULT_MAX_HEAD_BYTES: usize = 32 * 1024;
+/// Default longest request line: 8 KiB.
+pub const DEFAULT_MAX_REQUEST_LINE: usize = 8 * 1024;
+/// Default time to receive a request head once it started: 10 s.
+pub const DEFAULT_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default keep-alive idle time between requests: 60 s.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default most concurrent connections.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 2048;
+/// Default SSE `retry:` advice: 1 s.
+pub const DEFAULT_SSE_RETRY: Duration = Duration::from_secs(1);
+/// Default interval of SSE keep-alive comments (they also detect dead peers).
+pub const DEFAULT_SSE_KEEPALIVE: Duration = Duration::from_secs(15);
+/// Default events kept per session for resumption.
+pub const DEFAULT_EVENT_LOG_CAPACITY: usize = 1024;
+
+/// How a POSTed request is answered.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ResponseMode {
+    /// JSON when the response is the first thing the handler produces;
+    /// SSE when a notification or a server-to-client request comes first.
+    Auto,
+    /// Always one JSON response (notifications on the way are dropped).
+    JsonOnly,
+    /// Always an SSE stream.
+    SseOnly,
+}
+
+/// Options of the HTTP transport. Every field has a documented default.
+#[derive(Clone)]
+pub struct HttpOptions {
+    /// Address to bind (default [`DEFAULT_BIND`]).
+    pub bind: SocketAddr,
+    /// An already-bound listener to use instead (socket activation).
+    pub listener: Option<Arc<TcpListener>>,
+    /// Endpoint path (default [`DEFAULT_PATH`]).
+    pub path: String,
+    /// Connection limits (defaults: the `DEFAULT_*` constants above).
+    pub limits: WireLimits,
+    /// Most concurrent connections (default [`DEFAULT_MAX_CONNECTIONS`]).
+    pub max_connections: usize,
+    /// JSON / SSE choice (default [`ResponseMode::Auto`]).
+    pub response_mode: ResponseMode,
+    /// Whether GET opens the standalone stream (default true; false: 405).
+    pub enable_get_stream: bool,
+    /// Whether DELETE ends sessions (default true; false: 405).
+    pub enable_delete: bool,
+    /// Idle expiry of sessions (default 30 minutes).
+    pub session_idle_timeout: Duration,
+    /// Most sessions (default 10,000; beyond: 503).
+    pub max_sessions: usize,
+    /// Allowed `Origin`s (default: loopback origins when bound to loopback,
+    /// none otherwise).
+    pub allowed_origins: AllowList,
+    /// Allowed `Host` names (default: loopback names when bound to
+    /// loopback, any otherwise).
+    pub allowed_hosts: AllowList,
+    /// Bearer tokens; empty means no authentication (default empty).
+    pub bearer_tokens: Vec<String>,
+    /// SSE `retry:` advice (default [`DEFAULT_SSE_RETRY`]).
+    pub sse_retry: Duration,
+    /// SSE keep-alive interval (default [`DEFAULT_SSE_KEEPALIVE`]).
+    pub sse_keepalive: Duration,
+    /// Events kept per session for resumption (default [`DEFAULT_EVENT_LOG_CAPACITY`]).
+    pub event_log_capacity: usize,
+    /// Clock of session expiry (default: the system clock).
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        let bind: SocketAddr = DEFAULT_BIND.parse().expect("valid default address");
+        HttpOptions {
+            bind,
+            listener: None,
+            path: DEFAULT_PATH.into(),
+            limits: WireLimits {
+                max_request_line: DEFAULT_MAX_REQUEST_LINE,
+                max_head: DEFAULT_MAX_HEAD_BYTES,
+                max_body: DEFAULT_MAX_BODY_BYTES,
+                head_timeout: DEFAULT_HEAD_TIMEOUT,
+                idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            },
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            response_mode: ResponseMode::Auto,
+            enable_get_stream: true,
+            enable_delete: true,
+            session_idle_timeout: crate::session::table::DEFAULT_IDLE_TIMEOUT,
+            max_sessions: crate::session::table::DEFAULT_MAX_SESSIONS,
+            allowed_origins: AllowList::Loopback,
+            allowed_hosts: AllowList::Loopback,
+            bearer_tokens: Vec::new(),
+            sse_retry: DEFAULT_SSE_RETRY,
+            sse_keepalive: DEFAULT_SSE_KEEPALIVE,
+            event_log_capacity: DEFAULT_EVENT_LOG_CAPACITY,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+fn is_loopback(ip: IpAddr) -> bool {
+    ip.is_loopback()
+}
+
+impl HttpOptions {
+    /// Binds `addr`; away from loopback the Origin default becomes "none"
+    /// and the Host check is off, unless set explicitly afterwards.
+    pub fn with_bind(mut self, addr: SocketAddr) -> Self {
+        self.bind = addr;
+        if !is_loopback(addr.ip()) {
+            self.allowed_origins = AllowList::List(Vec::new());
+            self.allowed_hosts = AllowList::Any;
+        }
+        self
+    }
+    /// Uses an already-bound listener (socket activation).
+    pub fn with_listener(mut self, listener: TcpListener) -> io::Result<Self> {
+        let addr = listener.local_addr()?;
+        self = self.with_bind(addr);
+        self.listener = Some(Arc::new(listener));
+        Ok(self)
+    }
+    /// Sets the endpoint path.
+    pub fn with_path(mut self, path: impl Into<String>) -> Self {
+        self.path = path.into();
+        self
+    }
+    /// Sets the response mode.
+    pub fn with_response_mode(mut self, mode: ResponseMode) -> Self {
+        self.response_mode = mode;
+        self
+    }
+    /// Sets the allowed origins.
+    pub fn with_allowed_origins(mut self, list: AllowList) -> Self {
+        self.allowed_origins = list;
+        self
+    }
+    /// Sets the allowed hosts.
+    pub fn with_allowed_hosts(mut self, list: AllowList) -> Self {
+        self.allowed_hosts = list;
+        self
+    }
+    /// Requires one of these bearer tokens.
+    pub fn with_bearer_tokens(mut self, tokens: Vec<String>) -> Self {
+        self.bearer_tokens = tokens;
+        self
+    }
+    /// Reads bearer tokens from a file, one per line (blank lines and `#` comments ignored).
+    pub fn with_bearer_token_file(self, path: &std::path::Path) -> io::Result<Self> {
+        let text = std::fs::read_to_string(path)?;
+        let tokens: Vec<String> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(String::from)
+            .collect();
+        if tokens.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: no tokens", path.display()),
+            ));
+        }
+        Ok(self.with_bearer_tokens(tokens))
+    }
+    /// Sets the session idle timeout.
+    pub fn with_session_idle_timeout(mut self, idle: Duration) -> Self {
+        self.session_idle_timeout = idle;
+        self
+    }
+    /// Sets the maximum number of sessions.
+    pub fn with_max_sessions(mut self, max: usize) -> Self {
+        self.max_sessions = max;
+        self
+    }
+    /// Sets the maximum number of connections.
+    pub fn with_max_connections(mut self, max: usize) -> Self {
+        self.max_connections = max;
+        self
+    }
+    /// Sets the wire limits.
+    pub fn with_limits(mut self, limits: WireLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+    /// Turns the standalone GET stream on or off.
+    pub fn with_get_stream(mut self, on: bool) -> Self {
+        self.enable_get_stream = on;
+        self
+    }
+    /// Turns DELETE on or off.
+    pub fn with_delete(mut self, on: bool) -> Self {
+        self.enable_delete = on;
+        self
+    }
+    /// Sets the session clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+}
+
+/// A running HTTP transport.
+pub struct HttpServer {
+    addr: SocketAddr,
+    root: Supervisor,
+    listener: Arc<Listener>,
+    sessions: Arc<SessionTable<HttpSession>>,
+}
+
+impl HttpServer {
+    /// Binds and starts serving `engine`.
+    pub fn start(engine: Arc<Engine>, options: HttpOptions) -> io::Result<HttpServer> {
+        let socket = match &options.listener {
+            Some(l) => l.try_clone()?,
+            None => TcpListener::bind(options.bind)?,
+        };
+        let addr = socket.local_addr()?;
+        let tokens = options
+            .bearer_tokens
+            .iter()
+            .map(|t| checks::token_digest(t))
+            .collect();
+        let sessions = Arc::new(SessionTable::new(
+            options.max_sessions,
+            options.session_idle_timeout,
+            options.clock.clone(),
+        ));
+        let endpoint = Endpoint::new(engine, options.clone(), sessions.clone(), tokens);
+        let listener = Arc::new(Listener {
+            handler: Arc::new(endpoint),
+            limits: options.limits.clone(),
+            max_connections: options.max_connections,
+            active: AtomicUsize::new(0),
+            stopping: AtomicBool::new(false),
+        });
+        let slot = Arc::new(Mutex::new(Some(socket)));
+        let accept = {
+            let (listener, slot) = (listener.clone(), slot.clone());
+            ChildSpec::worker("http-listener", move |ctx| {
+                let socket = {
+                    let mut s = slot.lock().unwrap_or_else(|p| p.into_inner());
+                    match s.as_ref() {
+                        Some(l) => l.try_clone()?,
+                        None => {
+                            log::warn!("http: rebinding {addr}");
+                            let l = TcpListener::bind(addr)?;
+                            *s = Some(l.try_clone()?);
+                            l
+                        }
+                    }
+                };
+                ctx.ready();
+                listener
+                    .accept_loop(&socket, ctx.stop_signal())
+                    .inspect_err(|e| {
+                        log::error!("http: listener failed: {e}");
+                        slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+                    })?;
+                Ok(())
+            })
+            .await_ready(Duration::from_secs(10))
+            .shutdown(Shutdown::Timeout(Duration::from_secs(1)))
+        };
+        let sweep_every = (options.session_idle_timeout / 10)
+            .clamp(Duration::from_millis(100), Duration::from_secs(60));
+        let sweeper = {
+            let sessions = sessions.clone();
+            ChildSpec::worker("http-session-sweeper", move |ctx| {
+                while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
+                    ctx.stop_signal().recv_timeout(sweep_every)
+                {
+                    let n = sessions.sweep();
+                    if n > 0 {
+                        log::info!("http: {n} idle session(s) expired");
+                    }
+                }
+                Ok(())
+            })
+        };
+        let spec = SupervisorSpec::new("http", Strategy::OneForOne)
+            .intensity(10, Duration::from_secs(10))
+            .child(sweeper)
+            .child(accept);
+        let root = Supervisor::start(spec).map_err(io::Error::other)?;
+        log::info!("http: serving MCP on http://{addr}{}", options.path);
+        Ok(HttpServer {
+            addr,
+            root,
+            listener,
+            sessions,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+    /// Number of open sessions.
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+    /// Expires idle sessions now (the sweeper does this periodically).
+    pub fn sweep_sessions(&self) -> usize {
+        self.sessions.sweep()
+    }
+    /// The supervision tree of the transport (listener, session sweeper).
+    pub fn supervisor(&self) -> supervisor::SupervisorRef {
+        self.root.handle()
+    }
+    /// Open connections.
+    pub fn connection_count(&self) -> usize {
+        self.listener.active.load(Ordering::SeqCst)
+    }
+
+    /// Stops accepting, ends every session, stops the supervision tree.
+    pub fn shutdown(self) -> io::Result<()> {
+        self.listener.stopping.store(true, Ordering::SeqCst);
+        // Wake the accept loop blocked in accept().
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+        self.sessions.clear();
+        self.root.shutdown().map(drop).map_err(io::Error::other)
+    }
+
+    /// Blocks until the transport's supervision tree ends (it fails only if
+    /// the listener keeps failing beyond its restart intensity).
+    pub fn wait(self) -> io::Result<()> {
+        self.root.wait().map_err(io::Error::other)
+    }
+}

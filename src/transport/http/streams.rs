@@ -1,0 +1,349 @@
+//! An HTTP session's SSE streams: event ids, the bounded event log that
+//! makes streams resumable, and the sinks through which the engine writes.
+//!
+//! Stream 0 is the session's standalone stream (GET); every POSTed request
+//! gets its own stream. An event id is `"<stream>-<seq>"`, unique across the
+//! session and naming its stream, so `Last-Event-ID` resumes exactly that
+//! stream and nothing else. Every message is logged before it is handed to
+//! the connection writing the stream (if any); a client that lost its
+//! connection resumes from the log.
+
+use crate::protocol::{Outgoing, Session, Sink};
+use crate::session::table::Expirable;
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::Duration;
+
+/// The standalone (GET) stream of every session.
+pub const STANDALONE: u64 = 0;
+/// Frames queued for one connection before it counts as too slow and is
+/// detached (its client resumes from the log).
+pub const LIVE_QUEUE: usize = 1024;
+
+/// What a connection writing a stream receives.
+#[derive(Debug, Clone)]
+pub enum Frame {
+    /// An SSE event; `last` for the response that ends a request stream.
+    Event {
+        /// Its event id.
+        id: String,
+        /// The JSON text.
+        data: Arc<str>,
+        /// Whether the stream ends with it.
+        last: bool,
+    },
+    /// The request ended without a response (cancelled).
+    End,
+    /// Close the connection now after telling the client to come back in `retry`.
+    Reconnect(Duration),
+}
+
+struct Stream {
+    log: VecDeque<(u64, Arc<str>, bool)>,
+    next_seq: u64,
+    live: Option<(u64, Sender<Frame>)>,
+    finished: bool,
+}
+
+impl Stream {
+    fn new() -> Stream {
+        Stream {
+            log: VecDeque::new(),
+            next_seq: 1,
+            live: None,
+            finished: false,
+        }
+    }
+    fn forward(&mut self, frame: Frame) {
+        if let Some((_, tx)) = &self.live {
+            match tx.try_send(frame) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => {
+                    log::warn!("http: a stream's reader is too slow; detaching it (it may resume)");
+                    self.live = None;
+                }
+                Err(TrySendError::Disconnected(_)) => self.live = None,
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Streams {
+    next_id: u64,
+    map: HashMap<u64, Stream>,
+    // (stream, seq) in logging order, for evicting the oldest events.
+    order: VecDeque<(u64, u64)>,
+    closed: bool,
+}
+
+/// Why a stream cannot be resumed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ResumeError {
+    /// No such stream in this session (never existed, or fully delivered).
+    UnknownStream,
+    /// Another connection is writing it (standalone stream only).
+    InUse,
+}
+
+/// What a connection attached to a stream gets.
+pub struct Attached {
+    /// The stream.
+    pub stream: u64,
+    /// This attachment (to detach only itself).
+    pub token: u64,
+    /// Events to write first (resumption).
+    pub replay: Vec<Frame>,
+    /// Live frames.
+    pub rx: Receiver<Frame>,
+    /// The last sequence number logged so far (for priming ids).
+    pub last_seq: u64,
+}
+
+/// An MCP session reached over HTTP.
+pub struct HttpSession {
+    mcp: OnceLock<Arc<Session>>,
+    streams: Mutex<Streams>,
+    capacity: usize,
+}
+
+static TOKENS: AtomicU64 = AtomicU64::new(1);
+
+impl HttpSession {
+    /// A session whose engine side is opened by `open` with the standalone
+    /// stream's sink.
+    pub fn new(
+        capacity: usize,
+        open: impl FnOnce(Arc<dyn Sink>) -> Arc<Session>,
+    ) -> Arc<HttpSession> {
+        let s = Arc::new(HttpSession {
+            mcp: OnceLock::new(),
+            streams: Mutex::new(Streams::default()),
+            capacity: capacity.max(1),
+        });
+        {
+            let mut st = s.lock();
+            st.map.insert(STANDALONE, Stream::new());
+            st.next_id = STANDALONE + 1;
+        }
+        let sink: Arc<dyn Sink> = Arc::new(StreamSink {
+            session: Arc::downgrade(&s),
+            stream: STANDALONE,
+        });
+        let _ = s.mcp.set(open(sink));
+        s
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Streams> {
+        self.streams.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The engine session.
+    pub fn mcp(&self) -> &Arc<Session> {
+        self.mcp.get().expect("set at construction")
+    }
+
+    /// Opens a stream for one POSTed request, with this connection attached.
+    pub fn open_stream(self: &Arc<Self>) -> (Arc<dyn Sink>, Attached) {
+        let (tx, rx) = crossbeam_channel::bounded(LIVE_QUEUE);
+        let token = TOKENS.fetch_add(1, Ordering::Relaxed);
+        let mut st = self.lock();
+        let id = st.next_id;
+        st.next_id += 1;
+        let mut stream = Stream::new();
+        stream.live = Some((token, tx));
+        if !st.closed {
+            st.map.insert(id, stream);
+        }
+        drop(st);
+        let sink: Arc<dyn Sink> = Arc::new(StreamSink {
+            session: Arc::downgrade(self),
+            stream: id,
+        });
+        (
+            sink,
+            Attached {
+                stream: id,
+                token,
+                replay: Vec::new(),
+                rx,
+                last_seq: 0,
+            },
+        )
+    }
+
+    /// Attaches a connection to a stream: the standalone stream (`after:
+    /// None`, no replay; one connection at a time) or any stream being
+    /// resumed after event `after`.
+    pub fn attach(&self, stream: u64, after: Option<u64>) -> Result<Attached, ResumeError> {
+        let (tx, rx) = crossbeam_channel::bounded(LIVE_QUEUE);
+        let token = TOKENS.fetch_add(1, Ordering::Relaxed);
+        let mut st = self.lock();
+        let s = st.map.get_mut(&stream).ok_or(ResumeError::UnknownStream)?;
+        if stream == STANDALONE && after.is_none() && s.live.is_some() {
+            return Err(ResumeError::InUse);
+        }
+        let replay: Vec<Frame> = match after {
+            None => Vec::new(),
+            Some(n) => s
+                .log
+                .iter()
+                .filter(|(seq, _, _)| *seq > n)
+                .map(|(seq, data, last)| Frame::Event {
+                    id: event_id(stream, *seq),
+                    data: data.clone(),
+                    last: *last,
+                })
+                .collect(),
+        };
+        if s.finished
+            && !replay
+                .iter()
+                .any(|f| matches!(f, Frame::Event { last: true, .. }))
+        {
+            // Finished without a response (cancelled) or fully seen: end at once.
+            let _ = tx.try_send(Frame::End);
+        }
+        s.live = Some((token, tx));
+        let last_seq = s.next_seq - 1;
+        Ok(Attached {
+            stream,
+            token,
+            replay,
+            rx,
+            last_seq,
+        })
+    }
+
+    /// The connection of `token` is done with `stream`: a finished stream
+    /// whose end was written is forgotten; otherwise it stays resumable.
+    pub fn detach(&self, stream: u64, token: u64, delivered_end: bool) {
+        let mut st = self.lock();
+        if let Some(s) = st.map.get_mut(&stream) {
+            if s.live.as_ref().is_some_and(|(t, _)| *t == token) {
+                s.live = None;
+            }
+            if delivered_end && s.finished && stream != STANDALONE {
+                st.map.remove(&stream);
+                st.order.retain(|(sid, _)| *sid != stream);
+            }
+        }
+    }
+
+    fn push(&self, stream: u64, out: Outgoing) {
+        let mut st = self.lock();
+        let capacity = self.capacity;
+        let Some(s) = st.map.get_mut(&stream) else {
+            return;
+        };
+        let frame = match out {
+            Outgoing::Reconnect { retry } => Frame::Reconnect(retry),
+            Outgoing::Suppressed { .. } => {
+                s.finished = true;
+                Frame::End
+            }
+            other => {
+                let last = matches!(other, Outgoing::Response { .. });
+                let Some(message) = other.message() else {
+                    return;
+                };
+                let data: Arc<str> = Arc::from(message.to_string());
+                let seq = s.next_seq;
+                s.next_seq += 1;
+                s.log.push_back((seq, data.clone(), last));
+                s.finished |= last;
+                s.forward(Frame::Event {
+                    id: event_id(stream, seq),
+                    data,
+                    last,
+                });
+                st.order.push_back((stream, seq));
+                st.evict(capacity);
+                return;
+            }
+        };
+        s.forward(frame);
+    }
+
+    /// Whether requests are in flight or a connection is attached.
+    fn has_activity(&self) -> bool {
+        self.mcp().inflight() > 0 || self.lock().map.values().any(|s| s.live.is_some())
+    }
+}
+
+impl Streams {
+    fn evict(&mut self, capacity: usize) {
+        while self.order.len() > capacity {
+            let Some((sid, seq)) = self.order.pop_front() else {
+                break;
+            };
+            let remove = match self.map.get_mut(&sid) {
+                Some(s) => {
+                    if s.log.front().is_some_and(|(q, _, _)| *q == seq) {
+                        s.log.pop_front();
+                    }
+                    sid != STANDALONE && s.finished && s.log.is_empty() && s.live.is_none()
+                }
+                None => false,
+            };
+            if remove {
+                self.map.remove(&sid);
+            }
+        }
+    }
+}
+
+impl Expirable for HttpSession {
+    fn busy(&self) -> bool {
+        self.has_activity()
+    }
+    fn end(&self) {
+        {
+            let mut st = self.lock();
+            st.closed = true;
+            // Dropping the senders ends every attached connection's stream.
+            st.map.clear();
+            st.order.clear();
+        }
+        self.mcp().close();
+    }
+}
+
+/// `"<stream>-<seq>"`.
+pub fn event_id(stream: u64, seq: u64) -> String {
+    format!("{stream}-{seq}")
+}
+
+/// Parses an event id into (stream, seq).
+pub fn parse_event_id(id: &str) -> Option<(u64, u64)> {
+    let (s, q) = id.trim().split_once('-')?;
+    Some((s.parse().ok()?, q.parse().ok()?))
+}
+
+/// The sink of one stream.
+struct StreamSink {
+    session: Weak<HttpSession>,
+    stream: u64,
+}
+
+impl Sink for StreamSink {
+    fn send(&self, out: Outgoing) {
+        if let Some(s) = self.session.upgrade() {
+            s.push(self.stream, out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_ids_round_trip() {
+        assert_eq!(parse_event_id(&event_id(7, 42)), Some((7, 42)));
+        assert_eq!(parse_event_id("x-1"), None);
+        assert_eq!(parse_event_id("17"), None);
+    }
+}
