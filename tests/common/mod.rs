@@ -90,6 +90,38 @@ pub fn assert_valid(version: &str, def: &str, message: &Value) {
     );
 }
 
+pub mod http;
+
+/// Validates one message a server sent, answering a request of `method`
+/// (ignored for notifications and requests), against revision `version`.
+pub fn validate_server_message(version: &str, m: &Value, method: &str) {
+    if m.get("method").is_some() {
+        let def = if m.get("id").is_some() {
+            "ServerRequest"
+        } else {
+            "ServerNotification"
+        };
+        assert_valid(version, def, m);
+    } else if let Some(result) = m.get("result") {
+        assert_valid(
+            version,
+            if version == "2025-11-25" {
+                "JSONRPCResultResponse"
+            } else {
+                "JSONRPCResponse"
+            },
+            m,
+        );
+        assert_valid(version, result_def(method), result);
+    } else {
+        let mut m = m.clone();
+        if m.get("id") == Some(&Value::Null) {
+            m.as_object_mut().unwrap().remove("id");
+        }
+        assert_valid("2025-11-25", "JSONRPCErrorResponse", &m);
+    }
+}
+
 fn result_def(method: &str) -> &'static str {
     match method {
         "initialize" => "InitializeResult",

@@ -156,10 +156,30 @@ impl Listener {
                     log::debug!("http: {peer}: {status} {why}");
                     let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": why}});
                     let _ = write_response(&write_side, &Response::json(status, &body), false);
+                    linger(&write_side);
                     break;
                 }
             }
         }
         let _ = write_side.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+/// Lingering close after refusing a request whose body is still arriving:
+/// stop writing, then read and discard a bounded amount for a moment, so the
+/// peer's kernel does not answer our close with a reset that destroys the
+/// error response before the client reads it.
+fn linger(stream: &TcpStream) {
+    use std::io::Read;
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut sink = [0u8; 16 * 1024];
+    let mut left: usize = 8 * 1024 * 1024;
+    let mut s = stream;
+    while left > 0 {
+        match s.read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => left = left.saturating_sub(n),
+        }
     }
 }

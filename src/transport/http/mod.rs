@@ -25,7 +25,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use streams::HttpSession;
-use supervisor::{ChildSpec, Clock, Shutdown, Strategy, Supervisor, SupervisorSpec, SystemClock};
+use supervisor::{
+    ChildSpec, Clock, Restart, Shutdown, Strategy, Supervisor, SupervisorSpec, SystemClock,
+};
 
 /// Default address: loopback, port 8808.
 pub const DEFAULT_BIND: &str = "127.0.0.1:8808";
@@ -295,6 +297,8 @@ impl HttpServer {
                 Ok(())
             })
             .await_ready(Duration::from_secs(10))
+            // It returns normally only when told to stop.
+            .restart(Restart::Transient)
             .shutdown(Shutdown::Timeout(Duration::from_secs(1)))
         };
         let sweep_every = (options.session_idle_timeout / 10)

@@ -1,0 +1,555 @@
+//! Streamable HTTP: every status-code rule, Origin/Host, CORS, auth,
+//! sessions (expiry on an injectable clock, DELETE, 1,000 at once), JSON vs
+//! SSE, flushing, the standalone stream, resumption — against an in-process
+//! server on a real socket; every message is schema-checked.
+
+mod common;
+
+use common::http::*;
+use common::validate_server_message;
+use mcpvisor::server::{Server, Tool, ToolResult};
+use mcpvisor::transport::http::{HttpOptions, HttpServer, ResponseMode};
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use supervisor::ManualClock;
+
+struct Gate {
+    release: crossbeam_channel::Sender<()>,
+}
+
+fn test_server(options: HttpOptions) -> (HttpServer, Server, Gate) {
+    let (release, wait) = crossbeam_channel::unbounded::<()>();
+    let server = Server::builder("http-test", "1")
+        .tool(Tool::new(
+            "echo",
+            json!({"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}),
+            |a, _| Ok(ToolResult::text(a["message"].as_str().unwrap_or(""))),
+        ))
+        .tool(Tool::new("gated", json!({"type":"object"}), move |_, ctx| {
+            // Progress first, then wait for the test to open the gate.
+            ctx.progress(1.0, Some(2.0), Some("waiting at the gate"));
+            crossbeam_channel::select! {
+                recv(wait) -> _ => {}
+                recv(ctx.cancelled()) -> _ => {}
+            }
+            ctx.progress(2.0, Some(2.0), None);
+            Ok(ToolResult::text("through"))
+        }))
+        .build()
+        .unwrap();
+    let http = server
+        .start_http(options.with_bind("127.0.0.1:0".parse().unwrap()))
+        .unwrap();
+    (http, server, Gate { release })
+}
+
+fn default_server() -> (HttpServer, Server, Gate) {
+    test_server(HttpOptions::default())
+}
+
+fn call(id: i64, name: &str, args: Value) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":name,"arguments":args}})
+}
+
+fn status_of(addr: SocketAddr, method: &str, headers: &[(&str, &str)], body: &str) -> u16 {
+    let r = send(addr, method, "/mcp", headers, body.as_bytes());
+    let s = r.status;
+    drop(r.body());
+    s
+}
+
+#[test]
+fn status_codes_follow_the_spec() {
+    let (http, _s, _g) = default_server();
+    let addr = http.local_addr();
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+    assert_eq!(
+        status_of(addr, "POST", &[JSON, ("Accept", "application/json")], init),
+        406
+    );
+    assert_eq!(
+        status_of(addr, "POST", &[JSON, ("Accept", "text/event-stream")], init),
+        406
+    );
+    assert_eq!(
+        status_of(
+            addr,
+            "POST",
+            &[ACCEPT_BOTH, ("Content-Type", "text/plain")],
+            init
+        ),
+        415
+    );
+    assert_eq!(
+        status_of(
+            addr,
+            "POST",
+            &[ACCEPT_BOTH, JSON, ("MCP-Protocol-Version", "1999-01-01")],
+            init
+        ),
+        400
+    );
+    assert_eq!(
+        status_of(addr, "POST", &[ACCEPT_BOTH, JSON], "{not json"),
+        400
+    );
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"x":"{}"}}}}"#,
+        "x".repeat(5 * 1024 * 1024)
+    );
+    assert_eq!(status_of(addr, "POST", &[ACCEPT_BOTH, JSON], &big), 413);
+    assert_eq!(status_of(addr, "PUT", &[ACCEPT_BOTH, JSON], "{}"), 405);
+    assert_eq!(send(addr, "GET", "/elsewhere", &[], b"").status, 404);
+    // Without a session id: 400; with an unknown one: 404.
+    assert_eq!(
+        status_of(
+            addr,
+            "POST",
+            &[ACCEPT_BOTH, JSON],
+            r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#
+        ),
+        400
+    );
+    assert_eq!(
+        status_of(
+            addr,
+            "POST",
+            &[ACCEPT_BOTH, JSON, ("Mcp-Session-Id", "nope")],
+            r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#
+        ),
+        404
+    );
+    assert_eq!(
+        status_of(
+            addr,
+            "GET",
+            &[("Accept", "text/event-stream"), ("Mcp-Session-Id", "nope")],
+            ""
+        ),
+        404
+    );
+    assert_eq!(
+        status_of(addr, "DELETE", &[("Mcp-Session-Id", "nope")], ""),
+        404
+    );
+    assert_eq!(status_of(addr, "DELETE", &[], ""), 400);
+
+    let sid = initialize(addr, &[]);
+    assert!(sid.len() >= 32 && sid.bytes().all(|b| (0x21..=0x7e).contains(&b)));
+    let sh = ("Mcp-Session-Id", sid.as_str());
+    // Notifications and responses: 202, no body.
+    let r = post(
+        addr,
+        Some(&sid),
+        &json!({"jsonrpc":"2.0","method":"notifications/whatever"}),
+        &[],
+    );
+    assert_eq!((r.status, r.header("content-length")), (202, Some("0")));
+    // Any supported revision is accepted on a session; absent means 2025-03-26.
+    for v in ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] {
+        let r = send(
+            addr,
+            "POST",
+            "/mcp",
+            &[ACCEPT_BOTH, JSON, sh, ("MCP-Protocol-Version", v)],
+            br#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#,
+        );
+        assert_eq!(r.status, 200, "{v}");
+        let (_, msgs) = answer(r);
+        assert_eq!(msgs[0]["result"], json!({}));
+    }
+    assert_eq!(
+        status_of(addr, "GET", &[("Accept", "application/json"), sh], ""),
+        406
+    );
+    // DELETE ends the session; afterwards it is 404.
+    assert_eq!(status_of(addr, "DELETE", &[sh], ""), 200);
+    assert_eq!(
+        status_of(
+            addr,
+            "POST",
+            &[ACCEPT_BOTH, JSON, sh],
+            r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#
+        ),
+        404
+    );
+    assert_eq!(send(addr, "GET", "/healthz", &[], b"").status, 200);
+    http.shutdown().unwrap();
+}
+
+#[test]
+fn get_and_delete_can_be_switched_off() {
+    let (http, _s, _g) = test_server(
+        HttpOptions::default()
+            .with_get_stream(false)
+            .with_delete(false),
+    );
+    let addr = http.local_addr();
+    let sid = initialize(addr, &[]);
+    let r = send(
+        addr,
+        "GET",
+        "/mcp",
+        &[("Accept", "text/event-stream"), ("Mcp-Session-Id", &sid)],
+        b"",
+    );
+    assert_eq!(r.status, 405);
+    assert!(r.header("allow").is_some_and(|a| !a.contains("GET")));
+    assert_eq!(
+        status_of(addr, "DELETE", &[("Mcp-Session-Id", &sid)], ""),
+        405
+    );
+    http.shutdown().unwrap();
+}
+
+#[test]
+fn origin_host_and_cors() {
+    let (http, _s, _g) = default_server();
+    let addr = http.local_addr();
+    let ping = br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+    let r = send(
+        addr,
+        "POST",
+        "/mcp",
+        &[ACCEPT_BOTH, JSON, ("Origin", "http://evil.example")],
+        ping,
+    );
+    assert_eq!(r.status, 403);
+    // DNS rebinding: a foreign Host on a loopback server.
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    use std::io::Write;
+    write!(s, "POST /mcp HTTP/1.1\r\nHost: evil.example:80\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", ping.len()).unwrap();
+    s.write_all(ping).unwrap();
+    assert_eq!(read_head(std::io::BufReader::new(s)).status, 403);
+    // Preflight from an allowed origin.
+    let r = send(
+        addr,
+        "OPTIONS",
+        "/mcp",
+        &[
+            ("Origin", "http://localhost:5173"),
+            ("Access-Control-Request-Method", "POST"),
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 204);
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("http://localhost:5173")
+    );
+    assert!(r
+        .header("access-control-allow-methods")
+        .unwrap()
+        .contains("DELETE"));
+    assert!(r
+        .header("access-control-allow-headers")
+        .unwrap()
+        .contains("Mcp-Session-Id"));
+    // The real request exposes the session id to the page.
+    let r = send(
+        addr,
+        "POST",
+        "/mcp",
+        &[ACCEPT_BOTH, JSON, ("Origin", "http://localhost:5173")],
+        ping,
+    );
+    assert_eq!(r.status, 200);
+    assert!(r
+        .header("access-control-expose-headers")
+        .unwrap()
+        .contains("Mcp-Session-Id"));
+    assert!(r.header("mcp-session-id").is_some());
+    http.shutdown().unwrap();
+}
+
+#[test]
+fn bearer_auth_and_sessions_bound_to_their_credential() {
+    let (http, _s, _g) =
+        test_server(HttpOptions::default().with_bearer_tokens(vec!["alpha".into(), "beta".into()]));
+    let addr = http.local_addr();
+    let r = post(
+        addr,
+        None,
+        &json!({"jsonrpc":"2.0","id":1,"method":"ping"}),
+        &[],
+    );
+    assert_eq!(r.status, 401);
+    assert!(r.header("www-authenticate").unwrap().starts_with("Bearer"));
+    assert_eq!(
+        post(addr, None, &json!({}), &[("Authorization", "Bearer wrong")]).status,
+        401
+    );
+    let sid = initialize(addr, &[("Authorization", "Bearer alpha")]);
+    let ping = json!({"jsonrpc":"2.0","id":2,"method":"ping"});
+    assert_eq!(
+        post(
+            addr,
+            Some(&sid),
+            &ping,
+            &[("Authorization", "Bearer alpha")]
+        )
+        .status,
+        200
+    );
+    assert_eq!(
+        post(addr, Some(&sid), &ping, &[("Authorization", "Bearer beta")]).status,
+        404,
+        "another credential cannot see it"
+    );
+    http.shutdown().unwrap();
+}
+
+#[test]
+fn idle_sessions_expire_on_the_injected_clock_and_cancel_their_work() {
+    let clock = ManualClock::new();
+    let (http, _s, _g) = test_server(
+        HttpOptions::default()
+            .with_clock(Arc::new(clock.clone()))
+            .with_session_idle_timeout(Duration::from_secs(60)),
+    );
+    let addr = http.local_addr();
+    let a = initialize(addr, &[]);
+    let b = initialize(addr, &[]);
+    // b has a gated call in flight: busy sessions do not expire.
+    let mut body = call(5, "gated", json!({}));
+    body["params"]["_meta"] = json!({"progressToken": 5});
+    let mut r = post(addr, Some(&b), &body, &[]);
+    let _ = r.message().expect("progress first");
+    clock.advance(Duration::from_secs(61));
+    assert_eq!(http.sweep_sessions(), 1);
+    let ping = json!({"jsonrpc":"2.0","id":9,"method":"ping"});
+    assert_eq!(
+        post(addr, Some(&a), &ping, &[]).status,
+        404,
+        "expired: the client must re-initialize"
+    );
+    // DELETE of b cancels its in-flight call: its stream ends with no response.
+    assert_eq!(
+        status_of(addr, "DELETE", &[("Mcp-Session-Id", &b)], ""),
+        200
+    );
+    assert!(r.message().is_none(), "no response after the session ended");
+    assert_eq!(http.session_count(), 0);
+    http.shutdown().unwrap();
+}
+
+#[test]
+fn max_sessions_is_a_clear_503() {
+    let (http, _s, _g) = test_server(HttpOptions::default().with_max_sessions(2));
+    let addr = http.local_addr();
+    initialize(addr, &[]);
+    initialize(addr, &[]);
+    let r = post(
+        addr,
+        None,
+        &json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
+        &[],
+    );
+    assert_eq!(r.status, 503);
+    assert!(r.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("too many sessions"));
+    http.shutdown().unwrap();
+}
+
+#[test]
+fn auto_mode_answers_json_first_and_sse_when_something_comes_first() {
+    let (http, _s, gate) = default_server();
+    let addr = http.local_addr();
+    let sid = initialize(addr, &[]);
+    let (ct, msgs) = answer(post(
+        addr,
+        Some(&sid),
+        &call(1, "echo", json!({"message":"hi"})),
+        &[],
+    ));
+    assert_eq!(ct, "application/json");
+    validate_server_message("2025-11-25", &msgs[0], "tools/call");
+    assert_eq!(msgs[0]["result"]["content"][0]["text"], "hi");
+
+    let mut body = call(2, "gated", json!({}));
+    body["params"]["_meta"] = json!({"progressToken": "g"});
+    let mut r = post(addr, Some(&sid), &body, &[]);
+    assert_eq!(r.header("content-type"), Some("text/event-stream"));
+    // Priming event (2025-11-25): an id, a retry, no data.
+    let prime = r.event().unwrap();
+    assert!(prime.id.is_some() && prime.data.is_empty() && prime.retry.is_some());
+    // The progress event arrives while the tool is still blocked: frames are flushed as they happen.
+    let (_, progress) = r.message().unwrap();
+    assert_eq!(progress["method"], "notifications/progress");
+    assert_eq!(progress["params"]["progressToken"], "g");
+    validate_server_message("2025-11-25", &progress, "");
+    gate.release.send(()).unwrap();
+    let rest: Vec<Value> = std::iter::from_fn(|| r.message().map(|m| m.1)).collect();
+    assert_eq!(rest.len(), 2);
+    validate_server_message("2025-11-25", &rest[1], "tools/call");
+    assert_eq!(rest[1]["result"]["content"][0]["text"], "through");
+    http.shutdown().unwrap();
+}
+
+#[test]
+fn forced_modes() {
+    for (mode, want) in [
+        (ResponseMode::SseOnly, "text/event-stream"),
+        (ResponseMode::JsonOnly, "application/json"),
+    ] {
+        let (http, _s, gate) = test_server(HttpOptions::default().with_response_mode(mode));
+        let addr = http.local_addr();
+        let sid = initialize(addr, &[]);
+        gate.release.send(()).unwrap();
+        let mut body = call(2, "gated", json!({}));
+        body["params"]["_meta"] = json!({"progressToken": 1});
+        let (ct, msgs) = answer(post(addr, Some(&sid), &body, &[]));
+        assert_eq!(ct, want);
+        assert_eq!(
+            msgs.last().unwrap()["result"]["content"][0]["text"],
+            "through"
+        );
+        if mode == ResponseMode::JsonOnly {
+            assert_eq!(msgs.len(), 1, "JSON-only carries the response alone");
+        }
+        http.shutdown().unwrap();
+    }
+}
+
+#[test]
+fn standalone_stream_carries_server_messages_and_is_exclusive() {
+    let (http, server, _g) = default_server();
+    let addr = http.local_addr();
+    let sid = initialize(addr, &[]);
+    let sh = ("Mcp-Session-Id", sid.as_str());
+    let mut get = send(
+        addr,
+        "GET",
+        "/mcp",
+        &[("Accept", "text/event-stream"), sh],
+        b"",
+    );
+    assert_eq!(get.status, 200);
+    let prime = get.event().unwrap();
+    assert!(prime.id.is_some() && prime.data.is_empty());
+    assert_eq!(
+        send(
+            addr,
+            "GET",
+            "/mcp",
+            &[("Accept", "text/event-stream"), sh],
+            b""
+        )
+        .status,
+        409
+    );
+    server
+        .add_tool(Tool::new("late", json!({"type":"object"}), |_, _| {
+            Ok(ToolResult::text(""))
+        }))
+        .unwrap();
+    let (_, m) = get.message().unwrap();
+    assert_eq!(m["method"], "notifications/tools/list_changed");
+    validate_server_message("2025-11-25", &m, "");
+    // A POSTed request's answer never goes to the GET stream.
+    let (_, msgs) = answer(post(
+        addr,
+        Some(&sid),
+        &call(3, "echo", json!({"message":"x"})),
+        &[],
+    ));
+    assert_eq!(msgs[0]["id"], 3);
+    drop(get);
+    http.shutdown().unwrap();
+}
+
+#[test]
+fn resumption_replays_only_what_that_stream_missed() {
+    let (http, _s, gate) = default_server();
+    let addr = http.local_addr();
+    let sid = initialize(addr, &[]);
+    let mut body = call(7, "gated", json!({}));
+    body["params"]["_meta"] = json!({"progressToken": "r"});
+    let mut first = post(addr, Some(&sid), &body, &[]);
+    let _prime = first.event().unwrap();
+    let (seen_id, m) = first.message().unwrap();
+    assert_eq!(m["params"]["progress"], 1);
+    drop(first); // the connection drops mid-call: not a cancellation
+
+    // Another stream's traffic meanwhile.
+    let (_, other) = answer(post(
+        addr,
+        Some(&sid),
+        &call(8, "echo", json!({"message":"other"})),
+        &[],
+    ));
+    assert_eq!(other[0]["id"], 8);
+    gate.release.send(()).unwrap();
+
+    let mut resumed = send(
+        addr,
+        "GET",
+        "/mcp",
+        &[
+            ("Accept", "text/event-stream"),
+            ("Mcp-Session-Id", &sid),
+            ("Last-Event-ID", &seen_id),
+        ],
+        b"",
+    );
+    assert_eq!(resumed.status, 200);
+    let replay: Vec<(String, Value)> = std::iter::from_fn(|| resumed.message()).collect();
+    let stream_of = |id: &str| id.split('-').next().unwrap().to_owned();
+    assert_eq!(replay.len(), 2, "{replay:?}");
+    assert!(
+        replay
+            .iter()
+            .all(|(id, _)| stream_of(id) == stream_of(&seen_id)),
+        "nothing from another stream"
+    );
+    assert_eq!(replay[0].1["params"]["progress"], 2);
+    assert_eq!(replay[1].1["id"], 7);
+    assert_eq!(replay[1].1["result"]["content"][0]["text"], "through");
+    // Malformed ids are refused.
+    assert_eq!(
+        status_of(
+            addr,
+            "GET",
+            &[
+                ("Accept", "text/event-stream"),
+                ("Mcp-Session-Id", &sid),
+                ("Last-Event-ID", "zzz")
+            ],
+            ""
+        ),
+        400
+    );
+    http.shutdown().unwrap();
+}
+
+#[test]
+fn a_thousand_concurrent_sessions() {
+    let (http, _s, _g) = default_server();
+    let addr = http.local_addr();
+    let workers: Vec<_> = (0..8)
+        .map(|w| {
+            std::thread::spawn(move || {
+                for i in 0..125 {
+                    let sid = initialize(addr, &[]);
+                    let msg = format!("{w}-{i}");
+                    let (_, m) = answer(post(
+                        addr,
+                        Some(&sid),
+                        &call(1, "echo", json!({"message": msg})),
+                        &[],
+                    ));
+                    assert_eq!(m[0]["result"]["content"][0]["text"], msg);
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    assert_eq!(http.session_count(), 1000);
+    http.shutdown().unwrap();
+}
