@@ -351,11 +351,17 @@ fn main() -> ExitCode {
         }
     };
     let served = match http {
-        Some(addr) => server.serve_http(
-            HttpOptions::default()
-                .with_bind(addr)
-                .with_response_mode(mode),
-        ),
+        Some(addr) => server
+            .start_http(
+                HttpOptions::default()
+                    .with_bind(addr)
+                    .with_response_mode(mode),
+            )
+            .and_then(|h| {
+                // The bound address (port 0 picks one), for scripts and tests.
+                println!("listening on http://{}/mcp", h.local_addr());
+                h.wait()
+            }),
         None => server.serve_stdio(),
     };
     match served {

@@ -33,9 +33,12 @@ fn main() -> ExitCode {
         )
         .build();
     let served = server.map(|s| match http {
-        Some(addr) => {
-            s.serve_http(mcpvisor::transport::http::HttpOptions::default().with_bind(addr))
-        }
+        Some(addr) => s
+            .start_http(mcpvisor::transport::http::HttpOptions::default().with_bind(addr))
+            .and_then(|h| {
+                println!("listening on http://{}/mcp", h.local_addr());
+                h.wait()
+            }),
         None => s.serve_stdio(),
     });
     match served {

@@ -1,0 +1,249 @@
+//! Hostile load against the HTTP transport, bounded in time: idle
+//! connections, giant headers, slowloris, and running out of descriptors.
+
+mod common;
+
+use common::http::*;
+use mcpvisor::server::{Server, Tool, ToolResult};
+use mcpvisor::transport::http::{HttpOptions, HttpServer, WireLimits};
+use serde_json::json;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn echo_server(options: HttpOptions) -> HttpServer {
+    let server = Server::builder("hostile", "1")
+        .tool(Tool::new("echo", json!({"type":"object"}), |a, _| {
+            Ok(ToolResult::text(a["message"].as_str().unwrap_or("")))
+        }))
+        .build()
+        .unwrap();
+    server
+        .start_http(options.with_bind("127.0.0.1:0".parse().unwrap()))
+        .unwrap()
+}
+
+fn round_trip(addr: SocketAddr, sid: &str, n: i64) {
+    let (_, m) = answer(post(
+        addr,
+        Some(sid),
+        &json!({"jsonrpc":"2.0","id":n,"method":"tools/call","params":{"name":"echo","arguments":{"message":"ok"}}}),
+        &[],
+    ));
+    assert_eq!(m[0]["result"]["content"][0]["text"], "ok");
+}
+
+/// The conformance example over HTTP as a child process (optionally with a
+/// descriptor limit); returns it and its address, read from its stdout.
+fn child_server(nofile: Option<u32>) -> (Child, SocketAddr) {
+    let exe = common::example("conformance");
+    let mut cmd = match nofile {
+        Some(n) => {
+            let mut c = Command::new("prlimit");
+            c.arg(format!("--nofile={n}:{n}")).arg(exe);
+            c
+        }
+        None => Command::new(exe),
+    };
+    let mut child = cmd
+        .args(["--http", "127.0.0.1:0"])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn server");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .expect("listening line");
+    let addr = line
+        .trim()
+        .trim_start_matches("listening on http://")
+        .trim_end_matches("/mcp")
+        .parse()
+        .expect("address");
+    (child, addr)
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn a_thousand_idle_connections_do_not_starve_a_real_client() {
+    let http = echo_server(HttpOptions::default());
+    let addr = http.local_addr();
+    let idle: Vec<TcpStream> = (0..1000)
+        .map(|_| TcpStream::connect(addr).expect("connect"))
+        .collect();
+    let sid = initialize(addr, &[]);
+    for n in 0..20 {
+        round_trip(addr, &sid, n);
+    }
+    assert!(
+        http.connection_count() >= 1000,
+        "the idle connections are really open: {}",
+        http.connection_count()
+    );
+    drop(idle);
+    http.shutdown().unwrap();
+}
+
+#[test]
+fn connections_beyond_the_limit_get_503_and_others_recover() {
+    let http = echo_server(HttpOptions::default().with_max_connections(8));
+    let addr = http.local_addr();
+    let held: Vec<TcpStream> = (0..8).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    // The accept loop saw them all once this one is answered.
+    let r = send(addr, "GET", "/healthz", &[], b"");
+    assert_eq!(r.status, 503);
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while http.connection_count() > 0 {
+        assert!(Instant::now() < deadline, "connections were not released");
+        std::thread::yield_now();
+    }
+    assert_eq!(send(addr, "GET", "/healthz", &[], b"").status, 200);
+    http.shutdown().unwrap();
+}
+
+fn huge_head(addr: SocketAddr, prefix: &str) -> u16 {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let writer = {
+        let mut s = s.try_clone().unwrap();
+        let prefix = prefix.to_owned();
+        std::thread::spawn(move || {
+            let chunk = vec![b'a'; 1024 * 1024];
+            let _ = s.write_all(prefix.as_bytes());
+            for _ in 0..64 {
+                if s.write_all(&chunk).is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut head = [0u8; 64];
+    let n = s.read(&mut head).unwrap_or(0);
+    let _ = s.shutdown(std::net::Shutdown::Both);
+    writer.join().unwrap();
+    String::from_utf8_lossy(&head[..n])
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_64_mib_header_line_is_refused_with_bounded_memory() {
+    let (mut child, addr) = child_server(None);
+    let before = rss_kib(child.id());
+    assert_eq!(
+        huge_head(addr, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: "),
+        431
+    );
+    assert_eq!(huge_head(addr, "GET /"), 414);
+    let after = rss_kib(child.id());
+    assert!(
+        after < before + 16 * 1024,
+        "RSS grew from {before} KiB to {after} KiB"
+    );
+    // Still serving.
+    let sid = initialize(addr, &[]);
+    assert!(!sid.is_empty());
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn slowloris_is_cut_off_while_others_are_served() {
+    let limits = WireLimits {
+        max_request_line: 8192,
+        max_head: 32 * 1024,
+        max_body: 1024 * 1024,
+        head_timeout: Duration::from_millis(300),
+        idle_timeout: Duration::from_secs(30),
+    };
+    let http = echo_server(HttpOptions::default().with_limits(limits));
+    let addr = http.local_addr();
+    let mut slow = TcpStream::connect(addr).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let sid = initialize(addr, &[]);
+    let started = Instant::now();
+    let mut cut_off = false;
+    // One header byte every 50 ms: the head never completes in time.
+    for (i, b) in b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".iter().enumerate() {
+        if slow.write_all(&[*b]).is_err() {
+            cut_off = true;
+            break;
+        }
+        round_trip(addr, &sid, i as i64);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut buf = Vec::new();
+    let _ = slow.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    assert!(
+        cut_off || text.starts_with("HTTP/1.1 408") || buf.is_empty(),
+        "slow client got {text:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    http.shutdown().unwrap();
+}
+
+#[test]
+fn running_out_of_descriptors_and_recovering() {
+    let (mut child, addr) = child_server(Some(64));
+    // Far more connections than the server has descriptors for.
+    let hogs: Vec<TcpStream> = (0..120)
+        .filter_map(|_| TcpStream::connect(addr).ok())
+        .collect();
+    assert!(hogs.len() >= 60);
+    drop(hogs);
+    // Once they are gone the listener (which never died) accepts again.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let sid = loop {
+        let mut s = TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let init = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+        let req = format!("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", init.len());
+        let ok = s
+            .write_all(req.as_bytes())
+            .and_then(|()| s.write_all(init))
+            .is_ok();
+        let mut head = String::new();
+        if ok && BufReader::new(&s).read_line(&mut head).is_ok() && head.contains(" 200 ") {
+            break "recovered";
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server did not recover after descriptors were freed"
+        );
+    };
+    assert_eq!(sid, "recovered");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the server is still running"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    assert!(
+        log.contains("accept failed"),
+        "descriptors really ran out (EMFILE logged): {log}"
+    );
+}
