@@ -1,7 +1,7 @@
 //! One tool, `echo` ({message} -> that message as text): the benchmark target.
 //!
 //! ```text
-//! echo [--stdio | --http ADDR]
+//! echo [--stdio | --http ADDR [--max-sessions N]]
 //! ```
 
 use mcpvisor::{Server, Tool, ToolResult};
@@ -10,18 +10,29 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let http = match args.as_slice() {
-        [] => None,
-        [s] if s == "--stdio" => None,
-        [flag, addr] if flag == "--http" && addr.parse::<std::net::SocketAddr>().is_ok() => {
-            addr.parse().ok()
-        }
-        _ => {
-            eprintln!("echo: bad arguments {args:?}\nusage: echo [--stdio | --http ADDR]");
+    let mut http: Option<std::net::SocketAddr> = None;
+    let mut max_sessions = mcpvisor::session::table::DEFAULT_MAX_SESSIONS;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let parsed = match a.as_str() {
+            "--stdio" => Some(()),
+            "--http" => args
+                .next()
+                .and_then(|v| v.parse().ok())
+                .map(|addr| http = Some(addr)),
+            "--max-sessions" => args
+                .next()
+                .and_then(|v| v.parse().ok())
+                .map(|n| max_sessions = n),
+            _ => None,
+        };
+        if parsed.is_none() {
+            eprintln!(
+                "echo: bad argument {a:?}\nusage: echo [--stdio | --http ADDR [--max-sessions N]]"
+            );
             return ExitCode::from(2);
         }
-    };
+    }
     let server = Server::builder("mcpvisor-echo", env!("CARGO_PKG_VERSION"))
         .tool(
             Tool::new(
@@ -34,7 +45,11 @@ fn main() -> ExitCode {
         .build();
     let served = server.map(|s| match http {
         Some(addr) => s
-            .start_http(mcpvisor::transport::http::HttpOptions::default().with_bind(addr))
+            .start_http(
+                mcpvisor::transport::http::HttpOptions::default()
+                    .with_bind(addr)
+                    .with_max_sessions(max_sessions),
+            )
             .and_then(|h| {
                 println!("listening on http://{}/mcp", h.local_addr());
                 h.wait()

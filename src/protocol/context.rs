@@ -17,16 +17,47 @@ pub const DEFAULT_PEER_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The protocol facts a request is served under. Sessions supply them from
 /// the handshake today; the 2026-07-28 revision carries them per request.
+///
+/// The client's capabilities and info are kept as their JSON text: a
+/// session holds them for its whole life, and text is several times smaller
+/// than a parsed `serde_json::Value` map.
 #[derive(Clone, Debug)]
 pub struct ProtocolContext {
     /// The negotiated (or per-request) protocol revision.
     pub version: ProtocolVersion,
-    /// The client's declared capabilities (an object).
-    pub client_capabilities: Arc<Value>,
-    /// The client's `clientInfo`.
-    pub client_info: Arc<Value>,
     /// A per-request minimum log level; `None` follows the session's level.
     pub log_level: Option<LogLevel>,
+    client_capabilities: Arc<str>,
+    client_info: Arc<str>,
+}
+
+impl ProtocolContext {
+    /// A context from the client's declared capabilities and info.
+    pub fn new(
+        version: ProtocolVersion,
+        client_capabilities: &Value,
+        client_info: &Value,
+        log_level: Option<LogLevel>,
+    ) -> Self {
+        ProtocolContext {
+            version,
+            log_level,
+            client_capabilities: Arc::from(client_capabilities.to_string()),
+            client_info: Arc::from(client_info.to_string()),
+        }
+    }
+    /// The client's `capabilities` object.
+    pub fn client_capabilities(&self) -> Value {
+        serde_json::from_str(&self.client_capabilities).unwrap_or(Value::Null)
+    }
+    /// The client's `clientInfo` object.
+    pub fn client_info(&self) -> Value {
+        serde_json::from_str(&self.client_info).unwrap_or(Value::Null)
+    }
+    /// Whether the client declared `capability` (e.g. `sampling`).
+    pub fn client_supports(&self, capability: &str) -> bool {
+        self.client_capabilities().get(capability).is_some()
+    }
 }
 
 /// Why a server-to-client request failed.
@@ -222,7 +253,7 @@ impl Context {
         timeout: Duration,
     ) -> Result<Value, PeerError> {
         if let Some(cap) = capability {
-            if self.protocol.client_capabilities.get(cap).is_none() {
+            if !self.protocol.client_supports(cap) {
                 return Err(PeerError::NotSupported(cap));
             }
         }

@@ -92,7 +92,7 @@ pub(crate) fn initialize(session: &Arc<Session>, req: &Request) -> Result<Value,
             ErrorObject::invalid_params("params.clientInfo (an object with a name) is required")
         })?;
     let version = ProtocolVersion::negotiate(requested);
-    session.initialized(version, capabilities.clone(), client_info.clone())?;
+    session.initialized(version, capabilities, client_info)?;
     let engine = &session.engine;
     let mut result = Map::new();
     result.insert("protocolVersion".into(), version.as_str().into());

@@ -34,8 +34,8 @@ pub enum Phase {
 struct State {
     phase: Phase,
     version: Option<ProtocolVersion>,
-    client_capabilities: Arc<Value>,
-    client_info: Arc<Value>,
+    // Default until the handshake: no capabilities, no info.
+    protocol: ProtocolContext,
     log_level: Option<LogLevel>,
     subscriptions: HashSet<String>,
 }
@@ -70,8 +70,12 @@ impl Session {
             state: Mutex::new(State {
                 phase: Phase::AwaitingInitialize,
                 version: None,
-                client_capabilities: Arc::new(Value::Object(Default::default())),
-                client_info: Arc::new(Value::Null),
+                protocol: ProtocolContext::new(
+                    ProtocolVersion::LATEST,
+                    &Value::Object(Default::default()),
+                    &Value::Null,
+                    None,
+                ),
                 log_level: None,
                 subscriptions: HashSet::new(),
             }),
@@ -289,21 +293,15 @@ impl Session {
 
     /// The protocol context a new request is served under.
     pub(crate) fn protocol_context(&self) -> ProtocolContext {
-        let st = lock(&self.state);
-        ProtocolContext {
-            version: st.version.unwrap_or(ProtocolVersion::LATEST),
-            client_capabilities: st.client_capabilities.clone(),
-            client_info: st.client_info.clone(),
-            log_level: None,
-        }
+        lock(&self.state).protocol.clone()
     }
 
     /// Records the handshake; `Err` when `initialize` was already received.
     pub(crate) fn initialized(
         &self,
         version: ProtocolVersion,
-        capabilities: Value,
-        client_info: Value,
+        capabilities: &Value,
+        client_info: &Value,
     ) -> Result<(), ErrorObject> {
         let mut st = lock(&self.state);
         if st.phase != Phase::AwaitingInitialize {
@@ -313,8 +311,7 @@ impl Session {
         }
         st.phase = Phase::Initializing;
         st.version = Some(version);
-        st.client_capabilities = Arc::new(capabilities);
-        st.client_info = Arc::new(client_info);
+        st.protocol = ProtocolContext::new(version, &capabilities, &client_info, None);
         Ok(())
     }
 

@@ -228,6 +228,7 @@ impl HttpSession {
             if delivered_end && s.finished && stream != STANDALONE {
                 st.map.remove(&stream);
                 st.order.retain(|(sid, _)| *sid != stream);
+                st.shrink();
             }
         }
     }
@@ -274,6 +275,19 @@ impl HttpSession {
 }
 
 impl Streams {
+    /// Idle sessions are the many: give back what finished requests used.
+    fn shrink(&mut self) {
+        if self.order.is_empty() {
+            self.order = VecDeque::new();
+        }
+        self.map.shrink_to_fit();
+        for s in self.map.values_mut() {
+            if s.log.is_empty() {
+                s.log = VecDeque::new();
+            }
+        }
+    }
+
     fn evict(&mut self, capacity: usize) {
         while self.order.len() > capacity {
             let Some((sid, seq)) = self.order.pop_front() else {
