@@ -311,7 +311,7 @@ impl Session {
         }
         st.phase = Phase::Initializing;
         st.version = Some(version);
-        st.protocol = ProtocolContext::new(version, &capabilities, &client_info, None);
+        st.protocol = ProtocolContext::new(version, capabilities, client_info, None);
         Ok(())
     }
 
