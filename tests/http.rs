@@ -37,6 +37,11 @@ fn test_server(options: HttpOptions) -> (HttpServer, Server, Gate) {
             ctx.progress(2.0, Some(2.0), None);
             Ok(ToolResult::text("through"))
         }))
+        .tool(Tool::new("polling", json!({"type": "object"}), |_, ctx| {
+            // SSE polling: close this call's stream, finish later.
+            ctx.close_stream(Duration::from_millis(50));
+            Ok(ToolResult::text("after the reconnect"))
+        }))
         .build()
         .unwrap();
     let http = server
@@ -551,5 +556,41 @@ fn a_thousand_concurrent_sessions() {
         w.join().unwrap();
     }
     assert_eq!(http.session_count(), 1000);
+    http.shutdown().unwrap();
+}
+
+#[test]
+fn a_handler_can_close_its_stream_and_the_client_resumes_for_the_result() {
+    let (http, _s, _g) = default_server();
+    let addr = http.local_addr();
+    let sid = initialize(addr, &[]);
+    let mut r = post(addr, Some(&sid), &call(11, "polling", json!({})), &[]);
+    assert_eq!(r.header("content-type"), Some("text/event-stream"));
+    let prime = r.event().unwrap();
+    let last_id = prime.id.clone().expect("priming event id");
+    let mut saw_retry = prime.retry.is_some();
+    while let Some(e) = r.event() {
+        assert!(e.data.is_empty(), "no message before the close: {e:?}");
+        saw_retry |= e.retry.is_some();
+    }
+    assert!(saw_retry, "retry: tells the client when to come back");
+    let mut resumed = send(
+        addr,
+        "GET",
+        "/mcp",
+        &[
+            ("Accept", "text/event-stream"),
+            ("Mcp-Session-Id", &sid),
+            ("Last-Event-ID", &last_id),
+        ],
+        b"",
+    );
+    let (_, m) = resumed.message().expect("the result on the resumed stream");
+    assert_eq!(m["id"], 11);
+    assert_eq!(m["result"]["content"][0]["text"], "after the reconnect");
+    assert!(
+        resumed.message().is_none(),
+        "the resumed stream ends after the response"
+    );
     http.shutdown().unwrap();
 }
