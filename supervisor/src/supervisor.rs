@@ -723,6 +723,16 @@ impl Sup {
         Ok(())
     }
 
+    /// The index of child `id` if it is neither running nor about to restart.
+    fn stopped_child(&self, id: &str) -> Result<usize, ChildError> {
+        let i = self.index(id).ok_or(ChildError::NotFound)?;
+        let c = &self.children[i];
+        if c.run.is_some() || c.restart_due.is_some() {
+            return Err(ChildError::Running);
+        }
+        Ok(i)
+    }
+
     fn info(&self, c: &Child) -> ChildInfo {
         ChildInfo {
             id: c.spec.id.clone(),
@@ -813,32 +823,15 @@ impl Sup {
                 let _ = reply.send(result);
             }
             Command::Restart(id, reply) => {
-                let result = match self.index(&id) {
-                    None => Err(ChildError::NotFound),
-                    Some(i)
-                        if self.children[i].run.is_some()
-                            || self.children[i].restart_due.is_some() =>
-                    {
-                        Err(ChildError::Running)
-                    }
-                    Some(i) => self.start_child(i).map_err(ChildError::StartFailed),
-                };
+                let result = self
+                    .stopped_child(&id)
+                    .and_then(|i| self.start_child(i).map_err(ChildError::StartFailed));
                 let _ = reply.send(result);
             }
             Command::Delete(id, reply) => {
-                let result = match self.index(&id) {
-                    None => Err(ChildError::NotFound),
-                    Some(i)
-                        if self.children[i].run.is_some()
-                            || self.children[i].restart_due.is_some() =>
-                    {
-                        Err(ChildError::Running)
-                    }
-                    Some(i) => {
-                        self.children.remove(i);
-                        Ok(())
-                    }
-                };
+                let result = self.stopped_child(&id).map(|i| {
+                    self.children.remove(i);
+                });
                 let _ = reply.send(result);
             }
             Command::Shutdown(_) => unreachable!("handled by the loop"),

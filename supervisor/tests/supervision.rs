@@ -249,8 +249,8 @@ fn crash_and_wait(tx: &Sender<Do>, events: &Receiver<Event>) {
     until(events, started("root", "a"));
 }
 
-#[test]
-fn intensity_allows_n_restarts_in_the_period_and_escalates_on_n_plus_one() {
+/// One worker under a supervisor allowing 3 restarts in 10 s of a manual clock.
+fn three_in_ten_seconds() -> (Supervisor, ManualClock, Sender<Do>, Receiver<Event>, Live) {
     let clock = ManualClock::new();
     let live = Live::default();
     let (h, events) = hook();
@@ -261,6 +261,12 @@ fn intensity_allows_n_restarts_in_the_period_and_escalates_on_n_plus_one() {
         .on_event(h)
         .child(a);
     let sup = start(spec, &events);
+    (sup, clock, tx, events, live)
+}
+
+#[test]
+fn intensity_allows_n_restarts_in_the_period_and_escalates_on_n_plus_one() {
+    let (sup, clock, tx, events, live) = three_in_ten_seconds();
     for _ in 0..3 {
         crash_and_wait(&tx, &events);
         clock.advance(Duration::from_secs(3)); // all within 10 s
@@ -282,16 +288,7 @@ fn intensity_allows_n_restarts_in_the_period_and_escalates_on_n_plus_one() {
 
 #[test]
 fn restarts_older_than_the_period_are_forgotten() {
-    let clock = ManualClock::new();
-    let live = Live::default();
-    let (h, events) = hook();
-    let (a, tx) = worker("a", &live);
-    let spec = SupervisorSpec::new("root", Strategy::OneForOne)
-        .intensity(3, Duration::from_secs(10))
-        .clock(Arc::new(clock.clone()))
-        .on_event(h)
-        .child(a);
-    let sup = start(spec, &events);
+    let (sup, clock, tx, events, _live) = three_in_ten_seconds();
     for _ in 0..3 {
         crash_and_wait(&tx, &events);
     }
