@@ -7,10 +7,12 @@
 //! - [`protocol`]: the engine (lifecycle, versions, dispatch, cancellation,
 //!   progress, logging, server-to-client requests).
 //! - [`server`]: the synchronous server API (tools, resources, prompts).
-//! - [`transport`]: stdio and line framing (TCP, HTTP, AMQP follow).
+//! - [`transport`]: stdio, Streamable HTTP, line framing, in-process pairs.
+//! - [`client`]: the synchronous client.
 //! - [`session`]: session identities.
 #![warn(missing_docs)]
 
+pub mod client;
 pub mod jsonrpc;
 pub mod protocol;
 pub mod server;

@@ -237,6 +237,29 @@ impl Server {
         crate::transport::http::HttpServer::start(self.engine.clone(), options)
     }
 
+    /// Starts the TCP transport (newline-delimited JSON-RPC) in the background.
+    pub fn start_tcp(
+        &self,
+        options: crate::transport::tcp::TcpOptions,
+    ) -> std::io::Result<crate::transport::tcp::TcpServer> {
+        crate::transport::tcp::TcpServer::start(self.engine.clone(), options)
+    }
+
+    /// Serves one end of an in-process pair on a new thread; returns at once.
+    pub fn serve_memory(&self, end: crate::transport::memory::MemoryEnd) -> std::io::Result<()> {
+        let engine = self.engine.clone();
+        std::thread::Builder::new()
+            .name("mcpvisor-memory".into())
+            .spawn(move || {
+                crate::transport::memory::serve(
+                    &engine,
+                    end,
+                    crate::transport::stdio::DEFAULT_SHUTDOWN_GRACE,
+                )
+            })?;
+        Ok(())
+    }
+
     /// Serves MCP over this process's stdin and stdout until EOF on stdin.
     pub fn serve_stdio(&self) -> std::io::Result<()> {
         self.serve_stdio_with(StdioOptions::default())

@@ -116,7 +116,19 @@ where
     let sink: Arc<dyn Sink> = Arc::new(LineSink { tx });
     let session = engine.open_session(sink.clone());
     let read_result = read_loop(&session, &sink, input, options.max_line_bytes);
-    if !session.wait_idle(options.shutdown_grace) {
+    end_session(&session, options.shutdown_grace);
+    drop(stop_tx);
+    drop(sink);
+    let write_result = writer
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("writer thread panicked")));
+    read_result.and(write_result)
+}
+
+/// Input ended: in-flight work gets `grace` to finish, then is cancelled,
+/// and the session closes.
+pub(crate) fn end_session(session: &Session, grace: Duration) {
+    if !session.wait_idle(grace) {
         log::warn!(
             "session {}: {} request(s) still running after the grace period; cancelling",
             session.id(),
@@ -124,12 +136,6 @@ where
         );
     }
     session.close();
-    drop(stop_tx);
-    drop(sink);
-    let write_result = writer
-        .join()
-        .unwrap_or_else(|_| Err(io::Error::other("writer thread panicked")));
-    read_result.and(write_result)
 }
 
 fn read_loop<R: Read>(

@@ -1,23 +1,21 @@
-//! The accept loop and the connection threads.
-//!
-//! The accept loop is a supervised worker: any error it cannot ride out
-//! ends it and the supervisor restarts it, rebinding the address. Transient
-//! accept errors (out of file descriptors, aborted handshakes) are logged and
-//! retried after a short pause, so the listener never dies from them.
-//! Connections get one thread each, up to `max_connections`; beyond that a
-//! new connection is answered 503 and closed at once.
+//! HTTP connections: the request loop of one keep-alive connection. The
+//! accept loop is `transport::accept`, shared with TCP.
 
 use super::wire::{write_response, Conn, ReadError, Request, Response, WireLimits};
 use std::io;
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread;
 use std::time::Duration;
 
-/// Stack size of a connection thread: they parse and copy, nothing deep.
-pub const CONNECTION_STACK: usize = 256 * 1024;
+/// Answers a connection refused because of the connection cap.
+pub(crate) fn refuse(stream: &TcpStream) {
+    let _ = write_response(
+        stream,
+        &Response::status(503).header("Retry-After", "1"),
+        false,
+    );
+}
 
 /// Handles one request on a connection. Returns whether the connection
 /// may serve another request.
@@ -26,110 +24,16 @@ pub trait Handler: Send + Sync + 'static {
     fn handle(&self, req: Request, stream: &TcpStream, peer: SocketAddr) -> io::Result<bool>;
 }
 
-/// Shared state of a listener.
-pub struct Listener {
+/// The HTTP side of a connection: reads requests until the peer leaves,
+/// a limit is hit, or the server stops.
+pub(crate) struct HttpConnections {
     pub(crate) handler: Arc<dyn Handler>,
     pub(crate) limits: WireLimits,
-    pub(crate) max_connections: usize,
-    pub(crate) active: AtomicUsize,
-    pub(crate) stopping: AtomicBool,
+    pub(crate) stopping: Arc<AtomicBool>,
 }
 
-/// Decrements the connection count however a connection thread ends.
-struct Slot(Arc<Listener>);
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.active.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// Accept errors worth riding out rather than restarting the listener:
-/// out of descriptors or memory, or a handshake the peer aborted.
-fn transient(e: &io::Error) -> bool {
-    const EINTR: i32 = 4;
-    const ENOMEM: i32 = 12;
-    const ENFILE: i32 = 23;
-    const EMFILE: i32 = 24;
-    const EPROTO: i32 = 71;
-    const ECONNABORTED: i32 = 103;
-    const ENOBUFS: i32 = 105;
-    matches!(e.raw_os_error(), Some(c) if [EINTR, ENOMEM, ENFILE, EMFILE, EPROTO, ECONNABORTED, ENOBUFS].contains(&c))
-        || matches!(
-            e.kind(),
-            io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
-        )
-}
-
-impl Listener {
-    /// Accepts until `stop` or a fatal error.
-    pub(crate) fn accept_loop(
-        self: &Arc<Self>,
-        listener: &TcpListener,
-        stop: &crossbeam_channel::Receiver<()>,
-    ) -> io::Result<()> {
-        let mut pause = Duration::from_millis(5);
-        loop {
-            if self.stopping.load(Ordering::SeqCst)
-                || matches!(
-                    stop.try_recv(),
-                    Err(crossbeam_channel::TryRecvError::Disconnected)
-                )
-            {
-                return Ok(());
-            }
-            match listener.accept() {
-                Ok((stream, peer)) => {
-                    pause = Duration::from_millis(5);
-                    if self.stopping.load(Ordering::SeqCst) {
-                        return Ok(());
-                    }
-                    self.spawn_connection(stream, peer);
-                }
-                Err(e) if transient(&e) => {
-                    log::warn!("http: accept failed ({e}); retrying in {pause:?}");
-                    // Out of descriptors: wait for connections to close. The
-                    // stop signal ends the wait early.
-                    if stop.recv_timeout(pause).is_err_and(|e| e.is_disconnected()) {
-                        return Ok(());
-                    }
-                    pause = (pause * 2).min(Duration::from_millis(500));
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    fn spawn_connection(self: &Arc<Self>, stream: TcpStream, peer: SocketAddr) {
-        if self.active.fetch_add(1, Ordering::SeqCst) >= self.max_connections {
-            self.active.fetch_sub(1, Ordering::SeqCst);
-            log::warn!(
-                "http: connection from {peer} refused: {} connections open",
-                self.max_connections
-            );
-            let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
-            let resp = Response::status(503).header("Retry-After", "1");
-            let _ = write_response(&stream, &resp, false);
-            return;
-        }
-        let slot = Slot(self.clone());
-        let spawned = thread::Builder::new()
-            .name("mcpvisor-http-conn".into())
-            .stack_size(CONNECTION_STACK)
-            .spawn(move || {
-                let listener = slot.0.clone();
-                let _slot = slot;
-                if catch_unwind(AssertUnwindSafe(|| listener.serve_connection(stream, peer)))
-                    .is_err()
-                {
-                    log::error!("http: connection thread for {peer} panicked; connection closed");
-                }
-            });
-        if let Err(e) = spawned {
-            log::error!("http: cannot start a connection thread: {e}");
-        }
-    }
-
-    fn serve_connection(&self, stream: TcpStream, peer: SocketAddr) {
+impl HttpConnections {
+    pub(crate) fn serve_connection(&self, stream: TcpStream, peer: SocketAddr) {
         let _ = stream.set_nodelay(true);
         let _ = stream.set_write_timeout(Some(self.limits.idle_timeout));
         let write_side = match stream.try_clone() {

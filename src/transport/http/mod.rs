@@ -17,17 +17,16 @@ pub use wire::WireLimits;
 
 use crate::protocol::Engine;
 use crate::session::table::SessionTable;
+use crate::transport::accept::Acceptor;
 use endpoint::Endpoint;
-use listener::Listener;
+use listener::HttpConnections;
 use std::io;
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::Arc;
 use std::time::Duration;
 use streams::HttpSession;
-use supervisor::{
-    ChildSpec, Clock, Restart, Shutdown, Strategy, Supervisor, SupervisorSpec, SystemClock,
-};
+use supervisor::{ChildSpec, Clock, Strategy, Supervisor, SupervisorSpec, SystemClock};
 
 /// Default address: loopback, port 8808.
 pub const DEFAULT_BIND: &str = "127.0.0.1:8808";
@@ -241,7 +240,7 @@ impl HttpOptions {
 pub struct HttpServer {
     addr: SocketAddr,
     root: Supervisor,
-    listener: Arc<Listener>,
+    acceptor: Arc<Acceptor>,
     sessions: Arc<SessionTable<HttpSession>>,
 }
 
@@ -264,43 +263,21 @@ impl HttpServer {
             options.clock.clone(),
         ));
         let endpoint = Endpoint::new(engine, options.clone(), sessions.clone(), tokens);
-        let listener = Arc::new(Listener {
+        let stopping = Arc::new(AtomicBool::new(false));
+        let connections = Arc::new(HttpConnections {
             handler: Arc::new(endpoint),
             limits: options.limits.clone(),
+            stopping: stopping.clone(),
+        });
+        let acceptor = Arc::new(Acceptor {
+            name: "http",
+            serve: Arc::new(move |stream, peer| connections.serve_connection(stream, peer)),
+            refuse: listener::refuse,
             max_connections: options.max_connections,
             active: AtomicUsize::new(0),
-            stopping: AtomicBool::new(false),
+            stopping,
         });
-        let slot = Arc::new(Mutex::new(Some(socket)));
-        let accept = {
-            let (listener, slot) = (listener.clone(), slot.clone());
-            ChildSpec::worker("http-listener", move |ctx| {
-                let socket = {
-                    let mut s = slot.lock().unwrap_or_else(|p| p.into_inner());
-                    match s.as_ref() {
-                        Some(l) => l.try_clone()?,
-                        None => {
-                            log::warn!("http: rebinding {addr}");
-                            let l = TcpListener::bind(addr)?;
-                            *s = Some(l.try_clone()?);
-                            l
-                        }
-                    }
-                };
-                ctx.ready();
-                listener
-                    .accept_loop(&socket, ctx.stop_signal())
-                    .inspect_err(|e| {
-                        log::error!("http: listener failed: {e}");
-                        slot.lock().unwrap_or_else(|p| p.into_inner()).take();
-                    })?;
-                Ok(())
-            })
-            .await_ready(Duration::from_secs(10))
-            // It returns normally only when told to stop.
-            .restart(Restart::Transient)
-            .shutdown(Shutdown::Timeout(Duration::from_secs(1)))
-        };
+        let accept = acceptor.worker(socket, addr);
         let sweep_every = (options.session_idle_timeout / 10)
             .clamp(Duration::from_millis(100), Duration::from_secs(60));
         let sweeper = {
@@ -326,7 +303,7 @@ impl HttpServer {
         Ok(HttpServer {
             addr,
             root,
-            listener,
+            acceptor,
             sessions,
         })
     }
@@ -349,14 +326,12 @@ impl HttpServer {
     }
     /// Open connections.
     pub fn connection_count(&self) -> usize {
-        self.listener.active.load(Ordering::SeqCst)
+        self.acceptor.connections()
     }
 
     /// Stops accepting, ends every session, stops the supervision tree.
     pub fn shutdown(self) -> io::Result<()> {
-        self.listener.stopping.store(true, Ordering::SeqCst);
-        // Wake the accept loop blocked in accept().
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+        self.acceptor.stop(self.addr);
         self.sessions.clear();
         self.root.shutdown().map(drop).map_err(io::Error::other)
     }

@@ -1,0 +1,167 @@
+//! What a client talks through: a message writer and a message reader, made
+//! from any byte stream (stdio of a child process, TCP) or an in-process pair.
+
+use crate::transport::lines::{Frame, LineReader};
+use serde_json::Value;
+use std::io::{self, BufWriter, Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Default longest incoming line: 16 MiB.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// Default time a child process gets after stdin closes, and again after SIGTERM.
+pub const DEFAULT_CHILD_GRACE: Duration = Duration::from_secs(2);
+
+/// Writes whole messages.
+pub trait MessageWriter: Send {
+    /// Writes one message.
+    fn write(&mut self, message: &Value) -> io::Result<()>;
+    /// Closes the writing side (EOF for the peer).
+    fn close(&mut self);
+}
+
+/// Reads whole messages.
+pub trait MessageReader: Send {
+    /// The next message's bytes, or `None` at end of stream.
+    fn read(&mut self) -> io::Result<Option<Vec<u8>>>;
+}
+
+/// A connection to a server.
+pub struct Connection {
+    pub(crate) writer: Box<dyn MessageWriter>,
+    pub(crate) reader: Box<dyn MessageReader>,
+    pub(crate) on_close: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl Connection {
+    /// A connection from a writer and a reader.
+    pub fn new(writer: Box<dyn MessageWriter>, reader: Box<dyn MessageReader>) -> Connection {
+        Connection {
+            writer,
+            reader,
+            on_close: None,
+        }
+    }
+
+    /// Newline-delimited JSON over any byte streams.
+    pub fn lines<R: Read + Send + 'static, W: Write + Send + 'static>(
+        input: R,
+        output: W,
+    ) -> Connection {
+        Connection::new(
+            Box::new(LineWriter(Some(BufWriter::new(output)))),
+            Box::new(LineMessages(LineReader::new(
+                input,
+                DEFAULT_MAX_MESSAGE_BYTES,
+            ))),
+        )
+    }
+
+    /// A TCP connection to a line-delimited MCP server.
+    pub fn tcp(addr: std::net::SocketAddr) -> io::Result<Connection> {
+        let stream = std::net::TcpStream::connect(addr)?;
+        stream.set_nodelay(true)?;
+        Ok(Connection::lines(stream.try_clone()?, stream))
+    }
+
+    /// Spawns `command` and speaks MCP over its stdin / stdout. Its stderr is
+    /// logged line by line. Closing the client closes stdin, then sends
+    /// SIGTERM, then SIGKILL, each after [`DEFAULT_CHILD_GRACE`], and always
+    /// reaps the process.
+    pub fn child(mut command: Command) -> io::Result<Connection> {
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn()?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| io::Error::other("no stdin"))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| io::Error::other("no stdout"))?;
+        if let Some(stderr) = child.stderr.take() {
+            let pid = child.id();
+            std::thread::Builder::new()
+                .name("mcpvisor-child-stderr".into())
+                .spawn(move || {
+                    use std::io::BufRead;
+                    for line in io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                        log::info!("child {pid}: {line}");
+                    }
+                })?;
+        }
+        let mut conn = Connection::lines(stdout, stdin);
+        conn.on_close = Some(Box::new(move || reap(child)));
+        Ok(conn)
+    }
+}
+
+/// Stops and reaps a child: EOF on stdin was already given; then SIGTERM,
+/// then SIGKILL, each after the grace period.
+fn reap(mut c: Child) {
+    let waited = |c: &mut Child| -> bool {
+        let deadline = std::time::Instant::now() + DEFAULT_CHILD_GRACE;
+        loop {
+            match c.try_wait() {
+                Ok(Some(_)) => return true,
+                Ok(None) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                _ => return false,
+            }
+        }
+    };
+    if waited(&mut c) {
+        return;
+    }
+    // SAFETY: plain kill(2) on our own child's pid, which we have not reaped yet.
+    unsafe {
+        libc::kill(c.id() as libc::pid_t, libc::SIGTERM);
+    }
+    if waited(&mut c) {
+        return;
+    }
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+/// Writes each message as one line and flushes it.
+struct LineWriter<W: Write>(Option<BufWriter<W>>);
+
+impl<W: Write + Send> MessageWriter for LineWriter<W> {
+    fn write(&mut self, message: &Value) -> io::Result<()> {
+        let w = self
+            .0
+            .as_mut()
+            .ok_or_else(|| io::Error::from(io::ErrorKind::BrokenPipe))?;
+        serde_json::to_writer(&mut *w, message)?;
+        w.write_all(b"\n")?;
+        w.flush()
+    }
+    fn close(&mut self) {
+        if let Some(mut w) = self.0.take() {
+            let _ = w.flush();
+        }
+    }
+}
+
+struct LineMessages<R>(LineReader<R>);
+
+impl<R: Read + Send> MessageReader for LineMessages<R> {
+    fn read(&mut self) -> io::Result<Option<Vec<u8>>> {
+        loop {
+            match self.0.next_frame()? {
+                None => return Ok(None),
+                Some(Frame::Line(l)) if l.iter().all(u8::is_ascii_whitespace) => continue,
+                Some(Frame::Line(l)) => return Ok(Some(l.to_vec())),
+                Some(Frame::TooLong { len }) => {
+                    log::warn!("client: discarded an incoming message of {len} bytes");
+                    continue;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,610 @@
+//! The synchronous MCP client.
+//!
+//! ```no_run
+//! use mcpvisor::client::{Client, ClientOptions, Connection};
+//! let conn = Connection::child(std::process::Command::new("my-mcp-server"))?;
+//! let client = Client::connect(conn, ClientOptions::default())?;
+//! let tools = client.list_tools()?;
+//! let result = client.call_tool("echo", serde_json::json!({"message": "hi"}))?;
+//! client.close();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Ids are the client's own integers; responses are matched by id; a late
+//! response to a request that timed out or was cancelled is dropped and
+//! logged. Server-initiated requests (sampling, elicitation, roots) are
+//! answered by the callbacks in [`ClientOptions`], on their own thread.
+
+mod connection;
+
+pub use connection::{
+    Connection, MessageReader, MessageWriter, DEFAULT_CHILD_GRACE, DEFAULT_MAX_MESSAGE_BYTES,
+};
+
+use crate::jsonrpc::{self, ErrorObject, Message, Parsed, Request, RequestId};
+use crate::protocol::{CancelToken, ProtocolVersion};
+use crossbeam_channel::{Receiver, Sender};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Default timeout of one request.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why a client call failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientError {
+    /// The connection is closed (or closed while waiting).
+    Closed,
+    /// No response within the timeout; the server was sent `notifications/cancelled`.
+    Timeout {
+        /// The request's id.
+        id: RequestId,
+    },
+    /// The call was cancelled by the caller; the server was told.
+    Cancelled,
+    /// The server answered with a JSON-RPC error.
+    Rpc(ErrorObject),
+    /// The server broke the protocol (e.g. an unusable initialize result).
+    Protocol(String),
+    /// The transport failed.
+    Io(String),
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientError::Closed => f.write_str("the connection is closed"),
+            ClientError::Timeout { id } => write!(f, "request {id} timed out"),
+            ClientError::Cancelled => f.write_str("the request was cancelled"),
+            ClientError::Rpc(e) => e.fmt(f),
+            ClientError::Protocol(m) => write!(f, "protocol violation: {m}"),
+            ClientError::Io(m) => write!(f, "transport error: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+/// Answers a server-to-client request (sampling, elicitation, roots).
+pub type RequestHandler = Arc<dyn Fn(Value) -> Result<Value, ErrorObject> + Send + Sync>;
+/// Receives a notification's method and params.
+pub type NotificationHandler = Arc<dyn Fn(&str, &Value) + Send + Sync>;
+/// Receives progress: (progress, total, message).
+pub type ProgressHandler = Arc<dyn Fn(f64, Option<f64>, Option<&str>) + Send + Sync>;
+
+/// Client options; every field has a documented default.
+#[derive(Clone)]
+pub struct ClientOptions {
+    /// `clientInfo.name` (default "mcpvisor").
+    pub name: String,
+    /// `clientInfo.version` (default this crate's version).
+    pub version: String,
+    /// Per-request timeout (default [`DEFAULT_REQUEST_TIMEOUT`]); progress
+    /// notifications restart it.
+    pub request_timeout: Duration,
+    /// A total limit that progress cannot extend (default none).
+    pub max_total_timeout: Option<Duration>,
+    /// Answers `sampling/createMessage`; advertised as a capability only when set.
+    pub sampling: Option<RequestHandler>,
+    /// Answers `elicitation/create`; advertised only when set.
+    pub elicitation: Option<RequestHandler>,
+    /// Answers `roots/list`; advertised only when set.
+    pub roots: Option<RequestHandler>,
+    /// Receives every notification other than progress and cancellation
+    /// (log messages, list changes, resource updates). Default: logged.
+    pub on_notification: Option<NotificationHandler>,
+    /// Sends `ping` this often and closes the connection when one is not
+    /// answered in time (default off).
+    pub heartbeat: Option<Duration>,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            name: "mcpvisor".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            max_total_timeout: None,
+            sampling: None,
+            elicitation: None,
+            roots: None,
+            on_notification: None,
+            heartbeat: None,
+        }
+    }
+}
+
+/// Per-call options.
+#[derive(Clone, Default)]
+pub struct CallOptions {
+    /// Overrides the client's request timeout.
+    pub timeout: Option<Duration>,
+    /// Receives progress; the client supplies a unique progress token.
+    pub progress: Option<ProgressHandler>,
+    /// Cancel the call from another thread with `token.cancel()`.
+    pub cancel: Option<CancelToken>,
+}
+
+type Answer = Result<Value, ErrorObject>;
+
+struct Pending {
+    tx: Sender<Answer>,
+    // Progress resets the per-request timeout: each notification is a tick.
+    tick: Sender<()>,
+    progress: Option<ProgressHandler>,
+}
+
+struct Shared {
+    writer: Mutex<Box<dyn MessageWriter>>,
+    pending: Mutex<HashMap<RequestId, Pending>>,
+    next_id: AtomicI64,
+    closed: AtomicBool,
+    options: ClientOptions,
+    on_close: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A connected, initialized MCP client. Cheap to clone; all clones share the connection.
+#[derive(Clone)]
+pub struct Client {
+    shared: Arc<Shared>,
+    init: Arc<Value>,
+    version: ProtocolVersion,
+}
+
+impl Client {
+    /// Starts the reader thread, performs `initialize` (offering 2025-11-25,
+    /// accepting any supported revision the server answers with) and sends
+    /// `notifications/initialized`.
+    pub fn connect(connection: Connection, options: ClientOptions) -> Result<Client, ClientError> {
+        let Connection {
+            writer,
+            reader,
+            on_close,
+        } = connection;
+        let shared = Arc::new(Shared {
+            writer: Mutex::new(writer),
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicI64::new(1),
+            closed: AtomicBool::new(false),
+            options,
+            on_close: Mutex::new(on_close),
+        });
+        let reader_shared = shared.clone();
+        thread::Builder::new()
+            .name("mcpvisor-client-reader".into())
+            .spawn(move || read_loop(reader_shared, reader))
+            .map_err(|e| ClientError::Io(e.to_string()))?;
+        let mut caps = Map::new();
+        for (name, set) in [
+            ("sampling", shared.options.sampling.is_some()),
+            ("elicitation", shared.options.elicitation.is_some()),
+            ("roots", shared.options.roots.is_some()),
+        ] {
+            if set {
+                caps.insert(name.into(), json!({}));
+            }
+        }
+        let params = json!({
+            "protocolVersion": ProtocolVersion::LATEST.as_str(),
+            "capabilities": caps,
+            "clientInfo": {"name": shared.options.name, "version": shared.options.version},
+        });
+        let client = Client {
+            shared,
+            init: Arc::new(Value::Null),
+            version: ProtocolVersion::LATEST,
+        };
+        let result = match client.request_with("initialize", params, CallOptions::default()) {
+            Ok(r) => r,
+            Err(e) => {
+                client.close();
+                return Err(e);
+            }
+        };
+        let version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .and_then(ProtocolVersion::parse)
+            .ok_or_else(|| {
+                ClientError::Protocol(format!(
+                    "unsupported or missing protocolVersion in {result}"
+                ))
+            });
+        let version = match version {
+            Ok(v) => v,
+            Err(e) => {
+                client.close();
+                return Err(e);
+            }
+        };
+        client.notify("notifications/initialized", json!({}))?;
+        let client = Client {
+            init: Arc::new(result),
+            version,
+            ..client
+        };
+        if let Some(every) = client.shared.options.heartbeat {
+            let weak = Arc::downgrade(&client.shared);
+            thread::Builder::new()
+                .name("mcpvisor-client-heartbeat".into())
+                .spawn(move || heartbeat(weak, every))
+                .map_err(|e| ClientError::Io(e.to_string()))?;
+        }
+        Ok(client)
+    }
+
+    /// The negotiated protocol revision.
+    pub fn protocol_version(&self) -> ProtocolVersion {
+        self.version
+    }
+    /// The server's `serverInfo`.
+    pub fn server_info(&self) -> &Value {
+        &self.init["serverInfo"]
+    }
+    /// The server's `capabilities`.
+    pub fn server_capabilities(&self) -> &Value {
+        &self.init["capabilities"]
+    }
+    /// The server's `instructions`, if any.
+    pub fn instructions(&self) -> Option<&str> {
+        self.init.get("instructions").and_then(Value::as_str)
+    }
+    /// Whether the connection is closed.
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.load(Ordering::SeqCst)
+    }
+
+    /// Sends a notification.
+    pub fn notify(&self, method: &str, params: Value) -> Result<(), ClientError> {
+        self.shared.write(&jsonrpc::notification(method, params))
+    }
+
+    /// Any request, with the default options.
+    pub fn request(&self, method: &str, params: Value) -> Result<Value, ClientError> {
+        self.request_with(method, params, CallOptions::default())
+    }
+
+    /// Any request with per-call options (timeout, progress, cancellation).
+    pub fn request_with(
+        &self,
+        method: &str,
+        mut params: Value,
+        opts: CallOptions,
+    ) -> Result<Value, ClientError> {
+        let shared = &self.shared;
+        if shared.closed.load(Ordering::SeqCst) {
+            return Err(ClientError::Closed);
+        }
+        let id = RequestId::Number(shared.next_id.fetch_add(1, Ordering::Relaxed));
+        if opts.progress.is_some() {
+            if let Some(p) = params.as_object_mut() {
+                let meta = p.entry("_meta").or_insert_with(|| json!({}));
+                if let Some(m) = meta.as_object_mut() {
+                    m.insert("progressToken".into(), id.to_value());
+                }
+            }
+        }
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let (tick_tx, tick_rx) = crossbeam_channel::unbounded();
+        lock(&shared.pending).insert(
+            id.clone(),
+            Pending {
+                tx,
+                tick: tick_tx,
+                progress: opts.progress.clone(),
+            },
+        );
+        let msg = Request::new(id.clone(), method, Some(params)).into_value();
+        if let Err(e) = shared.write(&msg) {
+            lock(&shared.pending).remove(&id);
+            return Err(e);
+        }
+        let outcome = self.wait(&id, &rx, &tick_rx, &opts);
+        if matches!(
+            outcome,
+            Err(ClientError::Timeout { .. }) | Err(ClientError::Cancelled)
+        ) {
+            lock(&shared.pending).remove(&id);
+            let reason = if matches!(outcome, Err(ClientError::Cancelled)) {
+                "cancelled by the client"
+            } else {
+                "timed out"
+            };
+            let _ = self.notify(
+                "notifications/cancelled",
+                json!({"requestId": id.to_value(), "reason": reason}),
+            );
+        }
+        outcome
+    }
+
+    fn wait(
+        &self,
+        id: &RequestId,
+        rx: &Receiver<Answer>,
+        ticks: &Receiver<()>,
+        opts: &CallOptions,
+    ) -> Result<Value, ClientError> {
+        let per_request = opts.timeout.unwrap_or(self.shared.options.request_timeout);
+        let hard_deadline = self
+            .shared
+            .options
+            .max_total_timeout
+            .map(|t| Instant::now() + t);
+        let cancel = opts
+            .cancel
+            .as_ref()
+            .map_or_else(crossbeam_channel::never, CancelToken::receiver);
+        let mut deadline = Instant::now() + per_request;
+        loop {
+            let until = hard_deadline.map_or(deadline, |h| h.min(deadline));
+            let wait = until.saturating_duration_since(Instant::now());
+            crossbeam_channel::select! {
+                recv(rx) -> answer => return match answer {
+                    Ok(Ok(v)) => Ok(v),
+                    Ok(Err(e)) => Err(ClientError::Rpc(e)),
+                    Err(_) => Err(ClientError::Closed),
+                },
+                recv(ticks) -> _ => deadline = Instant::now() + per_request,
+                recv(cancel) -> _ => return Err(ClientError::Cancelled),
+                default(wait) => return Err(ClientError::Timeout { id: id.clone() }),
+            }
+        }
+    }
+
+    /// `ping`.
+    pub fn ping(&self) -> Result<(), ClientError> {
+        self.request("ping", json!({})).map(drop)
+    }
+
+    fn list_all(&self, method: &str, key: &str) -> Result<Vec<Value>, ClientError> {
+        let mut out = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let params = cursor.as_ref().map_or(json!({}), |c| json!({"cursor": c}));
+            let page = self.request(method, params)?;
+            let items = page
+                .get(key)
+                .and_then(Value::as_array)
+                .ok_or_else(|| ClientError::Protocol(format!("{method}: no {key} array")))?;
+            out.extend(items.iter().cloned());
+            match page.get("nextCursor").and_then(Value::as_str) {
+                Some(c) if !c.is_empty() => cursor = Some(c.to_owned()),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    /// `tools/list`, following cursors.
+    pub fn list_tools(&self) -> Result<Vec<Value>, ClientError> {
+        self.list_all("tools/list", "tools")
+    }
+    /// `resources/list`, following cursors.
+    pub fn list_resources(&self) -> Result<Vec<Value>, ClientError> {
+        self.list_all("resources/list", "resources")
+    }
+    /// `resources/templates/list`, following cursors.
+    pub fn list_resource_templates(&self) -> Result<Vec<Value>, ClientError> {
+        self.list_all("resources/templates/list", "resourceTemplates")
+    }
+    /// `prompts/list`, following cursors.
+    pub fn list_prompts(&self) -> Result<Vec<Value>, ClientError> {
+        self.list_all("prompts/list", "prompts")
+    }
+    /// `tools/call`.
+    pub fn call_tool(&self, name: &str, arguments: Value) -> Result<Value, ClientError> {
+        self.call_tool_with(name, arguments, CallOptions::default())
+    }
+    /// `tools/call` with options (progress, cancellation, timeout).
+    pub fn call_tool_with(
+        &self,
+        name: &str,
+        arguments: Value,
+        opts: CallOptions,
+    ) -> Result<Value, ClientError> {
+        self.request_with(
+            "tools/call",
+            json!({"name": name, "arguments": arguments}),
+            opts,
+        )
+    }
+    /// `resources/read`.
+    pub fn read_resource(&self, uri: &str) -> Result<Value, ClientError> {
+        self.request("resources/read", json!({"uri": uri}))
+    }
+    /// `resources/subscribe`.
+    pub fn subscribe(&self, uri: &str) -> Result<(), ClientError> {
+        self.request("resources/subscribe", json!({"uri": uri}))
+            .map(drop)
+    }
+    /// `resources/unsubscribe`.
+    pub fn unsubscribe(&self, uri: &str) -> Result<(), ClientError> {
+        self.request("resources/unsubscribe", json!({"uri": uri}))
+            .map(drop)
+    }
+    /// `prompts/get`.
+    pub fn get_prompt(&self, name: &str, arguments: Value) -> Result<Value, ClientError> {
+        self.request("prompts/get", json!({"name": name, "arguments": arguments}))
+    }
+    /// `completion/complete` for an argument of a `ref/prompt` or `ref/resource`.
+    pub fn complete(
+        &self,
+        reference: Value,
+        argument: &str,
+        value: &str,
+    ) -> Result<Value, ClientError> {
+        self.request(
+            "completion/complete",
+            json!({"ref": reference, "argument": {"name": argument, "value": value}}),
+        )
+    }
+    /// `logging/setLevel`.
+    pub fn set_log_level(&self, level: crate::LogLevel) -> Result<(), ClientError> {
+        self.request("logging/setLevel", json!({"level": level.as_str()}))
+            .map(drop)
+    }
+
+    /// Closes the connection: pending calls fail with `Closed`; a child
+    /// process is stopped and reaped. Idempotent.
+    pub fn close(&self) {
+        self.shared.shutdown();
+    }
+}
+
+impl Shared {
+    fn write(&self, message: &Value) -> Result<(), ClientError> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(ClientError::Closed);
+        }
+        lock(&self.writer).write(message).map_err(|e| {
+            self.shutdown();
+            ClientError::Io(e.to_string())
+        })
+    }
+
+    fn shutdown(&self) {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        lock(&self.writer).close();
+        // Dropping the senders fails every waiting call with `Closed`.
+        lock(&self.pending).clear();
+        if let Some(f) = lock(&self.on_close).take() {
+            f();
+        }
+    }
+}
+
+fn read_loop(shared: Arc<Shared>, mut reader: Box<dyn MessageReader>) {
+    loop {
+        let bytes = match reader.read() {
+            Ok(Some(b)) => b,
+            Ok(None) => break,
+            Err(e) => {
+                if !shared.closed.load(Ordering::SeqCst) {
+                    log::warn!("client: connection failed: {e}");
+                }
+                break;
+            }
+        };
+        let messages = match jsonrpc::parse(&bytes) {
+            Ok(Parsed::Single(m)) => vec![m],
+            Ok(Parsed::Batch(items)) => items.into_iter().filter_map(Result::ok).collect(),
+            Err(e) => {
+                log::warn!("client: unreadable message from the server dropped: {e}");
+                continue;
+            }
+        };
+        for m in messages {
+            dispatch(&shared, m);
+        }
+    }
+    shared.shutdown();
+}
+
+fn dispatch(shared: &Arc<Shared>, message: Message) {
+    match message {
+        Message::Response(r) => {
+            let waiter = r.id().and_then(|id| lock(&shared.pending).remove(id));
+            match waiter {
+                Some(p) => {
+                    let _ = p.tx.send(r.into_outcome());
+                }
+                None => log::warn!(
+                    "client: response to unknown or abandoned request {:?} dropped",
+                    r.id()
+                ),
+            }
+        }
+        Message::Notification(n) => {
+            let params = n.params().map_or(Value::Null, |p| Value::Object(p.clone()));
+            match n.method() {
+                "notifications/progress" => {
+                    let id = params.get("progressToken").and_then(RequestId::from_value);
+                    let pending = lock(&shared.pending);
+                    if let Some(p) = id.and_then(|id| pending.get(&id)) {
+                        let _ = p.tick.send(());
+                        if let (Some(cb), Some(progress)) =
+                            (&p.progress, params["progress"].as_f64())
+                        {
+                            cb(
+                                progress,
+                                params["total"].as_f64(),
+                                params["message"].as_str(),
+                            );
+                        }
+                    }
+                }
+                method => match &shared.options.on_notification {
+                    Some(h) => h(method, &params),
+                    None => log::info!("client: notification {method}: {params}"),
+                },
+            }
+        }
+        Message::Request(r) => {
+            let handler = match r.method() {
+                "sampling/createMessage" => shared.options.sampling.clone(),
+                "elicitation/create" => shared.options.elicitation.clone(),
+                "roots/list" => shared.options.roots.clone(),
+                "ping" => Some(Arc::new(|_| Ok(json!({}))) as RequestHandler),
+                _ => None,
+            };
+            let shared = shared.clone();
+            // Callbacks may block (a user deciding): never on the reader thread.
+            let spawned = thread::Builder::new()
+                .name("mcpvisor-client-callback".into())
+                .spawn(move || {
+                    let outcome = match handler {
+                        Some(h) => h(r.params().map_or(json!({}), |p| Value::Object(p.clone()))),
+                        None => Err(ErrorObject::method_not_found(r.method())),
+                    };
+                    let reply = match outcome {
+                        Ok(v) => jsonrpc::result_response(r.id(), v),
+                        Err(e) => jsonrpc::error_response_value(Some(r.id()), &e),
+                    };
+                    let _ = shared.write(&reply);
+                });
+            if let Err(e) = spawned {
+                log::error!("client: cannot start a callback thread: {e}");
+            }
+        }
+    }
+}
+
+fn heartbeat(shared: std::sync::Weak<Shared>, every: Duration) {
+    loop {
+        thread::sleep(every);
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        if shared.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let client = Client {
+            shared: shared.clone(),
+            init: Arc::new(Value::Null),
+            version: ProtocolVersion::LATEST,
+        };
+        if let Err(e) = client.request_with(
+            "ping",
+            json!({}),
+            CallOptions {
+                timeout: Some(every),
+                ..Default::default()
+            },
+        ) {
+            log::warn!("client: heartbeat failed ({e}); closing the connection");
+            shared.shutdown();
+            return;
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! The synchronous client against this repo's servers: in-process pair,
+//! TCP, and a child process over stdio.
+
+mod common;
+
+use mcpvisor::client::{CallOptions, Client, ClientError, ClientOptions, Connection};
+use mcpvisor::protocol::CancelToken;
+use mcpvisor::server::{Server, Tool, ToolResult};
+use mcpvisor::transport::memory;
+use mcpvisor::transport::tcp::TcpOptions;
+use mcpvisor::LogLevel;
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn server() -> Server {
+    Server::builder("client-test", "1")
+        .instructions("be nice")
+        .tool(Tool::new("echo", json!({"type":"object"}), |a, _| {
+            Ok(ToolResult::text(a["message"].as_str().unwrap_or("")))
+        }))
+        .tool(Tool::new("progress", json!({"type":"object"}), |_, ctx| {
+            for i in 1..=3 {
+                ctx.progress(f64::from(i), Some(3.0), None);
+            }
+            Ok(ToolResult::text("done"))
+        }))
+        .tool(Tool::new("ask", json!({"type":"object"}), |_, ctx| {
+            let s = ctx
+                .sample(
+                    json!({"messages": [], "maxTokens": 1}),
+                    Duration::from_secs(10),
+                )
+                .map_err(mcpvisor::ToolError::from)?;
+            let e = ctx
+                .elicit(
+                    json!({"message": "ok?", "requestedSchema": {"type": "object"}}),
+                    Duration::from_secs(10),
+                )
+                .map_err(mcpvisor::ToolError::from)?;
+            Ok(ToolResult::text(format!(
+                "{} / {}",
+                s["content"]["text"], e["action"]
+            )))
+        }))
+        .tool(Tool::new("log", json!({"type":"object"}), |_, ctx| {
+            ctx.log(LogLevel::Warning, Some("t"), json!("careful"));
+            Ok(ToolResult::text(""))
+        }))
+        .tool(Tool::new("wait", json!({"type":"object"}), |_, ctx| {
+            let _ = ctx.cancelled().recv_timeout(Duration::from_secs(30));
+            Ok(ToolResult::text("woke"))
+        }))
+        .build()
+        .unwrap()
+}
+
+fn memory_client(options: ClientOptions) -> (Client, Server) {
+    let s = server();
+    let (a, b) = memory::pair();
+    s.serve_memory(a).unwrap();
+    (Client::connect(b.into_connection(), options).unwrap(), s)
+}
+
+fn text(result: &Value) -> &str {
+    result["content"][0]["text"].as_str().unwrap_or_default()
+}
+
+#[test]
+fn in_process_pair_lifecycle_tools_and_info() {
+    let (c, _s) = memory_client(ClientOptions::default());
+    assert_eq!(c.server_info()["name"], "client-test");
+    assert_eq!(c.instructions(), Some("be nice"));
+    assert!(c.server_capabilities()["tools"].is_object());
+    assert_eq!(c.protocol_version().as_str(), "2025-11-25");
+    let names: Vec<String> = c
+        .list_tools()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["ask", "echo", "log", "progress", "wait"]);
+    assert_eq!(
+        text(&c.call_tool("echo", json!({"message": "hi"})).unwrap()),
+        "hi"
+    );
+    c.ping().unwrap();
+    match c.call_tool("nope", json!({})) {
+        Err(ClientError::Rpc(e)) => assert_eq!(e.code, -32602),
+        other => panic!("{other:?}"),
+    }
+    c.close();
+    assert_eq!(c.ping(), Err(ClientError::Closed));
+}
+
+#[test]
+fn progress_callbacks_get_every_notification() {
+    let (c, _s) = memory_client(ClientOptions::default());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let opts = CallOptions {
+        progress: Some(Arc::new(move |p, t, _| s2.lock().unwrap().push((p, t)))),
+        ..Default::default()
+    };
+    assert_eq!(
+        text(&c.call_tool_with("progress", json!({}), opts).unwrap()),
+        "done"
+    );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [(1.0, Some(3.0)), (2.0, Some(3.0)), (3.0, Some(3.0))]
+    );
+}
+
+#[test]
+fn sampling_elicitation_and_notifications_reach_the_callbacks() {
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    let l2 = logs.clone();
+    let options = ClientOptions {
+        sampling: Some(Arc::new(|_| {
+            Ok(
+                json!({"role": "assistant", "content": {"type": "text", "text": "sampled"}, "model": "m"}),
+            )
+        })),
+        elicitation: Some(Arc::new(|_| Ok(json!({"action": "accept", "content": {}})))),
+        on_notification: Some(Arc::new(move |m, p| {
+            l2.lock().unwrap().push((m.to_owned(), p.clone()))
+        })),
+        ..Default::default()
+    };
+    let (c, _s) = memory_client(options);
+    assert_eq!(
+        text(&c.call_tool("ask", json!({})).unwrap()),
+        "\"sampled\" / \"accept\""
+    );
+    c.call_tool("log", json!({})).unwrap();
+    let logs = logs.lock().unwrap();
+    assert!(
+        logs.iter()
+            .any(|(m, p)| m == "notifications/message" && p["data"] == "careful"),
+        "{logs:?}"
+    );
+}
+
+#[test]
+fn without_callbacks_no_capability_is_advertised() {
+    let (c, _s) = memory_client(ClientOptions::default());
+    let r = c.call_tool("ask", json!({})).unwrap();
+    assert_eq!(
+        r["isError"],
+        json!(true),
+        "the server saw no sampling capability"
+    );
+}
+
+#[test]
+fn cancel_from_another_thread_and_timeouts_tell_the_server() {
+    let (c, _s) = memory_client(ClientOptions::default());
+    let token = CancelToken::new();
+    let t2 = token.clone();
+    let canceller = std::thread::spawn(move || t2.cancel());
+    let r = c.call_tool_with(
+        "wait",
+        json!({}),
+        CallOptions {
+            cancel: Some(token),
+            ..Default::default()
+        },
+    );
+    canceller.join().unwrap();
+    assert_eq!(r, Err(ClientError::Cancelled));
+    let r = c.call_tool_with(
+        "wait",
+        json!({}),
+        CallOptions {
+            timeout: Some(Duration::from_millis(50)),
+            ..Default::default()
+        },
+    );
+    assert!(matches!(r, Err(ClientError::Timeout { .. })), "{r:?}");
+    // The server was told both times: the next call is answered normally.
+    assert_eq!(
+        text(&c.call_tool("echo", json!({"message": "after"})).unwrap()),
+        "after"
+    );
+}
+
+#[test]
+fn tcp_sessions_are_per_connection() {
+    let s = server();
+    let tcp = s
+        .start_tcp(TcpOptions::default().with_bind("127.0.0.1:0".parse().unwrap()))
+        .unwrap();
+    let a = Client::connect(
+        Connection::tcp(tcp.local_addr()).unwrap(),
+        ClientOptions::default(),
+    )
+    .unwrap();
+    let b = Client::connect(
+        Connection::tcp(tcp.local_addr()).unwrap(),
+        ClientOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        text(&a.call_tool("echo", json!({"message": "a"})).unwrap()),
+        "a"
+    );
+    assert_eq!(
+        text(&b.call_tool("echo", json!({"message": "b"})).unwrap()),
+        "b"
+    );
+    assert_eq!(tcp.connection_count(), 2);
+    a.close();
+    b.close();
+    tcp.shutdown().unwrap();
+}
+
+#[test]
+fn a_child_process_over_stdio() {
+    let conn =
+        Connection::child(std::process::Command::new(common::example("conformance"))).unwrap();
+    let c = Client::connect(conn, ClientOptions::default()).unwrap();
+    assert_eq!(c.server_info()["name"], "mcpvisor-conformance");
+    assert_eq!(c.list_tools().unwrap().len(), 14);
+    assert_eq!(
+        text(&c.call_tool("test_simple_text", json!({})).unwrap()),
+        "This is a simple text response for testing."
+    );
+    let r = c.read_resource("test://static-text").unwrap();
+    assert_eq!(
+        r["contents"][0]["text"],
+        "This is the content of the static text resource."
+    );
+    let p = c
+        .get_prompt(
+            "test_prompt_with_arguments",
+            json!({"arg1": "x", "arg2": "y"}),
+        )
+        .unwrap();
+    assert!(p["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap()
+        .contains("arg1='x'"));
+    c.close(); // closes stdin; the server exits at EOF and is reaped
+}
