@@ -1,5 +1,7 @@
 //! stdio load bench: `tools/call echo` against `examples/echo` (release),
-//! with 1 and 32 requests in flight; calls/s, p50 and p99.
+//! with 1 and 32 requests in flight; calls/s, p50 and p99. Then the same
+//! server over TCP (`--tcp`) with 1 and 32 connections, one call in flight
+//! on each, in the same run.
 //!
 //! ```text
 //! cargo bench --bench stdio_load -- [--calls N] [--baseline "COMMAND ARGS..."]
@@ -105,6 +107,76 @@ fn run(command: &[String], inflight: usize, calls: usize) -> Stats {
     }
 }
 
+/// `connections` TCP connections to `echo --tcp`, each calling back to back.
+fn run_tcp(echo: &str, connections: usize, calls: usize) -> Stats {
+    let mut child = Command::new(echo)
+        .args(["--tcp", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("echo --tcp");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr: std::net::SocketAddr = line
+        .trim()
+        .trim_start_matches("listening on tcp://")
+        .parse()
+        .expect("address");
+    let per = (calls / connections).max(100);
+    let barrier = std::sync::Barrier::new(connections + 1);
+    let (mut lat, elapsed) = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..connections)
+            .map(|_| {
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    let s = std::net::TcpStream::connect(addr).unwrap();
+                    s.set_nodelay(true).unwrap();
+                    let mut w = s.try_clone().unwrap();
+                    let mut r = BufReader::new(s);
+                    let mut line = String::new();
+                    writeln!(w, r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"bench","version":"0"}}}}}}"#).unwrap();
+                    r.read_line(&mut line).unwrap();
+                    writeln!(w, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#).unwrap();
+                    let req = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello world"}}}"#.to_owned() + "\n";
+                    for _ in 0..200 {
+                        w.write_all(req.as_bytes()).unwrap();
+                        line.clear();
+                        r.read_line(&mut line).unwrap();
+                    }
+                    barrier.wait();
+                    let mut lat = Vec::with_capacity(per);
+                    for _ in 0..per {
+                        let t = Instant::now();
+                        w.write_all(req.as_bytes()).unwrap();
+                        line.clear();
+                        r.read_line(&mut line).unwrap();
+                        lat.push(t.elapsed().as_nanos() as u64);
+                    }
+                    lat
+                })
+            })
+            .collect();
+        barrier.wait();
+        let t = Instant::now();
+        let lat: Vec<u64> = workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect();
+        (lat, t.elapsed())
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    lat.sort_unstable();
+    let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)] as f64 / 1000.0;
+    Stats {
+        calls_per_sec: lat.len() as f64 / elapsed.as_secs_f64(),
+        p50_us: pct(0.5),
+        p99_us: pct(0.99),
+    }
+}
+
 fn main() {
     let mut calls = 100_000;
     let mut baseline: Option<Vec<String>> = None;
@@ -157,5 +229,12 @@ fn main() {
                 them.p99_us / us.p99_us
             );
         }
+    }
+    for connections in [1, 32] {
+        let tcp = run_tcp(&ours[0], connections, calls / 4);
+        println!(
+            "{:<10} {:>9} {:>12.0} {:>9.1} {:>9.1}",
+            "tcp-conns", connections, tcp.calls_per_sec, tcp.p50_us, tcp.p99_us
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! resources, prompts and completions.
 //!
 //! ```text
-//! conformance [--stdio | --http ADDR [--response-mode sse|json|auto]] [--peer-timeout-ms N]
+//! conformance [--stdio | --tcp ADDR | --http ADDR [--response-mode sse|json|auto]] [--peer-timeout-ms N]
 //! ```
 //! Over HTTP every answer is an SSE stream by default: the suite's
 //! multiple-streams check counts SSE streams (`--response-mode auto` answers
@@ -16,6 +16,7 @@ use mcpvisor::server::{
     ResourceContents, ResourceTemplate, Role, Server, Tool, ToolError, ToolResult,
 };
 use mcpvisor::transport::http::{HttpOptions, ResponseMode};
+use mcpvisor::transport::tcp::TcpOptions;
 use mcpvisor::{Context, LogLevel};
 use serde_json::{json, Value};
 use std::process::ExitCode;
@@ -319,11 +320,16 @@ fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let mut peer_timeout = Duration::from_secs(60);
     let mut http: Option<std::net::SocketAddr> = None;
+    let mut tcp: Option<std::net::SocketAddr> = None;
     let mut mode = ResponseMode::SseOnly;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--stdio" => {}
+            "--tcp" => match args.next().and_then(|v| v.parse().ok()) {
+                Some(addr) => tcp = Some(addr),
+                None => return usage("--tcp needs an address such as 127.0.0.1:8809"),
+            },
             "--http" => match args.next().and_then(|v| v.parse().ok()) {
                 Some(addr) => http = Some(addr),
                 None => return usage("--http needs an address such as 127.0.0.1:8808"),
@@ -350,8 +356,14 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let served = match http {
-        Some(addr) => server
+    let served = match (tcp, http) {
+        (Some(addr), _) => server
+            .start_tcp(TcpOptions::default().with_bind(addr))
+            .and_then(|t| {
+                println!("listening on tcp://{}", t.local_addr());
+                t.wait()
+            }),
+        (None, Some(addr)) => server
             .start_http(
                 HttpOptions::default()
                     .with_bind(addr)
@@ -362,7 +374,7 @@ fn main() -> ExitCode {
                 println!("listening on http://{}/mcp", h.local_addr());
                 h.wait()
             }),
-        None => server.serve_stdio(),
+        (None, None) => server.serve_stdio(),
     };
     match served {
         Ok(()) => ExitCode::SUCCESS,
@@ -374,6 +386,6 @@ fn main() -> ExitCode {
 }
 
 fn usage(problem: &str) -> ExitCode {
-    eprintln!("conformance: {problem}\nusage: conformance [--stdio | --http ADDR [--response-mode sse|json|auto]] [--peer-timeout-ms N]");
+    eprintln!("conformance: {problem}\nusage: conformance [--stdio | --tcp ADDR | --http ADDR [--response-mode sse|json|auto]] [--peer-timeout-ms N]");
     ExitCode::from(2)
 }

@@ -1,7 +1,7 @@
 //! One tool, `echo` ({message} -> that message as text): the benchmark target.
 //!
 //! ```text
-//! echo [--stdio | --http ADDR [--max-sessions N]]
+//! echo [--stdio | --tcp ADDR | --http ADDR [--max-sessions N]]
 //! ```
 
 use mcpvisor::{Server, Tool, ToolResult};
@@ -11,11 +11,16 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let mut http: Option<std::net::SocketAddr> = None;
+    let mut tcp: Option<std::net::SocketAddr> = None;
     let mut max_sessions = mcpvisor::session::table::DEFAULT_MAX_SESSIONS;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let parsed = match a.as_str() {
             "--stdio" => Some(()),
+            "--tcp" => args
+                .next()
+                .and_then(|v| v.parse().ok())
+                .map(|addr| tcp = Some(addr)),
             "--http" => args
                 .next()
                 .and_then(|v| v.parse().ok())
@@ -28,7 +33,7 @@ fn main() -> ExitCode {
         };
         if parsed.is_none() {
             eprintln!(
-                "echo: bad argument {a:?}\nusage: echo [--stdio | --http ADDR [--max-sessions N]]"
+                "echo: bad argument {a:?}\nusage: echo [--stdio | --tcp ADDR | --http ADDR [--max-sessions N]]"
             );
             return ExitCode::from(2);
         }
@@ -43,8 +48,14 @@ fn main() -> ExitCode {
             .description("Returns the message it is given"),
         )
         .build();
-    let served = server.map(|s| match http {
-        Some(addr) => s
+    let served = server.map(|s| match (tcp, http) {
+        (Some(addr), _) => s
+            .start_tcp(mcpvisor::transport::tcp::TcpOptions::default().with_bind(addr))
+            .and_then(|t| {
+                println!("listening on tcp://{}", t.local_addr());
+                t.wait()
+            }),
+        (None, Some(addr)) => s
             .start_http(
                 mcpvisor::transport::http::HttpOptions::default()
                     .with_bind(addr)
@@ -54,7 +65,7 @@ fn main() -> ExitCode {
                 println!("listening on http://{}/mcp", h.local_addr());
                 h.wait()
             }),
-        None => s.serve_stdio(),
+        (None, None) => s.serve_stdio(),
     });
     match served {
         Ok(Ok(())) => ExitCode::SUCCESS,

@@ -219,6 +219,7 @@ fn tcp_sessions_are_per_connection() {
 fn a_child_process_over_stdio() {
     let conn =
         Connection::child(std::process::Command::new(common::example("conformance"))).unwrap();
+    let pid = conn.process_id().expect("a child pid");
     let c = Client::connect(conn, ClientOptions::default()).unwrap();
     assert_eq!(c.server_info()["name"], "mcpvisor-conformance");
     assert_eq!(c.list_tools().unwrap().len(), 14);
@@ -242,4 +243,24 @@ fn a_child_process_over_stdio() {
         .unwrap()
         .contains("arg1='x'"));
     c.close(); // closes stdin; the server exits at EOF and is reaped
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "the child was reaped, no zombie left"
+    );
+}
+
+#[test]
+fn a_child_that_ignores_eof_is_terminated_and_reaped() {
+    // `sleep` never reads stdin: EOF does nothing, SIGTERM ends it.
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", "echo '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"serverInfo\":{\"name\":\"sh\",\"version\":\"0\"}}}'; exec sleep 600"]);
+    let conn = Connection::child(cmd).unwrap();
+    let pid = conn.process_id().unwrap();
+    let c = Client::connect(conn, ClientOptions::default()).expect("a canned initialize answer");
+    assert_eq!(c.server_info()["name"], "sh");
+    c.close();
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "terminated and reaped"
+    );
 }

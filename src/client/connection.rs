@@ -31,6 +31,7 @@ pub struct Connection {
     pub(crate) writer: Box<dyn MessageWriter>,
     pub(crate) reader: Box<dyn MessageReader>,
     pub(crate) on_close: Option<Box<dyn FnOnce() + Send>>,
+    pid: Option<u32>,
 }
 
 impl Connection {
@@ -40,6 +41,7 @@ impl Connection {
             writer,
             reader,
             on_close: None,
+            pid: None,
         }
     }
 
@@ -55,6 +57,11 @@ impl Connection {
                 DEFAULT_MAX_MESSAGE_BYTES,
             ))),
         )
+    }
+
+    /// The process id of a child-process connection.
+    pub fn process_id(&self) -> Option<u32> {
+        self.pid
     }
 
     /// A TCP connection to a line-delimited MCP server.
@@ -94,6 +101,7 @@ impl Connection {
                 })?;
         }
         let mut conn = Connection::lines(stdout, stdin);
+        conn.pid = Some(child.id());
         conn.on_close = Some(Box::new(move || reap(child)));
         Ok(conn)
     }

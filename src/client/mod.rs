@@ -169,6 +169,7 @@ impl Client {
             writer,
             reader,
             on_close,
+            ..
         } = connection;
         let shared = Arc::new(Shared {
             writer: Mutex::new(writer),
