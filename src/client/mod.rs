@@ -16,6 +16,7 @@
 //! answered by the callbacks in [`ClientOptions`], on their own thread.
 
 mod connection;
+mod http;
 
 pub use connection::{
     Connection, MessageReader, MessageWriter, DEFAULT_CHILD_GRACE, DEFAULT_MAX_MESSAGE_BYTES,

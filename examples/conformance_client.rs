@@ -1,0 +1,78 @@
+//! The client side of the official conformance suite: it runs this program
+//! with the server URL as the last argument and the scenario's name in
+//! `MCP_CONFORMANCE_SCENARIO`.
+//!
+//! ```text
+//! ../shared/tools/conformance.sh client target/debug/examples/conformance_client --scenario initialize
+//! ```
+
+use mcpvisor::client::{Client, ClientOptions, Connection};
+use serde_json::{json, Map, Value};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Accepts an elicitation with every default the requested schema offers
+/// (SEP-1034).
+fn accept_with_defaults(params: Value) -> Result<Value, mcpvisor::jsonrpc::ErrorObject> {
+    let mut content = Map::new();
+    if let Some(props) = params
+        .pointer("/requestedSchema/properties")
+        .and_then(Value::as_object)
+    {
+        for (name, schema) in props {
+            if let Some(d) = schema.get("default") {
+                content.insert(name.clone(), d.clone());
+            }
+        }
+    }
+    Ok(json!({"action": "accept", "content": content}))
+}
+
+fn run(url: &str, scenario: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let options = ClientOptions {
+        name: "mcpvisor-conformance-client".into(),
+        elicitation: Some(Arc::new(accept_with_defaults)),
+        ..Default::default()
+    };
+    let client = Client::connect(Connection::http(url)?, options)?;
+    let tools = client.list_tools()?;
+    match scenario {
+        "initialize" => {}
+        "tools_call" => {
+            let r = client.call_tool("add_numbers", json!({"a": 5, "b": 3}))?;
+            println!("{r}");
+        }
+        "elicitation-sep1034-client-defaults" => {
+            client.call_tool("test_client_elicitation_defaults", json!({}))?;
+        }
+        "sse-retry" => {
+            let r = client.call_tool("test_reconnection", json!({}))?;
+            println!("{r}");
+        }
+        _ => {
+            for t in tools {
+                if let Some(name) = t["name"].as_str() {
+                    let _ = client.call_tool(name, json!({}));
+                }
+            }
+        }
+    }
+    client.close();
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let Some(url) = std::env::args().skip(1).last() else {
+        eprintln!("usage: conformance_client URL   (scenario in MCP_CONFORMANCE_SCENARIO)");
+        return ExitCode::from(2);
+    };
+    let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
+    match run(&url, &scenario) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("conformance_client: {scenario}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
