@@ -310,3 +310,156 @@ fn streamable_http_against_our_server() {
     assert_eq!(http.session_count(), 0);
     http.shutdown().unwrap();
 }
+
+mod reconnection {
+    use super::*;
+    use mcpvisor::client::Reconnect;
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::SocketAddr;
+    use std::process::{Child, Command, Stdio};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn echo_tcp(addr: &str) -> (Child, SocketAddr) {
+        let mut child = Command::new(common::example("echo"))
+            .args(["--tcp", addr])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .trim_start_matches("listening on tcp://")
+            .parse()
+            .unwrap();
+        (child, addr)
+    }
+
+    fn quick(attempts: u32) -> Reconnect {
+        let mut r = Reconnect::default();
+        r.backoff.initial = Duration::from_millis(10);
+        r.backoff.max = Duration::from_millis(100);
+        r.max_attempts = attempts;
+        r
+    }
+
+    #[test]
+    fn reconnects_after_the_server_restarts() {
+        let (mut server, addr) = echo_tcp("127.0.0.1:0");
+        let (re_tx, re_rx) = crossbeam_channel::unbounded();
+        let options = ClientOptions {
+            reconnect: Some(quick(200)),
+            on_reconnected: Some(Arc::new(move || drop(re_tx.send(())))),
+            ..Default::default()
+        };
+        let c = Client::connect_with(move || Connection::tcp(addr), options).unwrap();
+        assert_eq!(
+            text(&c.call_tool("echo", json!({"message": "before"})).unwrap()),
+            "before"
+        );
+        server.kill().unwrap();
+        server.wait().unwrap();
+        let (mut again, _) = echo_tcp(&addr.to_string());
+        re_rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("reconnected");
+        assert_eq!(
+            text(&c.call_tool("echo", json!({"message": "after"})).unwrap()),
+            "after"
+        );
+        c.close();
+        let _ = again.kill();
+        let _ = again.wait();
+    }
+
+    #[test]
+    fn no_reconnection_after_close_and_a_clean_give_up() {
+        let (mut server, addr) = echo_tcp("127.0.0.1:0");
+        let connects = Arc::new(AtomicUsize::new(0));
+        let n = connects.clone();
+        let (closed_tx, closed_rx) = crossbeam_channel::unbounded();
+        let options = ClientOptions {
+            reconnect: Some(quick(3)),
+            on_closed: Some(Arc::new(move |e: &ClientError| {
+                drop(closed_tx.send(e.to_string()))
+            })),
+            ..Default::default()
+        };
+        let c = Client::connect_with(
+            move || {
+                n.fetch_add(1, Ordering::SeqCst);
+                Connection::tcp(addr)
+            },
+            options.clone(),
+        )
+        .unwrap();
+        c.close();
+        server.kill().unwrap();
+        server.wait().unwrap();
+        // Nothing reconnects and no close event fires after an intentional close:
+        // a second client that gives up proves the event path, then we check the first.
+        let (mut server2, addr2) = echo_tcp("127.0.0.1:0");
+        let c2 = Client::connect_with(move || Connection::tcp(addr2), options).unwrap();
+        server2.kill().unwrap();
+        server2.wait().unwrap();
+        let why = closed_rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("give-up event");
+        assert!(
+            why.contains("gave up reconnecting after 3 attempts"),
+            "{why}"
+        );
+        assert!(c2.is_closed());
+        assert_eq!(
+            c2.ping(),
+            Err(ClientError::Closed),
+            "callers fail instead of hanging"
+        );
+        assert_eq!(
+            connects.load(Ordering::SeqCst),
+            1,
+            "the closed client never reconnected"
+        );
+        assert!(
+            closed_rx.try_recv().is_err(),
+            "no close event for the intentional close"
+        );
+    }
+
+    #[test]
+    fn a_missed_heartbeat_closes_with_a_clear_error() {
+        // A server that answers initialize and then never again.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mute = std::thread::spawn(move || {
+            let (s, _) = listener.accept().unwrap();
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let mut w = s;
+            let mut line = String::new();
+            r.read_line(&mut line).unwrap();
+            let id: Value = serde_json::from_str::<Value>(&line).unwrap()["id"].clone();
+            let answer = json!({"jsonrpc":"2.0","id":id,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"mute","version":"0"}}});
+            writeln!(w, "{answer}").unwrap();
+            // Read and ignore everything until the client hangs up.
+            while r.read_line(&mut line).is_ok_and(|n| n > 0) {}
+        });
+        let (closed_tx, closed_rx) = crossbeam_channel::unbounded();
+        let options = ClientOptions {
+            heartbeat: Some(Duration::from_millis(100)),
+            on_closed: Some(Arc::new(move |e: &ClientError| {
+                drop(closed_tx.send(e.to_string()))
+            })),
+            ..Default::default()
+        };
+        let c = Client::connect(Connection::tcp(addr).unwrap(), options).unwrap();
+        let why = closed_rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("closed by the heartbeat");
+        assert!(why.contains("heartbeat"), "{why}");
+        assert!(c.is_closed());
+        mute.join().unwrap();
+    }
+}

@@ -68,7 +68,7 @@ impl Connection {
     pub fn tcp(addr: std::net::SocketAddr) -> io::Result<Connection> {
         let stream = std::net::TcpStream::connect(addr)?;
         stream.set_nodelay(true)?;
-        Ok(Connection::lines(stream.try_clone()?, stream))
+        Ok(Connection::lines(stream.try_clone()?, TcpOut(stream)))
     }
 
     /// Spawns `command` and speaks MCP over its stdin / stdout. Its stderr is
@@ -171,5 +171,24 @@ impl<R: Read + Send> MessageReader for LineMessages<R> {
                 }
             }
         }
+    }
+}
+
+/// The writing half of a TCP connection; closing it shuts the socket down
+/// both ways, so the reader ends too (and reconnection can begin).
+struct TcpOut(std::net::TcpStream);
+
+impl Write for TcpOut {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.0.write(b)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl Drop for TcpOut {
+    fn drop(&mut self) {
+        let _ = self.0.shutdown(std::net::Shutdown::Both);
     }
 }

@@ -234,6 +234,21 @@ impl Target {
                 self.deliver(text);
                 Ok(())
             }
+            404 if self
+                .session
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .id
+                .is_some() =>
+            {
+                // The session is gone (expired, deleted, server restarted):
+                // end this connection so the client can start a new one.
+                let _ = self.incoming.send(Vec::new());
+                Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "the server no longer knows this session (404)",
+                ))
+            }
             status => {
                 let mut text = Vec::new();
                 let _ = body.read_to_end(&mut text);
@@ -420,7 +435,8 @@ struct HttpReader(Receiver<Vec<u8>>);
 
 impl MessageReader for HttpReader {
     fn read(&mut self) -> io::Result<Option<Vec<u8>>> {
-        Ok(self.0.recv().ok())
+        // An empty message marks the end of the session (404).
+        Ok(self.0.recv().ok().filter(|m| !m.is_empty()))
     }
 }
 

@@ -75,6 +75,8 @@ impl std::error::Error for ClientError {}
 pub type RequestHandler = Arc<dyn Fn(Value) -> Result<Value, ErrorObject> + Send + Sync>;
 /// Receives a notification's method and params.
 pub type NotificationHandler = Arc<dyn Fn(&str, &Value) + Send + Sync>;
+/// Told why the connection ended for good.
+pub type ClosedHandler = Arc<dyn Fn(&ClientError) + Send + Sync>;
 /// Receives progress: (progress, total, message).
 pub type ProgressHandler = Arc<dyn Fn(f64, Option<f64>, Option<&str>) + Send + Sync>;
 
@@ -102,7 +104,46 @@ pub struct ClientOptions {
     /// Sends `ping` this often and closes the connection when one is not
     /// answered in time (default off).
     pub heartbeat: Option<Duration>,
+    /// Reconnect after the connection is lost (needs [`Client::connect_with`];
+    /// default off). Never after an intentional [`Client::close`].
+    pub reconnect: Option<Reconnect>,
+    /// Called once when the connection ends for good other than by
+    /// [`Client::close`]: the peer left and reconnection is off, or it gave up.
+    pub on_closed: Option<ClosedHandler>,
+    /// Called after each successful reconnection (default none).
+    pub on_reconnected: Option<Arc<dyn Fn() + Send + Sync>>,
 }
+
+/// Default reconnection attempts before giving up.
+pub const DEFAULT_RECONNECT_ATTEMPTS: u32 = 10;
+
+/// How to reconnect: exponential backoff with jitter, capped, a bounded
+/// number of attempts.
+#[derive(Clone, Debug)]
+pub struct Reconnect {
+    /// Delays between attempts (base, multiplier, max delay, jitter).
+    pub backoff: supervisor::Backoff,
+    /// Attempts before giving up (default [`DEFAULT_RECONNECT_ATTEMPTS`]).
+    pub max_attempts: u32,
+}
+
+impl Default for Reconnect {
+    fn default() -> Self {
+        Reconnect {
+            backoff: supervisor::Backoff {
+                initial: Duration::from_millis(100),
+                multiplier: 2.0,
+                max: Duration::from_secs(10),
+                jitter: 0.2,
+                reset_after: Duration::from_secs(60),
+            },
+            max_attempts: DEFAULT_RECONNECT_ATTEMPTS,
+        }
+    }
+}
+
+/// Makes a new connection (for reconnection).
+pub type Connector = Arc<dyn Fn() -> std::io::Result<Connection> + Send + Sync>;
 
 impl Default for ClientOptions {
     fn default() -> Self {
@@ -116,6 +157,9 @@ impl Default for ClientOptions {
             roots: None,
             on_notification: None,
             heartbeat: None,
+            reconnect: None,
+            on_closed: None,
+            on_reconnected: None,
         }
     }
 }
@@ -145,8 +189,12 @@ struct Shared {
     pending: Mutex<HashMap<RequestId, Pending>>,
     next_id: AtomicI64,
     closed: AtomicBool,
+    // Set while one reader thread re-establishes the connection.
+    reconnecting: AtomicBool,
     options: ClientOptions,
     on_close: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    connector: Option<Connector>,
+    init_params: Mutex<Value>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -166,30 +214,36 @@ impl Client {
     /// accepting any supported revision the server answers with) and sends
     /// `notifications/initialized`.
     pub fn connect(connection: Connection, options: ClientOptions) -> Result<Client, ClientError> {
+        Self::start(connection, None, options)
+    }
+
+    /// Like [`Client::connect`], with a connector that is called again to
+    /// reconnect when [`ClientOptions::reconnect`] is set.
+    pub fn connect_with<F>(connector: F, options: ClientOptions) -> Result<Client, ClientError>
+    where
+        F: Fn() -> std::io::Result<Connection> + Send + Sync + 'static,
+    {
+        let connector: Connector = Arc::new(connector);
+        let first = connector().map_err(|e| ClientError::Io(e.to_string()))?;
+        Self::start(first, Some(connector), options)
+    }
+
+    fn start(
+        connection: Connection,
+        connector: Option<Connector>,
+        options: ClientOptions,
+    ) -> Result<Client, ClientError> {
         let Connection {
             writer,
             reader,
             on_close,
             ..
         } = connection;
-        let shared = Arc::new(Shared {
-            writer: Mutex::new(writer),
-            pending: Mutex::new(HashMap::new()),
-            next_id: AtomicI64::new(1),
-            closed: AtomicBool::new(false),
-            options,
-            on_close: Mutex::new(on_close),
-        });
-        let reader_shared = shared.clone();
-        thread::Builder::new()
-            .name("mcpvisor-client-reader".into())
-            .spawn(move || read_loop(reader_shared, reader))
-            .map_err(|e| ClientError::Io(e.to_string()))?;
         let mut caps = Map::new();
         for (name, set) in [
-            ("sampling", shared.options.sampling.is_some()),
-            ("elicitation", shared.options.elicitation.is_some()),
-            ("roots", shared.options.roots.is_some()),
+            ("sampling", options.sampling.is_some()),
+            ("elicitation", options.elicitation.is_some()),
+            ("roots", options.roots.is_some()),
         ] {
             if set {
                 caps.insert(name.into(), json!({}));
@@ -198,37 +252,32 @@ impl Client {
         let params = json!({
             "protocolVersion": ProtocolVersion::LATEST.as_str(),
             "capabilities": caps,
-            "clientInfo": {"name": shared.options.name, "version": shared.options.version},
+            "clientInfo": {"name": options.name, "version": options.version},
         });
+        let shared = Arc::new(Shared {
+            writer: Mutex::new(writer),
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicI64::new(1),
+            closed: AtomicBool::new(false),
+            reconnecting: AtomicBool::new(false),
+            options,
+            on_close: Mutex::new(on_close),
+            connector,
+            init_params: Mutex::new(params),
+        });
+        spawn_reader(&shared, reader)?;
         let client = Client {
             shared,
             init: Arc::new(Value::Null),
             version: ProtocolVersion::LATEST,
         };
-        let result = match client.request_with("initialize", params, CallOptions::default()) {
+        let (result, version) = match client.handshake() {
             Ok(r) => r,
             Err(e) => {
                 client.close();
                 return Err(e);
             }
         };
-        let version = result
-            .get("protocolVersion")
-            .and_then(Value::as_str)
-            .and_then(ProtocolVersion::parse)
-            .ok_or_else(|| {
-                ClientError::Protocol(format!(
-                    "unsupported or missing protocolVersion in {result}"
-                ))
-            });
-        let version = match version {
-            Ok(v) => v,
-            Err(e) => {
-                client.close();
-                return Err(e);
-            }
-        };
-        client.notify("notifications/initialized", json!({}))?;
         let client = Client {
             init: Arc::new(result),
             version,
@@ -276,7 +325,37 @@ impl Client {
     }
 
     /// Any request with per-call options (timeout, progress, cancellation).
+    /// While the client is reconnecting, requests fail with `Closed`.
     pub fn request_with(
+        &self,
+        method: &str,
+        params: Value,
+        opts: CallOptions,
+    ) -> Result<Value, ClientError> {
+        if self.shared.reconnecting.load(Ordering::SeqCst) {
+            return Err(ClientError::Closed);
+        }
+        self.send_request(method, params, opts)
+    }
+
+    /// `initialize` with the stored parameters, then `notifications/initialized`.
+    fn handshake(&self) -> Result<(Value, ProtocolVersion), ClientError> {
+        let params = lock(&self.shared.init_params).clone();
+        let result = self.send_request("initialize", params, CallOptions::default())?;
+        let version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .and_then(ProtocolVersion::parse)
+            .ok_or_else(|| {
+                ClientError::Protocol(format!(
+                    "unsupported or missing protocolVersion in {result}"
+                ))
+            })?;
+        self.notify("notifications/initialized", json!({}))?;
+        Ok((result, version))
+    }
+
+    fn send_request(
         &self,
         method: &str,
         mut params: Value,
@@ -467,8 +546,10 @@ impl Shared {
         if self.closed.load(Ordering::SeqCst) {
             return Err(ClientError::Closed);
         }
-        lock(&self.writer).write(message).map_err(|e| {
-            self.shutdown();
+        let result = lock(&self.writer).write(message);
+        result.map_err(|e| {
+            // Ending our side ends the reader, which reconnects or gives up.
+            lock(&self.writer).close();
             ClientError::Io(e.to_string())
         })
     }
@@ -486,17 +567,21 @@ impl Shared {
     }
 }
 
+fn spawn_reader(shared: &Arc<Shared>, reader: Box<dyn MessageReader>) -> Result<(), ClientError> {
+    let shared = shared.clone();
+    thread::Builder::new()
+        .name("mcpvisor-client-reader".into())
+        .spawn(move || read_loop(shared, reader))
+        .map(drop)
+        .map_err(|e| ClientError::Io(e.to_string()))
+}
+
 fn read_loop(shared: Arc<Shared>, mut reader: Box<dyn MessageReader>) {
-    loop {
+    let why = loop {
         let bytes = match reader.read() {
             Ok(Some(b)) => b,
-            Ok(None) => break,
-            Err(e) => {
-                if !shared.closed.load(Ordering::SeqCst) {
-                    log::warn!("client: connection failed: {e}");
-                }
-                break;
-            }
+            Ok(None) => break ClientError::Closed,
+            Err(e) => break ClientError::Io(e.to_string()),
         };
         let messages = match jsonrpc::parse(&bytes) {
             Ok(Parsed::Single(m)) => vec![m],
@@ -509,8 +594,103 @@ fn read_loop(shared: Arc<Shared>, mut reader: Box<dyn MessageReader>) {
         for m in messages {
             dispatch(&shared, m);
         }
+    };
+    connection_lost(&shared, why);
+}
+
+/// The connection ended: after an intentional close nothing happens; with
+/// reconnection configured, this thread reconnects; otherwise the client is
+/// closed and `on_closed` fires. Calls waiting on the old connection fail.
+fn connection_lost(shared: &Arc<Shared>, why: ClientError) {
+    if shared.closed.load(Ordering::SeqCst) {
+        return;
     }
+    // Only one thread reconnects; a reader of a half-made connection just leaves.
+    let (Some(policy), Some(connector)) =
+        (shared.options.reconnect.clone(), shared.connector.clone())
+    else {
+        return give_up(shared, why);
+    };
+    if shared.reconnecting.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    log::warn!("client: connection lost ({why}); reconnecting");
+    lock(&shared.pending).clear();
+    let mut seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        | 1;
+    for attempt in 0..policy.max_attempts {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let delay = policy
+            .backoff
+            .delay(attempt, (seed >> 11) as f64 / (1u64 << 53) as f64);
+        thread::sleep(delay);
+        if shared.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let conn = match connector() {
+            Ok(c) => c,
+            Err(e) => {
+                log::info!("client: reconnect attempt {} failed: {e}", attempt + 1);
+                continue;
+            }
+        };
+        let Connection {
+            writer,
+            reader,
+            on_close,
+            ..
+        } = conn;
+        lock(&shared.writer).close();
+        *lock(&shared.writer) = writer;
+        if let Some(old) = std::mem::replace(&mut *lock(&shared.on_close), on_close) {
+            old();
+        }
+        if spawn_reader(shared, reader).is_err() {
+            continue;
+        }
+        let client = Client {
+            shared: shared.clone(),
+            init: Arc::new(Value::Null),
+            version: ProtocolVersion::LATEST,
+        };
+        match client.handshake() {
+            Ok((_, v)) => {
+                shared.reconnecting.store(false, Ordering::SeqCst);
+                log::info!("client: reconnected (protocol {v})");
+                if let Some(cb) = &shared.options.on_reconnected {
+                    cb();
+                }
+                return;
+            }
+            Err(e) => log::info!(
+                "client: reconnect attempt {} failed at initialize: {e}",
+                attempt + 1
+            ),
+        }
+    }
+    shared.reconnecting.store(false, Ordering::SeqCst);
+    give_up(
+        shared,
+        ClientError::Io(format!(
+            "gave up reconnecting after {} attempts",
+            policy.max_attempts
+        )),
+    );
+}
+
+fn give_up(shared: &Arc<Shared>, why: ClientError) {
+    if shared.closed.load(Ordering::SeqCst) {
+        return;
+    }
+    log::warn!("client: connection closed: {why}");
     shared.shutdown();
+    if let Some(cb) = &shared.options.on_closed {
+        cb(&why);
+    }
 }
 
 fn dispatch(shared: &Arc<Shared>, message: Message) {
@@ -591,22 +771,29 @@ fn heartbeat(shared: std::sync::Weak<Shared>, every: Duration) {
         if shared.closed.load(Ordering::SeqCst) {
             return;
         }
+        if shared.reconnecting.load(Ordering::SeqCst) {
+            continue;
+        }
         let client = Client {
             shared: shared.clone(),
             init: Arc::new(Value::Null),
             version: ProtocolVersion::LATEST,
         };
-        if let Err(e) = client.request_with(
-            "ping",
-            json!({}),
-            CallOptions {
-                timeout: Some(every),
-                ..Default::default()
-            },
-        ) {
-            log::warn!("client: heartbeat failed ({e}); closing the connection");
-            shared.shutdown();
-            return;
+        let opts = CallOptions {
+            timeout: Some(every),
+            ..Default::default()
+        };
+        if let Err(e) = client.send_request("ping", json!({}), opts) {
+            let why = ClientError::Io(format!(
+                "heartbeat: ping not answered within {every:?} ({e})"
+            ));
+            if shared.options.reconnect.is_none() {
+                give_up(&shared, why);
+                return;
+            }
+            // Closing our side ends the reader, which reconnects.
+            log::warn!("client: {why}; reconnecting");
+            lock(&shared.writer).close();
         }
     }
 }
