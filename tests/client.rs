@@ -352,7 +352,9 @@ mod reconnection {
         let (re_tx, re_rx) = crossbeam_channel::unbounded();
         let options = ClientOptions {
             reconnect: Some(quick(200)),
-            on_reconnected: Some(Arc::new(move || drop(re_tx.send(())))),
+            on_reconnected: Some(Arc::new(move || {
+                let _ = re_tx.send(());
+            })),
             ..Default::default()
         };
         let c = Client::connect_with(move || Connection::tcp(addr), options).unwrap();
