@@ -465,3 +465,71 @@ mod reconnection {
         mute.join().unwrap();
     }
 }
+
+#[test]
+fn progress_extends_the_timeout_but_not_the_total_limit() {
+    let s = Server::builder("slow", "1")
+        .tool(Tool::new("ticker", json!({"type":"object"}), |_, ctx| {
+            for i in 1..=100 {
+                if ctx.is_cancelled() {
+                    break;
+                }
+                ctx.progress(f64::from(i), None, None);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(ToolResult::text("done"))
+        }))
+        .build()
+        .unwrap();
+    let (a, b) = memory::pair();
+    s.serve_memory(a).unwrap();
+    let options = ClientOptions {
+        request_timeout: Duration::from_millis(150),
+        max_total_timeout: Some(Duration::from_millis(400)),
+        ..Default::default()
+    };
+    let c = Client::connect(b.into_connection(), options).unwrap();
+    let started = std::time::Instant::now();
+    let opts = CallOptions { progress: Some(Arc::new(|_, _, _| {})), ..Default::default() };
+    let r = c.call_tool_with("ticker", json!({}), opts);
+    assert!(matches!(r, Err(ClientError::Timeout { .. })), "{r:?}");
+    // Progress kept the 150 ms timeout alive well past it; the 400 ms total stopped it.
+    assert!(started.elapsed() >= Duration::from_millis(300), "{:?}", started.elapsed());
+}
+
+#[test]
+fn http_404_leads_to_a_fresh_initialize() {
+    let clock = supervisor::ManualClock::new();
+    let s = server();
+    let http = s
+        .start_http(
+            mcpvisor::transport::http::HttpOptions::default()
+                .with_bind("127.0.0.1:0".parse().unwrap())
+                .with_clock(Arc::new(clock.clone()))
+                .with_get_stream(false),
+        )
+        .unwrap();
+    let url = format!("http://{}/mcp", http.local_addr());
+    let (re_tx, re_rx) = crossbeam_channel::unbounded();
+    let mut reconnect = mcpvisor::client::Reconnect::default();
+    reconnect.backoff.initial = Duration::from_millis(10);
+    let options = ClientOptions {
+        reconnect: Some(reconnect),
+        on_reconnected: Some(Arc::new(move || {
+            let _ = re_tx.send(());
+        })),
+        ..Default::default()
+    };
+    let u = url.clone();
+    let c = Client::connect_with(move || Connection::http(&u), options).unwrap();
+    assert_eq!(text(&c.call_tool("echo", json!({"message": "one"})).unwrap()), "one");
+    clock.advance(Duration::from_secs(3600));
+    assert_eq!(http.sweep_sessions(), 1);
+    // The server answers 404: this call fails, the client re-initializes.
+    assert!(c.call_tool("echo", json!({"message": "lost"})).is_err());
+    re_rx.recv_timeout(Duration::from_secs(10)).expect("re-initialized");
+    assert_eq!(text(&c.call_tool("echo", json!({"message": "two"})).unwrap()), "two");
+    assert_eq!(http.session_count(), 1);
+    c.close();
+    http.shutdown().unwrap();
+}
