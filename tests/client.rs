@@ -490,11 +490,18 @@ fn progress_extends_the_timeout_but_not_the_total_limit() {
     };
     let c = Client::connect(b.into_connection(), options).unwrap();
     let started = std::time::Instant::now();
-    let opts = CallOptions { progress: Some(Arc::new(|_, _, _| {})), ..Default::default() };
+    let opts = CallOptions {
+        progress: Some(Arc::new(|_, _, _| {})),
+        ..Default::default()
+    };
     let r = c.call_tool_with("ticker", json!({}), opts);
     assert!(matches!(r, Err(ClientError::Timeout { .. })), "{r:?}");
     // Progress kept the 150 ms timeout alive well past it; the 400 ms total stopped it.
-    assert!(started.elapsed() >= Duration::from_millis(300), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
@@ -522,14 +529,38 @@ fn http_404_leads_to_a_fresh_initialize() {
     };
     let u = url.clone();
     let c = Client::connect_with(move || Connection::http(&u), options).unwrap();
-    assert_eq!(text(&c.call_tool("echo", json!({"message": "one"})).unwrap()), "one");
+    assert_eq!(
+        text(&c.call_tool("echo", json!({"message": "one"})).unwrap()),
+        "one"
+    );
     clock.advance(Duration::from_secs(3600));
     assert_eq!(http.sweep_sessions(), 1);
     // The server answers 404: this call fails, the client re-initializes.
     assert!(c.call_tool("echo", json!({"message": "lost"})).is_err());
-    re_rx.recv_timeout(Duration::from_secs(10)).expect("re-initialized");
-    assert_eq!(text(&c.call_tool("echo", json!({"message": "two"})).unwrap()), "two");
+    re_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("re-initialized");
+    assert_eq!(
+        text(&c.call_tool("echo", json!({"message": "two"})).unwrap()),
+        "two"
+    );
     assert_eq!(http.session_count(), 1);
     c.close();
     http.shutdown().unwrap();
+}
+
+#[test]
+fn dropping_the_last_handle_closes_and_reaps_the_child() {
+    let conn =
+        Connection::child(std::process::Command::new(common::example("conformance"))).unwrap();
+    let pid = conn.process_id().unwrap();
+    let c = Client::connect(conn, ClientOptions::default()).unwrap();
+    let c2 = c.clone();
+    drop(c);
+    c2.ping().unwrap(); // a clone keeps it open
+    drop(c2);
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "closed and reaped on drop"
+    );
 }

@@ -80,7 +80,7 @@ impl Connection {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = command.spawn()?;
+        let mut child = spawn_child(command)?;
         let stdin = child
             .stdin
             .take()
@@ -191,4 +191,46 @@ impl Drop for TcpOut {
     fn drop(&mut self) {
         let _ = self.0.shutdown(std::net::Shutdown::Both);
     }
+}
+
+/// Spawns children from one long-lived thread with `PR_SET_PDEATHSIG`, so
+/// they get SIGTERM if this process dies without closing them (no orphans).
+/// Linux sends that signal when the *thread* that forked exits, which is why
+/// the forking thread lives as long as the process.
+#[cfg(target_os = "linux")]
+fn spawn_child(command: Command) -> io::Result<Child> {
+    use std::os::unix::process::CommandExt;
+    use std::sync::OnceLock;
+    type Job = (Command, crossbeam_channel::Sender<io::Result<Child>>);
+    static SPAWNER: OnceLock<crossbeam_channel::Sender<Job>> = OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = crossbeam_channel::unbounded::<Job>();
+        let _ = std::thread::Builder::new()
+            .name("mcpvisor-spawner".into())
+            .spawn(move || {
+                for (mut command, reply) in rx {
+                    // SAFETY: prctl is async-signal-safe; it only sets this
+                    // child's parent-death signal between fork and exec.
+                    unsafe {
+                        command.pre_exec(|| {
+                            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                            Ok(())
+                        });
+                    }
+                    let _ = reply.send(command.spawn());
+                }
+            });
+        tx
+    });
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    spawner
+        .send((command, tx))
+        .map_err(|_| io::Error::other("the spawner thread is gone"))?;
+    rx.recv()
+        .map_err(|_| io::Error::other("the spawner thread is gone"))?
+}
+
+#[cfg(not(target_os = "linux"))]
+fn spawn_child(mut command: Command) -> io::Result<Child> {
+    command.spawn()
 }

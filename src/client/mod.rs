@@ -207,6 +207,29 @@ pub struct Client {
     shared: Arc<Shared>,
     init: Arc<Value>,
     version: ProtocolVersion,
+    // Held by user-facing handles only: when the last one is dropped the
+    // connection closes (a child process is stopped and reaped).
+    _guard: Option<Arc<CloseOnDrop>>,
+}
+
+struct CloseOnDrop(Arc<Shared>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.shutdown();
+    }
+}
+
+impl Client {
+    /// A handle for the client's own threads (it does not keep the connection open).
+    fn internal(shared: &Arc<Shared>) -> Client {
+        Client {
+            shared: shared.clone(),
+            init: Arc::new(Value::Null),
+            version: ProtocolVersion::LATEST,
+            _guard: None,
+        }
+    }
 }
 
 impl Client {
@@ -266,11 +289,7 @@ impl Client {
             init_params: Mutex::new(params),
         });
         spawn_reader(&shared, reader)?;
-        let client = Client {
-            shared,
-            init: Arc::new(Value::Null),
-            version: ProtocolVersion::LATEST,
-        };
+        let client = Client::internal(&shared);
         let (result, version) = match client.handshake() {
             Ok(r) => r,
             Err(e) => {
@@ -281,6 +300,7 @@ impl Client {
         let client = Client {
             init: Arc::new(result),
             version,
+            _guard: Some(Arc::new(CloseOnDrop(shared.clone()))),
             ..client
         };
         if let Some(every) = client.shared.options.heartbeat {
@@ -652,11 +672,7 @@ fn connection_lost(shared: &Arc<Shared>, why: ClientError) {
         if spawn_reader(shared, reader).is_err() {
             continue;
         }
-        let client = Client {
-            shared: shared.clone(),
-            init: Arc::new(Value::Null),
-            version: ProtocolVersion::LATEST,
-        };
+        let client = Client::internal(shared);
         match client.handshake() {
             Ok((_, v)) => {
                 shared.reconnecting.store(false, Ordering::SeqCst);
@@ -774,11 +790,7 @@ fn heartbeat(shared: std::sync::Weak<Shared>, every: Duration) {
         if shared.reconnecting.load(Ordering::SeqCst) {
             continue;
         }
-        let client = Client {
-            shared: shared.clone(),
-            init: Arc::new(Value::Null),
-            version: ProtocolVersion::LATEST,
-        };
+        let client = Client::internal(&shared);
         let opts = CallOptions {
             timeout: Some(every),
             ..Default::default()
