@@ -564,3 +564,37 @@ fn dropping_the_last_handle_closes_and_reaps_the_child() {
         "closed and reaped on drop"
     );
 }
+
+#[test]
+fn tcp_idle_connections_are_closed_and_the_cap_holds() {
+    use std::io::Read;
+    let s = server();
+    let tcp = s
+        .start_tcp(
+            TcpOptions::default()
+                .with_bind("127.0.0.1:0".parse().unwrap())
+                .with_idle_timeout(Duration::from_millis(200))
+                .with_max_connections(1),
+        )
+        .unwrap();
+    let mut idle = std::net::TcpStream::connect(tcp.local_addr()).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    // While it is open, a second connection is refused (closed at once).
+    let mut second = std::net::TcpStream::connect(tcp.local_addr()).unwrap();
+    second
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(
+        second.read(&mut [0u8; 16]).unwrap_or(0),
+        0,
+        "refused beyond the cap"
+    );
+    // The idle one is closed by the server after its idle timeout.
+    assert_eq!(
+        idle.read(&mut [0u8; 16]).unwrap_or(0),
+        0,
+        "closed after idling"
+    );
+    tcp.shutdown().unwrap();
+}
