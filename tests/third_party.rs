@@ -5,20 +5,12 @@ mod common;
 
 use mcpvisor::client::{Client, ClientOptions, Connection};
 use serde_json::json;
-use std::path::PathBuf;
 use std::process::Command;
 
 #[test]
 fn server_everything_over_stdio() {
-    let js = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/js");
+    let js = common::npm_dir("js", "@modelcontextprotocol/server-everything");
     let entry = js.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    if !entry.exists() {
-        let ok = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&js)
-            .status();
-        assert!(ok.is_ok_and(|s| s.success()), "npm ci failed in tests/js");
-    }
     let mut cmd = Command::new("node");
     cmd.arg(&entry).arg("stdio");
     let client = Client::connect(

@@ -4,34 +4,13 @@
 mod common;
 
 use serde_json::{json, Value};
-use std::path::PathBuf;
 use std::process::Command;
-
-fn js_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/js")
-}
-
-/// Installs the pinned SDK (package-lock.json) on first use.
-fn ensure_sdk() {
-    if js_dir()
-        .join("node_modules/@modelcontextprotocol/sdk")
-        .exists()
-    {
-        return;
-    }
-    let status = Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-        .current_dir(js_dir())
-        .status()
-        .expect("npm must be installed to run the TypeScript SDK test");
-    assert!(status.success(), "npm ci failed in tests/js");
-}
 
 #[test]
 fn typescript_sdk_client_lists_calls_reads_and_gets() {
-    ensure_sdk();
+    let js = common::npm_dir("js", "@modelcontextprotocol/sdk");
     let out = Command::new("node")
-        .arg(js_dir().join("sdk_client.mjs"))
+        .arg(js.join("sdk_client.mjs"))
         .arg(common::example("conformance"))
         .output()
         .expect("node must be installed to run the TypeScript SDK test");

@@ -14,6 +14,47 @@ use std::time::Duration;
 /// How long a test waits for any one message before failing.
 pub const WAIT: Duration = Duration::from_secs(20);
 
+/// `tests/<sub>` with its pinned npm packages installed (`npm ci` once,
+/// when `marker` under `node_modules` is missing).
+pub fn npm_dir(sub: &str, marker: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(sub);
+    if !dir.join("node_modules").join(marker).exists() {
+        let ok = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&dir)
+            .status();
+        assert!(
+            ok.is_ok_and(|s| s.success()),
+            "npm ci failed in tests/{sub} (npm must be installed)"
+        );
+    }
+    dir
+}
+
+/// Starts an example that prints `listening on <url>` first; returns the
+/// child and the URL.
+pub fn spawn_listening(name: &str, args: &[&str]) -> (Child, String) {
+    let mut child = Command::new(example(name))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .expect("listening line");
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    (child, url)
+}
+
 /// The path of a built example.
 pub fn example(name: &str) -> PathBuf {
     let mut dir = std::env::current_exe().expect("test executable path");
