@@ -2,6 +2,7 @@
 //! engine and writes what the engine sends back.
 
 pub(crate) mod accept;
+pub mod amqp;
 pub mod http;
 pub mod lines;
 pub mod memory;

@@ -1,0 +1,262 @@
+//! AMQP configuration: a plain value built by the caller (nothing is read
+//! from the environment), with URLs restricted to `amqp://` / `amqps://` and
+//! credentials that never appear in `Display` or `Debug` output.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Default topic exchange.
+pub const DEFAULT_EXCHANGE: &str = "mcp";
+/// Default dead-letter exchange for rejected messages.
+pub const DEFAULT_DEAD_LETTER_EXCHANGE: &str = "mcp.dlx";
+/// Default unacknowledged deliveries per consumer.
+pub const DEFAULT_PREFETCH: u16 = 64;
+/// Default largest accepted message body: 1 MiB.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1024 * 1024;
+/// Default idle expiry of a session owned by an instance.
+pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(30 * 60);
+
+/// Why a configuration is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// The URL's scheme is not `amqp` or `amqps`.
+    Scheme(String),
+    /// The URL is malformed.
+    Malformed(String),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Scheme(s) => write!(
+                f,
+                "AMQP URLs must start with amqp:// or amqps://, not {s}://"
+            ),
+            ConfigError::Malformed(why) => write!(f, "malformed AMQP URL: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// A validated AMQP URL. The password is kept but never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AmqpUrl {
+    /// Whether TLS is used (`amqps://`).
+    pub tls: bool,
+    /// User name (default "guest").
+    pub user: String,
+    password: String,
+    /// Host name.
+    pub host: String,
+    /// Port (default 5672, or 5671 with TLS).
+    pub port: u16,
+    /// Virtual host (default "/").
+    pub vhost: String,
+}
+
+/// Decodes `%XX` escapes (URL userinfo and vhost).
+fn percent_decode(s: &str) -> Result<String, ConfigError> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s
+                .get(i + 1..i + 3)
+                .ok_or_else(|| ConfigError::Malformed("truncated %-escape".into()))?;
+            out.push(
+                u8::from_str_radix(hex, 16)
+                    .map_err(|_| ConfigError::Malformed("bad %-escape".into()))?,
+            );
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| ConfigError::Malformed("non-UTF-8 escape".into()))
+}
+
+impl AmqpUrl {
+    /// Parses and validates `amqp[s]://[user[:password]@]host[:port][/vhost]`.
+    /// Error messages never contain the credentials.
+    pub fn parse(url: &str) -> Result<AmqpUrl, ConfigError> {
+        let (scheme, rest) = url
+            .split_once("://")
+            .ok_or_else(|| ConfigError::Malformed("missing scheme".into()))?;
+        let tls = match scheme.to_ascii_lowercase().as_str() {
+            "amqp" => false,
+            "amqps" => true,
+            other => return Err(ConfigError::Scheme(other.to_owned())),
+        };
+        let (authority, vhost) = match rest.split_once('/') {
+            Some((a, v)) => (
+                a,
+                if v.is_empty() {
+                    "/".to_owned()
+                } else {
+                    percent_decode(v)?
+                },
+            ),
+            None => (rest, "/".to_owned()),
+        };
+        let (userinfo, hostport) = match authority.rsplit_once('@') {
+            Some((u, h)) => (Some(u), h),
+            None => (None, authority),
+        };
+        let (user, password) = match userinfo {
+            Some(u) => match u.split_once(':') {
+                Some((user, pass)) => (percent_decode(user)?, percent_decode(pass)?),
+                None => (percent_decode(u)?, String::new()),
+            },
+            None => ("guest".to_owned(), "guest".to_owned()),
+        };
+        let default_port = if tls { 5671 } else { 5672 };
+        let (host, port) = match hostport.rsplit_once(':') {
+            Some((h, p)) if !h.is_empty() && !p.contains(']') => (
+                h.to_owned(),
+                p.parse()
+                    .map_err(|_| ConfigError::Malformed(format!("bad port {p:?}")))?,
+            ),
+            _ => (hostport.to_owned(), default_port),
+        };
+        if host.is_empty() {
+            return Err(ConfigError::Malformed("missing host".into()));
+        }
+        Ok(AmqpUrl {
+            tls,
+            user,
+            password,
+            host,
+            port,
+            vhost,
+        })
+    }
+
+    /// The password, for opening the connection only.
+    pub fn password(&self) -> &str {
+        &self.password
+    }
+}
+
+/// Shows the URL with the password replaced by `***`.
+impl fmt::Display for AmqpUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scheme = if self.tls { "amqps" } else { "amqp" };
+        let vhost = if self.vhost == "/" {
+            String::new()
+        } else {
+            format!("/{}", self.vhost)
+        };
+        write!(
+            f,
+            "{scheme}://{}:***@{}:{}{vhost}",
+            self.user, self.host, self.port
+        )
+    }
+}
+
+impl fmt::Debug for AmqpUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AmqpUrl({self})")
+    }
+}
+
+/// Configuration of the AMQP transport (server and client sides).
+#[derive(Clone, Debug)]
+pub struct AmqpConfig {
+    /// Broker URL.
+    pub url: AmqpUrl,
+    /// Topic exchange (default [`DEFAULT_EXCHANGE`]).
+    pub exchange: String,
+    /// Logical server name: names the shared request queue.
+    pub server_name: String,
+    /// Dead-letter exchange (default [`DEFAULT_DEAD_LETTER_EXCHANGE`]).
+    pub dead_letter_exchange: String,
+    /// Prefetch per consumer (default [`DEFAULT_PREFETCH`]).
+    pub prefetch: u16,
+    /// Largest accepted body (default [`DEFAULT_MAX_MESSAGE_BYTES`]).
+    pub max_message_bytes: usize,
+    /// Session idle expiry (default [`DEFAULT_SESSION_IDLE`]).
+    pub session_idle: Duration,
+}
+
+impl AmqpConfig {
+    /// A configuration for `url` serving (or reaching) `server_name`.
+    pub fn new(url: &str, server_name: impl Into<String>) -> Result<AmqpConfig, ConfigError> {
+        Ok(AmqpConfig {
+            url: AmqpUrl::parse(url)?,
+            exchange: DEFAULT_EXCHANGE.into(),
+            server_name: server_name.into(),
+            dead_letter_exchange: DEFAULT_DEAD_LETTER_EXCHANGE.into(),
+            prefetch: DEFAULT_PREFETCH,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            session_idle: DEFAULT_SESSION_IDLE,
+        })
+    }
+    /// The shared, durable request queue of the logical server.
+    pub fn request_queue(&self) -> String {
+        format!("mcp.{}.requests", self.server_name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_amqp_schemes_are_accepted() {
+        assert_eq!(
+            AmqpUrl::parse("http://guest:guest@localhost").unwrap_err(),
+            ConfigError::Scheme("http".into())
+        );
+        assert!(matches!(
+            AmqpUrl::parse("localhost:5672"),
+            Err(ConfigError::Malformed(_))
+        ));
+        assert!(AmqpUrl::parse("amqps://h").unwrap().tls);
+        assert_eq!(AmqpUrl::parse("amqps://h").unwrap().port, 5671);
+    }
+
+    #[test]
+    fn parses_parts_with_defaults_and_escapes() {
+        let u = AmqpUrl::parse("amqp://al%40ice:p%3Ass@broker:5673/prod%2Fmcp").unwrap();
+        assert_eq!(
+            (
+                u.user.as_str(),
+                u.password(),
+                u.host.as_str(),
+                u.port,
+                u.vhost.as_str()
+            ),
+            ("al@ice", "p:ss", "broker", 5673, "prod/mcp")
+        );
+        let d = AmqpUrl::parse("amqp://127.0.0.1").unwrap();
+        assert_eq!(
+            (d.user.as_str(), d.password(), d.port, d.vhost.as_str()),
+            ("guest", "guest", 5672, "/")
+        );
+        assert!(AmqpUrl::parse("amqp://h:notaport").is_err());
+    }
+
+    #[test]
+    fn credentials_never_printed() {
+        let u = AmqpUrl::parse("amqp://user:s3cret-pass@h:5672/v").unwrap();
+        for text in [
+            u.to_string(),
+            format!("{u:?}"),
+            format!(
+                "{:?}",
+                AmqpConfig::new("amqp://user:s3cret-pass@h", "x").unwrap()
+            ),
+        ] {
+            assert!(!text.contains("s3cret"), "{text}");
+            assert!(text.contains("***"), "{text}");
+        }
+        let e = AmqpUrl::parse("ftp://user:s3cret@h")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("s3cret"), "{e}");
+    }
+}
