@@ -325,7 +325,11 @@ fn idle_sessions_expire_on_the_injected_clock_and_cancel_their_work() {
     clock.advance(Duration::from_secs(61));
     // The supervised sweeper may get there first; either way only a expires.
     http.sweep_sessions();
-    assert_eq!(http.session_count(), 1, "the idle session expired, the busy one stayed");
+    assert_eq!(
+        http.session_count(),
+        1,
+        "the idle session expired, the busy one stayed"
+    );
     let ping = json!({"jsonrpc":"2.0","id":9,"method":"ping"});
     assert_eq!(
         post(addr, Some(&a), &ping, &[]).status,
