@@ -12,7 +12,10 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+
+use common::Stats;
+use std::time::Duration;
 
 struct Conn {
     r: BufReader<TcpStream>,
@@ -92,53 +95,25 @@ impl Conn {
     }
 }
 
-struct Stats {
-    calls_per_sec: f64,
-    p50_us: f64,
-    p99_us: f64,
-}
+const ECHO_CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello world"}}}"#;
 
 fn load(addr: SocketAddr, path: &str, sessions: usize, calls_per_session: usize) -> Stats {
-    let start = std::sync::Barrier::new(sessions + 1);
-    let (lat, elapsed) = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..sessions)
-            .map(|_| {
-                let start = &start;
-                scope.spawn(move || {
-                    let mut c = Conn::open(addr, path);
-                    c.initialize();
-                    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello world"}}}"#;
-                    for _ in 0..200 {
-                        c.post(body); // warm-up
-                    }
-                    start.wait();
-                    let mut lat = Vec::with_capacity(calls_per_session);
-                    for _ in 0..calls_per_session {
-                        let t = Instant::now();
-                        let answer = c.post(body);
-                        lat.push(t.elapsed().as_nanos() as u64);
-                        debug_assert!(answer.contains("hello world"));
-                    }
-                    lat
-                })
-            })
-            .collect();
-        start.wait();
-        let t = Instant::now();
-        let lat: Vec<u64> = workers
-            .into_iter()
-            .flat_map(|w| w.join().unwrap())
-            .collect();
-        (lat, t.elapsed())
-    });
-    let mut lat = lat;
-    lat.sort_unstable();
-    let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)] as f64 / 1000.0;
-    Stats {
-        calls_per_sec: lat.len() as f64 / elapsed.as_secs_f64(),
-        p50_us: pct(0.5),
-        p99_us: pct(0.99),
-    }
+    common::concurrent(
+        sessions,
+        calls_per_session,
+        || {
+            let mut c = Conn::open(addr, path);
+            c.initialize();
+            for _ in 0..200 {
+                c.post(ECHO_CALL); // warm-up
+            }
+            c
+        },
+        |c| {
+            let answer = c.post(ECHO_CALL);
+            debug_assert!(answer.contains("hello world"));
+        },
+    )
 }
 
 fn rss_kib(pid: u32) -> u64 {

@@ -9,15 +9,12 @@
 //! With `--baseline`, the same load runs against that server command in the
 //! same run (e.g. an rmcp echo server) and the ratios are printed.
 
+mod common;
+
+use common::Stats;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
-
-struct Stats {
-    calls_per_sec: f64,
-    p50_us: f64,
-    p99_us: f64,
-}
 
 fn spawn(command: &[String]) -> Child {
     Command::new(&command[0])
@@ -96,15 +93,7 @@ fn run(command: &[String], inflight: usize, calls: usize) -> Stats {
     let elapsed = measured_from.elapsed();
     drop(w);
     let _ = child.wait();
-    latencies.sort_unstable();
-    let pct = |p: f64| {
-        latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)] as f64 / 1000.0
-    };
-    Stats {
-        calls_per_sec: calls as f64 / elapsed.as_secs_f64(),
-        p50_us: pct(0.50),
-        p99_us: pct(0.99),
-    }
+    common::stats(latencies, elapsed)
 }
 
 /// `connections` TCP connections to `echo --tcp`, each calling back to back.
@@ -125,56 +114,39 @@ fn run_tcp(echo: &str, connections: usize, calls: usize) -> Stats {
         .parse()
         .expect("address");
     let per = (calls / connections).max(100);
-    let barrier = std::sync::Barrier::new(connections + 1);
-    let (mut lat, elapsed) = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..connections)
-            .map(|_| {
-                let barrier = &barrier;
-                scope.spawn(move || {
-                    let s = std::net::TcpStream::connect(addr).unwrap();
-                    s.set_nodelay(true).unwrap();
-                    let mut w = s.try_clone().unwrap();
-                    let mut r = BufReader::new(s);
-                    let mut line = String::new();
-                    writeln!(w, r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"bench","version":"0"}}}}}}"#).unwrap();
-                    r.read_line(&mut line).unwrap();
-                    writeln!(w, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#).unwrap();
-                    let req = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello world"}}}"#.to_owned() + "\n";
-                    for _ in 0..200 {
-                        w.write_all(req.as_bytes()).unwrap();
-                        line.clear();
-                        r.read_line(&mut line).unwrap();
-                    }
-                    barrier.wait();
-                    let mut lat = Vec::with_capacity(per);
-                    for _ in 0..per {
-                        let t = Instant::now();
-                        w.write_all(req.as_bytes()).unwrap();
-                        line.clear();
-                        r.read_line(&mut line).unwrap();
-                        lat.push(t.elapsed().as_nanos() as u64);
-                    }
-                    lat
-                })
-            })
-            .collect();
-        barrier.wait();
-        let t = Instant::now();
-        let lat: Vec<u64> = workers
-            .into_iter()
-            .flat_map(|w| w.join().unwrap())
-            .collect();
-        (lat, t.elapsed())
-    });
+    let req = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello world"}}}"#.to_owned() + "\n";
+    let result = common::concurrent(
+        connections,
+        per,
+        || {
+            let s = std::net::TcpStream::connect(addr).unwrap();
+            s.set_nodelay(true).unwrap();
+            let mut w = s.try_clone().unwrap();
+            let mut r = BufReader::new(s);
+            let mut line = String::new();
+            writeln!(w, r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"bench","version":"0"}}}}}}"#).unwrap();
+            r.read_line(&mut line).unwrap();
+            writeln!(
+                w,
+                r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+            )
+            .unwrap();
+            for _ in 0..200 {
+                w.write_all(req.as_bytes()).unwrap();
+                line.clear();
+                r.read_line(&mut line).unwrap();
+            }
+            (w, r, line)
+        },
+        |(w, r, line)| {
+            w.write_all(req.as_bytes()).unwrap();
+            line.clear();
+            r.read_line(line).unwrap();
+        },
+    );
     let _ = child.kill();
     let _ = child.wait();
-    lat.sort_unstable();
-    let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)] as f64 / 1000.0;
-    Stats {
-        calls_per_sec: lat.len() as f64 / elapsed.as_secs_f64(),
-        p50_us: pct(0.5),
-        p99_us: pct(0.99),
-    }
+    result
 }
 
 fn main() {

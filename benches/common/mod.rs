@@ -1,0 +1,68 @@
+//! Shared by the load benches: latency statistics and the "N clients, each
+//! calling back to back" driver.
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+/// Throughput and latency of one run.
+pub struct Stats {
+    pub calls_per_sec: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+}
+
+/// Statistics of `lat` (nanoseconds per call) over `elapsed`.
+pub fn stats(mut lat: Vec<u64>, elapsed: Duration) -> Stats {
+    lat.sort_unstable();
+    let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)] as f64 / 1000.0;
+    Stats {
+        calls_per_sec: lat.len() as f64 / elapsed.as_secs_f64(),
+        p50_us: pct(0.5),
+        p99_us: pct(0.99),
+    }
+}
+
+/// `clients` threads each run `setup` (connect, initialize, warm up), wait
+/// for the others, then time `calls` back-to-back `call`s.
+pub fn concurrent<S>(
+    clients: usize,
+    calls: usize,
+    setup: impl Fn() -> S + Sync,
+    call: impl Fn(&mut S) + Sync,
+) -> Stats {
+    let barrier = std::sync::Barrier::new(clients + 1);
+    let (lat, elapsed) = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..clients)
+            .map(|_| {
+                let (barrier, setup, call) = (&barrier, &setup, &call);
+                scope.spawn(move || {
+                    let mut state = setup();
+                    barrier.wait();
+                    let mut lat = Vec::with_capacity(calls);
+                    for _ in 0..calls {
+                        let t = Instant::now();
+                        call(&mut state);
+                        lat.push(t.elapsed().as_nanos() as u64);
+                    }
+                    lat
+                })
+            })
+            .collect();
+        barrier.wait();
+        let t = Instant::now();
+        let lat: Vec<u64> = workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect();
+        (lat, t.elapsed())
+    });
+    stats(lat, elapsed)
+}
+
+/// One table row.
+pub fn row(server: &str, n: usize, s: &Stats) {
+    println!(
+        "{server:<10} {n:>9} {:>12.0} {:>9.1} {:>9.1}",
+        s.calls_per_sec, s.p50_us, s.p99_us
+    );
+}
