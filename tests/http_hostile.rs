@@ -252,3 +252,35 @@ fn running_out_of_descriptors_and_recovering() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn a_failed_listener_is_restarted_by_the_supervisor_and_rebinds() {
+    let http = echo_server(HttpOptions::default());
+    let addr = http.local_addr();
+    assert_eq!(send(addr, "GET", "/healthz", &[], b"").status, 200);
+    http.break_listener_for_tests();
+    // accept() now fails for good: the worker exits with an error, the
+    // supervisor restarts it, and the new worker binds the same address.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let restarts = http
+            .supervisor()
+            .which_children()
+            .unwrap()
+            .into_iter()
+            .find(|c| c.id == "http-listener")
+            .map_or(0, |c| c.restarts);
+        if restarts >= 1 {
+            if let Ok(s) = TcpStream::connect(addr) {
+                if send_on(s, "GET", "/healthz", &[], b"").status == 200 {
+                    break;
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "the listener did not come back");
+        std::thread::yield_now();
+    }
+    let sid = initialize(addr, &[]);
+    round_trip(addr, &sid, 1);
+    http.shutdown().unwrap();
+}

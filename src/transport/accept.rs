@@ -31,6 +31,9 @@ pub(crate) struct Acceptor {
     pub(crate) max_connections: usize,
     pub(crate) active: AtomicUsize,
     pub(crate) stopping: Arc<AtomicBool>,
+    /// The listening socket; empty after a fatal error, so the restarted
+    /// worker binds the address again.
+    pub(crate) socket: Mutex<Option<TcpListener>>,
 }
 
 /// Decrements the connection count however a connection thread ends.
@@ -128,11 +131,11 @@ impl Acceptor {
     /// The supervised worker running this acceptor on `socket`; after a
     /// failure the restarted worker binds `addr` again.
     pub(crate) fn worker(self: &Arc<Self>, socket: TcpListener, addr: SocketAddr) -> ChildSpec {
-        let slot = Arc::new(Mutex::new(Some(socket)));
+        *self.socket.lock().unwrap_or_else(|p| p.into_inner()) = Some(socket);
         let acceptor = self.clone();
         ChildSpec::worker(format!("{}-listener", self.name), move |ctx| {
             let socket = {
-                let mut s = slot.lock().unwrap_or_else(|p| p.into_inner());
+                let mut s = acceptor.socket.lock().unwrap_or_else(|p| p.into_inner());
                 match s.as_ref() {
                     Some(l) => l.try_clone()?,
                     None => {
@@ -148,7 +151,11 @@ impl Acceptor {
                 .accept_loop(&socket, ctx.stop_signal())
                 .inspect_err(|e| {
                     log::error!("{}: listener failed: {e}", acceptor.name);
-                    slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+                    acceptor
+                        .socket
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .take();
                 })?;
             Ok(())
         })
@@ -162,6 +169,23 @@ impl Acceptor {
     pub(crate) fn stop(&self, addr: SocketAddr) {
         self.stopping.store(true, Ordering::SeqCst);
         let _ = TcpStream::connect_timeout(&addr, Duration::from_millis(200));
+    }
+
+    /// Makes the listening socket fail (accept() then returns EINVAL), to
+    /// prove that the supervisor restarts the listener and it rebinds.
+    pub(crate) fn break_socket(&self) {
+        use std::os::fd::AsRawFd;
+        if let Some(l) = self
+            .socket
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            // SAFETY: shutdown(2) on a socket we own; it only changes its state.
+            unsafe {
+                libc::shutdown(l.as_raw_fd(), libc::SHUT_RDWR);
+            }
+        }
     }
 
     /// Open connections.

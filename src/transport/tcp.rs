@@ -9,7 +9,7 @@ use crate::protocol::Engine;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicUsize};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use supervisor::{Strategy, Supervisor, SupervisorSpec};
 
@@ -92,6 +92,7 @@ impl TcpServer {
             max_connections: options.max_connections,
             active: AtomicUsize::new(0),
             stopping: Arc::new(AtomicBool::new(false)),
+            socket: Mutex::new(None),
         });
         let spec = SupervisorSpec::new("tcp", Strategy::OneForOne)
             .intensity(10, Duration::from_secs(10))

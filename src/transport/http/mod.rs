@@ -23,7 +23,7 @@ use listener::HttpConnections;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicUsize};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use streams::HttpSession;
 use supervisor::{ChildSpec, Clock, Strategy, Supervisor, SupervisorSpec, SystemClock};
@@ -276,6 +276,7 @@ impl HttpServer {
             max_connections: options.max_connections,
             active: AtomicUsize::new(0),
             stopping,
+            socket: Mutex::new(None),
         });
         let accept = acceptor.worker(socket, addr);
         let sweep_every = (options.session_idle_timeout / 10)
@@ -324,6 +325,13 @@ impl HttpServer {
     pub fn supervisor(&self) -> supervisor::SupervisorRef {
         self.root.handle()
     }
+    /// Test hook: makes the listening socket fail so that the supervisor
+    /// must restart the listener, which binds the address again.
+    #[doc(hidden)]
+    pub fn break_listener_for_tests(&self) {
+        self.acceptor.break_socket();
+    }
+
     /// Open connections.
     pub fn connection_count(&self) -> usize {
         self.acceptor.connections()
