@@ -1,9 +1,11 @@
 //! AMQP (RabbitMQ) transport — groundwork. Configuration (URL validation,
-//! credential redaction) and method-derived routing keys are here; the
-//! broker-facing server and client follow (issue 6).
+//! credential redaction), method-derived routing keys and broker connections
+//! with TCP_NODELAY are here; the server and client follow (issue 6).
 
 pub mod config;
+pub mod connect;
 pub mod routing;
 
 pub use config::{AmqpConfig, AmqpUrl, ConfigError};
+pub use connect::{open, ConnectError};
 pub use routing::{MethodRouting, RoutingStrategy};
