@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod connect;
+pub mod envelope;
 pub mod routing;
 
 pub use config::{AmqpConfig, AmqpUrl, ConfigError};

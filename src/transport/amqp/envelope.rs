@@ -1,0 +1,212 @@
+//! What travels with a message on AMQP: the body is the raw JSON-RPC
+//! message and nothing else; transport data lives in AMQP properties and
+//! headers. Incoming deliveries are checked here once (size, content type,
+//! JSON-RPC validity) and the reason for a rejection is a value.
+
+use crate::jsonrpc::{self, ParseError, Parsed};
+use amiquip::{AmqpProperties, AmqpValue, FieldTable};
+use serde_json::Value;
+use std::fmt;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The only content type sent and accepted.
+pub const CONTENT_TYPE: &str = "application/json";
+/// Header carrying the MCP session id.
+pub const SESSION_HEADER: &str = "mcp-session-id";
+/// Header carrying the MCP protocol revision.
+pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// Transport data of one outgoing message.
+#[derive(Clone, Debug, Default)]
+pub struct Envelope {
+    /// Ties a reply to its request (the request's message id).
+    pub correlation_id: Option<String>,
+    /// Where replies go (the sender's reply queue).
+    pub reply_to: Option<String>,
+    /// The MCP session.
+    pub session: Option<String>,
+    /// The negotiated protocol revision.
+    pub protocol_version: Option<String>,
+    /// The sending application.
+    pub app_id: String,
+}
+
+impl Envelope {
+    /// AMQP properties for a message with `message_id`.
+    pub fn properties(&self, message_id: &str) -> AmqpProperties {
+        let mut headers = FieldTable::new();
+        if let Some(s) = &self.session {
+            headers.insert(SESSION_HEADER.into(), AmqpValue::LongString(s.clone()));
+        }
+        if let Some(v) = &self.protocol_version {
+            headers.insert(
+                PROTOCOL_VERSION_HEADER.into(),
+                AmqpValue::LongString(v.clone()),
+            );
+        }
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let mut p = AmqpProperties::default()
+            .with_content_type(CONTENT_TYPE.into())
+            .with_message_id(message_id.into())
+            .with_timestamp(now)
+            .with_app_id(self.app_id.clone())
+            .with_headers(headers);
+        if let Some(c) = &self.correlation_id {
+            p = p.with_correlation_id(c.clone());
+        }
+        if let Some(r) = &self.reply_to {
+            p = p.with_reply_to(r.clone());
+        }
+        p
+    }
+
+    /// Reads the envelope of a delivery.
+    pub fn of(props: &AmqpProperties) -> Envelope {
+        let header = |name: &str| match props.headers().as_ref().and_then(|h| h.get(name)) {
+            Some(AmqpValue::LongString(s)) => Some(s.clone()),
+            _ => None,
+        };
+        Envelope {
+            correlation_id: props.correlation_id().clone(),
+            reply_to: props.reply_to().clone(),
+            session: header(SESSION_HEADER),
+            protocol_version: header(PROTOCOL_VERSION_HEADER),
+            app_id: props.app_id().clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// Why a delivery is rejected (without requeue, to the dead-letter exchange).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rejection {
+    /// The body exceeds the size limit.
+    TooLarge {
+        /// Its size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A content type other than `application/json`.
+    ContentType(String),
+    /// Not JSON, or not valid JSON-RPC.
+    Invalid(ParseError),
+}
+
+impl Rejection {
+    /// The error response for the sender, when one is owed and a reply address exists.
+    pub fn reply(&self) -> Option<Value> {
+        match self {
+            Rejection::TooLarge { limit, .. } => ParseError::too_large(*limit).response(),
+            Rejection::ContentType(ct) => Some(jsonrpc::error_response_value(
+                None,
+                &jsonrpc::ErrorObject::invalid_request(format!(
+                    "content type must be {CONTENT_TYPE}, got {ct:?}"
+                )),
+            )),
+            Rejection::Invalid(e) => e.response(),
+        }
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rejection::TooLarge { size, limit } => {
+                write!(f, "message of {size} bytes exceeds the limit of {limit}")
+            }
+            Rejection::ContentType(ct) => write!(f, "content type {ct:?} is not {CONTENT_TYPE}"),
+            Rejection::Invalid(e) => write!(f, "invalid JSON-RPC: {e}"),
+        }
+    }
+}
+
+/// Checks one incoming delivery: size first (before parsing), then content
+/// type (absent is tolerated), then JSON-RPC validity — never repaired.
+pub fn accept(body: &[u8], content_type: Option<&str>, limit: usize) -> Result<Parsed, Rejection> {
+    if body.len() > limit {
+        return Err(Rejection::TooLarge {
+            size: body.len(),
+            limit,
+        });
+    }
+    if let Some(ct) = content_type {
+        if !ct
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .eq_ignore_ascii_case(CONTENT_TYPE)
+        {
+            return Err(Rejection::ContentType(ct.to_owned()));
+        }
+    }
+    jsonrpc::parse(body).map_err(Rejection::Invalid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn properties_carry_the_transport_data() {
+        let env = Envelope {
+            correlation_id: Some("c-1".into()),
+            reply_to: Some("amq.gen-reply".into()),
+            session: Some("abc".into()),
+            protocol_version: Some("2025-11-25".into()),
+            app_id: "mcpvisor".into(),
+        };
+        let p = env.properties("m-1");
+        assert_eq!(p.content_type().as_deref(), Some(CONTENT_TYPE));
+        assert_eq!(p.message_id().as_deref(), Some("m-1"));
+        assert!(p.timestamp().is_some_and(|t| t > 0));
+        let back = Envelope::of(&p);
+        assert_eq!(
+            (
+                back.correlation_id.as_deref(),
+                back.reply_to.as_deref(),
+                back.session.as_deref(),
+                back.protocol_version.as_deref(),
+                back.app_id.as_str()
+            ),
+            (
+                Some("c-1"),
+                Some("amq.gen-reply"),
+                Some("abc"),
+                Some("2025-11-25"),
+                "mcpvisor"
+            )
+        );
+    }
+
+    #[test]
+    fn deliveries_are_checked_never_repaired() {
+        let ok = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+        assert!(accept(ok, Some("application/json"), 1024).is_ok());
+        assert!(accept(ok, None, 1024).is_ok());
+        assert_eq!(
+            accept(ok, Some("text/plain"), 1024).unwrap_err(),
+            Rejection::ContentType("text/plain".into())
+        );
+        assert_eq!(
+            accept(ok, None, 10).unwrap_err(),
+            Rejection::TooLarge {
+                size: ok.len(),
+                limit: 10
+            }
+        );
+        let missing = br#"{"id":1,"method":"ping"}"#;
+        match accept(missing, None, 1024) {
+            Err(r @ Rejection::Invalid(_)) => {
+                assert_eq!(r.reply().unwrap()["error"]["code"], -32600)
+            }
+            other => panic!("{other:?}"),
+        }
+        match accept(b"not json", None, 1024) {
+            Err(r) => assert_eq!(r.reply().unwrap()["error"]["code"], -32700),
+            other => panic!("{other:?}"),
+        }
+    }
+}
