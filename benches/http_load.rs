@@ -202,32 +202,15 @@ fn main() {
         }
     }
     let (mut child, addr) = spawn_ours(idle + 100);
-    println!(
-        "{:<10} {:>9} {:>12} {:>9} {:>9}",
-        "server", "sessions", "calls/s", "p50 µs", "p99 µs"
-    );
+    common::header("sessions");
     for sessions in [1, 32] {
         let per = (calls / sessions).max(100);
         let us = load(addr, "/mcp", sessions, per);
-        println!(
-            "{:<10} {:>9} {:>12.0} {:>9.1} {:>9.1}",
-            "mcpvisor", sessions, us.calls_per_sec, us.p50_us, us.p99_us
-        );
+        common::row("mcpvisor", sessions, &us);
         if let Some(url) = &baseline {
             let (baddr, bpath) = parse_url(url);
             let them = load(baddr, &bpath, sessions, per);
-            println!(
-                "{:<10} {:>9} {:>12.0} {:>9.1} {:>9.1}",
-                "baseline", sessions, them.calls_per_sec, them.p50_us, them.p99_us
-            );
-            println!(
-                "{:<10} {:>9} {:>11.2}x {:>8.2}x {:>8.2}x",
-                "ratio",
-                sessions,
-                us.calls_per_sec / them.calls_per_sec,
-                them.p50_us / us.p50_us,
-                them.p99_us / us.p99_us
-            );
+            common::compare(sessions, &us, &them);
         }
     }
     if idle > 0 {

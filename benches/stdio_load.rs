@@ -175,38 +175,18 @@ fn main() {
     assert!(status.success(), "building examples/echo failed");
     let ours =
         vec![concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/examples/echo").to_owned()];
-    println!(
-        "{:<10} {:>9} {:>12} {:>9} {:>9}",
-        "server", "in-flight", "calls/s", "p50 µs", "p99 µs"
-    );
+    common::header("in-flight");
     for inflight in [1, 32] {
         let n = if inflight == 1 { calls / 4 } else { calls };
         let us = run(&ours, inflight, n);
-        println!(
-            "{:<10} {:>9} {:>12.0} {:>9.1} {:>9.1}",
-            "mcpvisor", inflight, us.calls_per_sec, us.p50_us, us.p99_us
-        );
+        common::row("mcpvisor", inflight, &us);
         if let Some(b) = &baseline {
             let them = run(b, inflight, n);
-            println!(
-                "{:<10} {:>9} {:>12.0} {:>9.1} {:>9.1}",
-                "baseline", inflight, them.calls_per_sec, them.p50_us, them.p99_us
-            );
-            println!(
-                "{:<10} {:>9} {:>11.2}x {:>8.2}x {:>8.2}x",
-                "ratio",
-                inflight,
-                us.calls_per_sec / them.calls_per_sec,
-                them.p50_us / us.p50_us,
-                them.p99_us / us.p99_us
-            );
+            common::compare(inflight, &us, &them);
         }
     }
     for connections in [1, 32] {
         let tcp = run_tcp(&ours[0], connections, calls / 4);
-        println!(
-            "{:<10} {:>9} {:>12.0} {:>9.1} {:>9.1}",
-            "tcp-conns", connections, tcp.calls_per_sec, tcp.p50_us, tcp.p99_us
-        );
+        common::row("tcp-conns", connections, &tcp);
     }
 }

@@ -43,8 +43,6 @@ mod tests {
 /// idle expiry, a maximum count, and binding to the credential that
 /// created each session.
 pub mod table {
-    #[allow(unused_imports)]
-    use super::new_session_id;
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex, MutexGuard};
     use std::time::{Duration, Instant};
@@ -188,6 +186,7 @@ pub mod table {
 
     #[cfg(test)]
     mod tests {
+        use super::super::new_session_id;
         use super::*;
         use std::sync::atomic::{AtomicBool, Ordering};
         use supervisor::ManualClock;

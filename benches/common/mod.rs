@@ -66,3 +66,23 @@ pub fn row(server: &str, n: usize, s: &Stats) {
         s.calls_per_sec, s.p50_us, s.p99_us
     );
 }
+
+/// The table header; `unit` names the concurrency column.
+pub fn header(unit: &str) {
+    println!(
+        "{:<10} {unit:>9} {:>12} {:>9} {:>9}",
+        "server", "calls/s", "p50 µs", "p99 µs"
+    );
+}
+
+/// The baseline's row and the ratios (ours over theirs; higher is better).
+pub fn compare(n: usize, us: &Stats, them: &Stats) {
+    row("baseline", n, them);
+    println!(
+        "{:<10} {n:>9} {:>11.2}x {:>8.2}x {:>8.2}x",
+        "ratio",
+        us.calls_per_sec / them.calls_per_sec,
+        them.p50_us / us.p50_us,
+        them.p99_us / us.p99_us
+    );
+}

@@ -188,22 +188,21 @@ fn call_tool(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
     let name = required_str(p, "name")?;
     let tool = ctx.session().engine.registry().tools.get(name).cloned();
     let tool = tool.ok_or_else(|| ErrorObject::invalid_params(format!("Unknown tool: {name}")))?;
-    let args = match p.get("arguments") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(a)) => a.clone(),
+    // Validate the arguments where they are; copy them only once valid.
+    let empty = Value::Object(Map::new());
+    let raw = match p.get("arguments") {
+        None | Some(Value::Null) => &empty,
+        Some(v @ Value::Object(_)) => v,
         Some(_) => {
             return Err(ErrorObject::invalid_params(
                 "params.arguments must be an object",
             ))
         }
     };
-    let args = Value::Object(args);
-    tool.check_arguments(&args).map_err(|e| {
+    tool.check_arguments(raw).map_err(|e| {
         ErrorObject::invalid_params(format!("Invalid arguments for tool {name}: {e}"))
     })?;
-    let Value::Object(args) = args else {
-        unreachable!("arguments were built as an object")
-    };
+    let args = raw.as_object().cloned().unwrap_or_default();
     match (tool.tool.handler)(args, ctx) {
         Ok(result) => {
             if let (Some(v), false) = (&tool.output, result.is_error) {

@@ -284,6 +284,19 @@ struct Child {
     restart_due: Option<Instant>,
 }
 
+impl Child {
+    fn new(spec: ChildSpec) -> Child {
+        Child {
+            spec,
+            run: None,
+            restarts: 0,
+            failures: 0,
+            last_exit: None,
+            restart_due: None,
+        }
+    }
+}
+
 struct Sup {
     id: String,
     strategy: Strategy,
@@ -318,18 +331,7 @@ impl Sup {
             period: spec.period,
             clock: spec.clock,
             hook: spec.hook,
-            children: spec
-                .children
-                .into_iter()
-                .map(|spec| Child {
-                    spec,
-                    run: None,
-                    restarts: 0,
-                    failures: 0,
-                    last_exit: None,
-                    restart_due: None,
-                })
-                .collect(),
+            children: spec.children.into_iter().map(Child::new).collect(),
             restarts: VecDeque::new(),
             exits_tx,
             exits_rx,
@@ -798,14 +800,7 @@ impl Sup {
                     Err(ChildError::AlreadyPresent)
                 } else {
                     let id = spec.id.clone();
-                    self.children.push(Child {
-                        spec,
-                        run: None,
-                        restarts: 0,
-                        failures: 0,
-                        last_exit: None,
-                        restart_due: None,
-                    });
+                    self.children.push(Child::new(spec));
                     self.start_child(self.children.len() - 1).map_err(|e| {
                         self.children.retain(|c| c.spec.id != id);
                         ChildError::StartFailed(e)

@@ -229,13 +229,39 @@ impl Conn {
         }
         let deadline = Instant::now() + self.limits.head_timeout.max(Duration::from_secs(30));
         if let Some(n) = length {
-            while self.len < n {
-                if self.fill(deadline)? == 0 {
-                    return Err(ReadError::Reject(400, "body shorter than Content-Length"));
+            // What is buffered already, then straight from the socket into
+            // the body: a large body is held once, not twice.
+            let have = self.len.min(n);
+            req.body = Vec::with_capacity(n);
+            req.body.extend_from_slice(&self.buf[..have]);
+            self.consume(have);
+            while req.body.len() < n {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(ReadError::Timeout);
+                }
+                self.stream
+                    .set_read_timeout(Some(left))
+                    .map_err(ReadError::Io)?;
+                let start = req.body.len();
+                req.body.resize(n, 0);
+                match self.stream.read(&mut req.body[start..]) {
+                    Ok(0) => {
+                        return Err(ReadError::Reject(400, "body shorter than Content-Length"))
+                    }
+                    Ok(got) => req.body.truncate(start + got),
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                        ) =>
+                    {
+                        return Err(ReadError::Timeout)
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => req.body.truncate(start),
+                    Err(e) => return Err(ReadError::Io(e)),
                 }
             }
-            req.body = self.buf[..n].to_vec();
-            self.consume(n);
         } else if chunked {
             loop {
                 let line = loop {
