@@ -11,7 +11,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 mod common;
 
 use common::Stats;
@@ -142,32 +142,14 @@ fn idle_sessions(addr: SocketAddr, n: usize) {
 }
 
 fn spawn_ours(max_sessions: usize) -> (Child, SocketAddr) {
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--release", "--quiet", "--example", "echo"])
-        .status()
-        .expect("cargo");
-    assert!(status.success());
-    let mut child = Command::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/target/release/examples/echo"
-    ))
-    .args([
+    let (child, what) = common::spawn_echo(&[
         "--http",
         "127.0.0.1:0",
         "--max-sessions",
         &max_sessions.to_string(),
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::null())
-    .spawn()
-    .expect("echo");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .trim_start_matches("listening on http://")
+    ]);
+    let addr = what
+        .trim_start_matches("http://")
         .trim_end_matches("/mcp")
         .parse()
         .unwrap();

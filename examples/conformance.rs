@@ -3,7 +3,7 @@
 //! resources, prompts and completions.
 //!
 //! ```text
-//! conformance [--stdio | --tcp ADDR | --http ADDR [--response-mode sse|json|auto]] [--peer-timeout-ms N]
+//! conformance [--stdio | --tcp ADDR | --http ADDR [--response-mode sse|json|auto] | --amqp URL [--amqp-name NAME]] [--peer-timeout-ms N]
 //! ```
 //! Over HTTP every answer is an SSE stream by default: the suite's
 //! multiple-streams check counts SSE streams (`--response-mode auto` answers
@@ -15,6 +15,7 @@ use mcpvisor::server::{
     base64, Completion, CompletionRef, Content, Prompt, PromptArgument, PromptResult, Resource,
     ResourceContents, ResourceTemplate, Role, Server, Tool, ToolError, ToolResult,
 };
+use mcpvisor::transport::amqp::AmqpConfig;
 use mcpvisor::transport::http::{HttpOptions, ResponseMode};
 use mcpvisor::transport::tcp::TcpOptions;
 use mcpvisor::{Context, LogLevel};
@@ -317,11 +318,13 @@ fn build(peer_timeout: Duration) -> Result<Server, mcpvisor::server::BuildError>
 }
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    mcpvisor::init_logging("warn");
     let mut peer_timeout = Duration::from_secs(60);
     let mut http: Option<std::net::SocketAddr> = None;
     let mut tcp: Option<std::net::SocketAddr> = None;
     let mut mode = ResponseMode::SseOnly;
+    let mut amqp: Option<String> = None;
+    let mut amqp_name = "mcpvisor-conformance".to_owned();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -333,6 +336,16 @@ fn main() -> ExitCode {
             "--http" => match args.next().and_then(|v| v.parse().ok()) {
                 Some(addr) => http = Some(addr),
                 None => return usage("--http needs an address such as 127.0.0.1:8808"),
+            },
+            "--amqp" => match args.next() {
+                Some(url) => amqp = Some(url),
+                None => {
+                    return usage("--amqp needs a URL such as amqp://guest:guest@127.0.0.1:5672")
+                }
+            },
+            "--amqp-name" => match args.next() {
+                Some(name) => amqp_name = name,
+                None => return usage("--amqp-name needs the logical server's name"),
             },
             "--response-mode" => {
                 mode = match args.next().as_deref() {
@@ -357,6 +370,21 @@ fn main() -> ExitCode {
         }
     };
     let served = match (tcp, http) {
+        _ if amqp.is_some() => {
+            let url = amqp.as_deref().unwrap_or_default();
+            let config = match AmqpConfig::new(url, amqp_name) {
+                Ok(c) => c,
+                Err(e) => return usage(&e.to_string()),
+            };
+            let shown = format!("{} as {}", config.url, config.server_name);
+            server.start_amqp(config).and_then(|a| {
+                println!(
+                    "listening on {shown} (instance queue {})",
+                    a.instance_queue()
+                );
+                a.wait()
+            })
+        }
         (Some(addr), _) => server
             .start_tcp(TcpOptions::default().with_bind(addr))
             .and_then(|t| {
@@ -386,6 +414,6 @@ fn main() -> ExitCode {
 }
 
 fn usage(problem: &str) -> ExitCode {
-    eprintln!("conformance: {problem}\nusage: conformance [--stdio | --tcp ADDR | --http ADDR [--response-mode sse|json|auto]] [--peer-timeout-ms N]");
+    eprintln!("conformance: {problem}\nusage: conformance [--stdio | --tcp ADDR | --http ADDR [--response-mode sse|json|auto] | --amqp URL [--amqp-name NAME]] [--peer-timeout-ms N]");
     ExitCode::from(2)
 }

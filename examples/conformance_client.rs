@@ -62,7 +62,7 @@ fn run(url: &str, scenario: &str) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    mcpvisor::init_logging("warn");
     let Some(url) = std::env::args().skip(1).last() else {
         eprintln!("usage: conformance_client URL   (scenario in MCP_CONFORMANCE_SCENARIO)");
         return ExitCode::from(2);

@@ -1,7 +1,7 @@
 //! One tool, `echo` ({message} -> that message as text): the benchmark target.
 //!
 //! ```text
-//! echo [--stdio | --tcp ADDR | --http ADDR [--max-sessions N]]
+//! echo [--stdio | --tcp ADDR | --http ADDR [--max-sessions N] | --amqp URL [--amqp-name NAME]]
 //! ```
 
 use mcpvisor::{Server, Tool, ToolResult};
@@ -9,10 +9,12 @@ use serde_json::json;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    mcpvisor::init_logging("warn");
     let mut http: Option<std::net::SocketAddr> = None;
     let mut tcp: Option<std::net::SocketAddr> = None;
     let mut max_sessions = mcpvisor::session::table::DEFAULT_MAX_SESSIONS;
+    let mut amqp: Option<String> = None;
+    let mut amqp_name = "mcpvisor-echo".to_owned();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let parsed = match a.as_str() {
@@ -25,6 +27,8 @@ fn main() -> ExitCode {
                 .next()
                 .and_then(|v| v.parse().ok())
                 .map(|addr| http = Some(addr)),
+            "--amqp" => args.next().map(|url| amqp = Some(url)),
+            "--amqp-name" => args.next().map(|name| amqp_name = name),
             "--max-sessions" => args
                 .next()
                 .and_then(|v| v.parse().ok())
@@ -33,7 +37,7 @@ fn main() -> ExitCode {
         };
         if parsed.is_none() {
             eprintln!(
-                "echo: bad argument {a:?}\nusage: echo [--stdio | --tcp ADDR | --http ADDR [--max-sessions N]]"
+                "echo: bad argument {a:?}\nusage: echo [--stdio | --tcp ADDR | --http ADDR [--max-sessions N] | --amqp URL [--amqp-name NAME]]"
             );
             return ExitCode::from(2);
         }
@@ -49,6 +53,21 @@ fn main() -> ExitCode {
         )
         .build();
     let served = server.map(|s| match (tcp, http) {
+        _ if amqp.is_some() => {
+            let url = amqp.as_deref().unwrap_or_default();
+            mcpvisor::transport::amqp::AmqpConfig::new(url, amqp_name.as_str())
+                .map_err(std::io::Error::other)
+                .and_then(|mut config| {
+                    config.max_sessions = max_sessions;
+                    let shown = format!("{} as {}", config.url, config.server_name);
+                    let a = s.start_amqp(config)?;
+                    println!(
+                        "listening on {shown} (instance queue {})",
+                        a.instance_queue()
+                    );
+                    a.wait()
+                })
+        }
         (Some(addr), _) => s
             .start_tcp(mcpvisor::transport::tcp::TcpOptions::default().with_bind(addr))
             .and_then(|t| {

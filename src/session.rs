@@ -184,6 +184,27 @@ pub mod table {
         }
     }
 
+    impl<T: Expirable + 'static> SessionTable<T> {
+        /// A supervised worker named `name` that sweeps `table` every tenth
+        /// of its idle timeout (between 100 ms and 60 s) until stopped.
+        pub fn sweeper(table: &Arc<Self>, name: &'static str) -> supervisor::ChildSpec {
+            let table = table.clone();
+            let every =
+                (table.idle / 10).clamp(Duration::from_millis(100), Duration::from_secs(60));
+            supervisor::ChildSpec::worker(name, move |ctx| {
+                while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
+                    ctx.stop_signal().recv_timeout(every)
+                {
+                    let n = table.sweep();
+                    if n > 0 {
+                        log::info!("{name}: {n} idle session(s) expired");
+                    }
+                }
+                Ok(())
+            })
+        }
+    }
+
     #[cfg(test)]
     mod tests {
         use super::super::new_session_id;

@@ -32,3 +32,22 @@ pub(crate) fn recv<T>(rx: &Receiver<T>) -> Option<T> {
         Err(TryRecvError::Empty) => rx.recv().ok(),
     }
 }
+
+/// Selects with a short spin before blocking (at most `timeout`, if given);
+/// `None` when the timeout passed.
+pub(crate) fn select<'a>(
+    sel: &mut crossbeam_channel::Select<'a>,
+    timeout: Option<Duration>,
+) -> Option<crossbeam_channel::SelectedOperation<'a>> {
+    let start = Instant::now();
+    while start.elapsed() < SPIN_BEFORE_PARK {
+        if let Ok(op) = sel.try_select() {
+            return Some(op);
+        }
+        std::thread::yield_now();
+    }
+    match timeout {
+        None => Some(sel.select()),
+        Some(t) => sel.select_timeout(t.saturating_sub(start.elapsed())).ok(),
+    }
+}

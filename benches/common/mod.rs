@@ -2,7 +2,34 @@
 //! calling back to back" driver.
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// Builds `examples/echo` in release and starts it with `args`; returns the
+/// child and what its first line says after "listening on ".
+pub fn spawn_echo(args: &[&str]) -> (Child, String) {
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--release", "--quiet", "--example", "echo"])
+        .status()
+        .expect("cargo");
+    assert!(status.success());
+    let mut child = Command::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/target/release/examples/echo"
+    ))
+    .args(args)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("echo");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let what = line.trim().trim_start_matches("listening on ").to_owned();
+    (child, what)
+}
 
 /// Throughput and latency of one run.
 pub struct Stats {

@@ -15,9 +15,11 @@
 //! logged. Server-initiated requests (sampling, elicitation, roots) are
 //! answered by the callbacks in [`ClientOptions`], on their own thread.
 
+mod amqp;
 mod connection;
 mod http;
 
+pub use amqp::RESUME_GRACE;
 pub use connection::{
     Connection, MessageReader, MessageWriter, DEFAULT_CHILD_GRACE, DEFAULT_MAX_MESSAGE_BYTES,
 };
@@ -139,6 +141,25 @@ impl Default for Reconnect {
             },
             max_attempts: DEFAULT_RECONNECT_ATTEMPTS,
         }
+    }
+}
+
+impl Reconnect {
+    /// The delays before each attempt: `max_attempts` of them, growing by
+    /// the backoff and jittered downwards (a xorshift seeded by the clock:
+    /// jitter spreads peers apart, it needs no cryptographic quality).
+    pub fn delays(&self) -> impl Iterator<Item = Duration> + '_ {
+        let mut seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+            | 1;
+        (0..self.max_attempts).map(move |attempt| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            self.backoff
+                .delay(attempt, (seed >> 11) as f64 / (1u64 << 53) as f64)
+        })
     }
 }
 
@@ -636,17 +657,7 @@ fn connection_lost(shared: &Arc<Shared>, why: ClientError) {
     }
     log::warn!("client: connection lost ({why}); reconnecting");
     lock(&shared.pending).clear();
-    let mut seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64)
-        | 1;
-    for attempt in 0..policy.max_attempts {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        let delay = policy
-            .backoff
-            .delay(attempt, (seed >> 11) as f64 / (1u64 << 53) as f64);
+    for (attempt, delay) in policy.delays().enumerate() {
         thread::sleep(delay);
         if shared.closed.load(Ordering::SeqCst) {
             return;

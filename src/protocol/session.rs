@@ -355,6 +355,12 @@ impl Session {
         lock(&self.pending).remove(id);
     }
 
+    /// Whether the request with `id` is in flight (a redelivered copy of it
+    /// can be dropped: the original will answer).
+    pub fn is_inflight(&self, id: &RequestId) -> bool {
+        lock(&self.inflight).contains_key(id)
+    }
+
     /// Number of requests in flight.
     pub fn inflight(&self) -> usize {
         lock(&self.inflight).len()

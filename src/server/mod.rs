@@ -237,6 +237,20 @@ impl Server {
         crate::transport::http::HttpServer::start(self.engine.clone(), options)
     }
 
+    /// Starts an instance of this server on AMQP in the background: it
+    /// shares new sessions with the other instances of `config.server_name`.
+    pub fn start_amqp(
+        &self,
+        config: crate::transport::amqp::AmqpConfig,
+    ) -> std::io::Result<crate::transport::amqp::AmqpServer> {
+        crate::transport::amqp::AmqpServer::start(self.engine.clone(), config)
+    }
+
+    /// Serves on AMQP until the transport's supervision tree ends.
+    pub fn serve_amqp(&self, config: crate::transport::amqp::AmqpConfig) -> std::io::Result<()> {
+        self.start_amqp(config)?.wait()
+    }
+
     /// Starts the TCP transport (newline-delimited JSON-RPC) in the background.
     pub fn start_tcp(
         &self,

@@ -131,6 +131,7 @@ pub fn assert_valid(version: &str, def: &str, message: &Value) {
     );
 }
 
+pub mod amqp;
 pub mod http;
 
 /// Validates one message a server sent, answering a request of `method`

@@ -2,8 +2,12 @@
 //! from the environment), with URLs restricted to `amqp://` / `amqps://` and
 //! credentials that never appear in `Display` or `Debug` output.
 
+use super::routing::{MethodRouting, RoutingStrategy};
+use crate::client::Reconnect;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
+use supervisor::{Clock, SystemClock};
 
 /// Default topic exchange.
 pub const DEFAULT_EXCHANGE: &str = "mcp";
@@ -15,6 +19,36 @@ pub const DEFAULT_PREFETCH: u16 = 64;
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1024 * 1024;
 /// Default idle expiry of a session owned by an instance.
 pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(30 * 60);
+/// Default queue that collects dead letters (bound to the dead-letter exchange).
+pub const DEFAULT_DEAD_LETTER_QUEUE: &str = "mcp.dead-letters";
+/// Default most sessions one server instance owns.
+pub const DEFAULT_MAX_SESSIONS: usize = crate::session::table::DEFAULT_MAX_SESSIONS;
+/// Default AMQP heartbeat in seconds: a dead broker or network is noticed
+/// within about twice this.
+pub const DEFAULT_HEARTBEAT_SECS: u16 = 10;
+/// Default most messages waiting to be published while the broker is
+/// unreachable; beyond it notifications are dropped (responses never are).
+pub const DEFAULT_MAX_BACKLOG: usize = 65_536;
+
+/// What happened to a broker link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AmqpEvent {
+    /// Connected (again); `generation` counts connections from 1.
+    Connected {
+        /// 1 for the first connection, then one more per reconnection.
+        generation: u64,
+    },
+    /// The connection was lost; reconnection starts.
+    Disconnected(String),
+    /// Every reconnection attempt failed: the link is closed for good and
+    /// its owner (supervisor, client) decides what happens next.
+    GaveUp(String),
+    /// Closed on purpose; no reconnection follows.
+    Closed,
+}
+
+/// Receives [`AmqpEvent`]s.
+pub type EventHandler = Arc<dyn Fn(&AmqpEvent) + Send + Sync>;
 
 /// Why a configuration is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,41 +197,109 @@ impl fmt::Debug for AmqpUrl {
     }
 }
 
-/// Configuration of the AMQP transport (server and client sides).
-#[derive(Clone, Debug)]
+/// Configuration of the AMQP transport (server and client sides): a plain
+/// value; nothing is read from the environment.
+#[derive(Clone)]
 pub struct AmqpConfig {
     /// Broker URL.
     pub url: AmqpUrl,
-    /// Topic exchange (default [`DEFAULT_EXCHANGE`]).
+    /// Durable topic exchange that new sessions are published to (default
+    /// [`DEFAULT_EXCHANGE`]). One exchange is one namespace: a logical server
+    /// binds its request queue to it with the routing strategy's keys.
     pub exchange: String,
-    /// Logical server name: names the shared request queue.
+    /// Logical server name: names the shared request queue `mcp.<name>.requests`
+    /// and each instance's queue; clients use it to reach the server.
     pub server_name: String,
     /// Dead-letter exchange (default [`DEFAULT_DEAD_LETTER_EXCHANGE`]).
     pub dead_letter_exchange: String,
-    /// Prefetch per consumer (default [`DEFAULT_PREFETCH`]).
+    /// Queue bound to the dead-letter exchange (default [`DEFAULT_DEAD_LETTER_QUEUE`]).
+    pub dead_letter_queue: String,
+    /// Unacknowledged deliveries per consumer (default [`DEFAULT_PREFETCH`]).
     pub prefetch: u16,
     /// Largest accepted body (default [`DEFAULT_MAX_MESSAGE_BYTES`]).
     pub max_message_bytes: usize,
     /// Session idle expiry (default [`DEFAULT_SESSION_IDLE`]).
     pub session_idle: Duration,
+    /// Most sessions one instance owns (default [`DEFAULT_MAX_SESSIONS`]).
+    pub max_sessions: usize,
+    /// AMQP heartbeat in seconds (default [`DEFAULT_HEARTBEAT_SECS`]).
+    pub heartbeat_secs: u16,
+    /// Most messages held while the broker is unreachable (default [`DEFAULT_MAX_BACKLOG`]).
+    pub max_backlog: usize,
+    /// Reconnection after a broker or network failure: exponential backoff
+    /// with jitter and a bounded number of attempts (default [`Reconnect::default`]).
+    pub reconnect: Reconnect,
+    /// Routing keys of messages published to the exchange (default [`MethodRouting`]).
+    pub routing: Arc<dyn RoutingStrategy>,
+    /// Told when the link connects, drops, gives up or closes (default: logged only).
+    pub on_event: Option<EventHandler>,
+    /// Clock of session expiry (default the system clock).
+    pub clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for AmqpConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AmqpConfig")
+            .field("url", &self.url)
+            .field("exchange", &self.exchange)
+            .field("server_name", &self.server_name)
+            .field("dead_letter_exchange", &self.dead_letter_exchange)
+            .field("prefetch", &self.prefetch)
+            .field("max_message_bytes", &self.max_message_bytes)
+            .finish_non_exhaustive()
+    }
 }
 
 impl AmqpConfig {
-    /// A configuration for `url` serving (or reaching) `server_name`.
+    /// A configuration for `url` serving (or reaching) `server_name`, with
+    /// every other field at its documented default.
     pub fn new(url: &str, server_name: impl Into<String>) -> Result<AmqpConfig, ConfigError> {
+        let server_name = server_name.into();
+        if server_name.is_empty() || server_name.len() > 200 {
+            return Err(ConfigError::Malformed(
+                "the server name must have 1 to 200 bytes".into(),
+            ));
+        }
         Ok(AmqpConfig {
             url: AmqpUrl::parse(url)?,
             exchange: DEFAULT_EXCHANGE.into(),
-            server_name: server_name.into(),
+            server_name,
             dead_letter_exchange: DEFAULT_DEAD_LETTER_EXCHANGE.into(),
+            dead_letter_queue: DEFAULT_DEAD_LETTER_QUEUE.into(),
             prefetch: DEFAULT_PREFETCH,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             session_idle: DEFAULT_SESSION_IDLE,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            heartbeat_secs: DEFAULT_HEARTBEAT_SECS,
+            max_backlog: DEFAULT_MAX_BACKLOG,
+            reconnect: Reconnect::default(),
+            routing: Arc::new(MethodRouting),
+            on_event: None,
+            clock: Arc::new(SystemClock),
         })
     }
     /// The shared, durable request queue of the logical server.
     pub fn request_queue(&self) -> String {
         format!("mcp.{}.requests", self.server_name)
+    }
+    /// The headers exchange between the topic exchange and the logical
+    /// servers' request queues: `<exchange>.servers`.
+    pub fn servers_exchange(&self) -> String {
+        format!("{}.servers", self.exchange)
+    }
+    /// Reports `event` to the handler, if any, and the log.
+    pub(crate) fn emit(&self, event: AmqpEvent) {
+        match &event {
+            AmqpEvent::Connected { generation } => {
+                log::info!("amqp: connected to {} (#{generation})", self.url)
+            }
+            AmqpEvent::Disconnected(why) => log::warn!("amqp: connection lost: {why}"),
+            AmqpEvent::GaveUp(why) => log::error!("amqp: gave up reconnecting: {why}"),
+            AmqpEvent::Closed => log::debug!("amqp: closed"),
+        }
+        if let Some(h) = &self.on_event {
+            h(&event);
+        }
     }
 }
 

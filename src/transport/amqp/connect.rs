@@ -36,8 +36,9 @@ impl fmt::Display for ConnectError {
 
 impl std::error::Error for ConnectError {}
 
-/// Opens a connection to the broker of `url` over a socket with TCP_NODELAY.
-pub fn open(url: &AmqpUrl) -> Result<Connection, ConnectError> {
+/// Opens a connection to the broker of `url` over a socket with TCP_NODELAY,
+/// asking for heartbeats every `heartbeat_secs` seconds (0: none).
+pub fn open(url: &AmqpUrl, heartbeat_secs: u16) -> Result<Connection, ConnectError> {
     if url.tls {
         return Err(ConnectError::TlsUnsupported);
     }
@@ -59,7 +60,8 @@ pub fn open(url: &AmqpUrl) -> Result<Connection, ConnectError> {
             username: url.user.clone(),
             password: url.password().to_owned(),
         })
-        .virtual_host(url.vhost.clone());
+        .virtual_host(url.vhost.clone())
+        .heartbeat(heartbeat_secs);
     // amiquip's error texts carry no credentials (it never sees the URL).
     Connection::insecure_open_stream(stream, options, ConnectionTuning::default())
         .map_err(|e| ConnectError::Amqp(e.to_string()))
@@ -72,7 +74,7 @@ mod tests {
     #[test]
     fn amqps_is_refused_clearly_for_now() {
         let url = AmqpUrl::parse("amqps://u:secret@localhost").unwrap();
-        let e = open(&url).unwrap_err().to_string();
+        let e = open(&url, 0).unwrap_err().to_string();
         assert!(e.contains("amqps") && !e.contains("secret"), "{e}");
     }
 }

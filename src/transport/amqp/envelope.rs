@@ -13,8 +13,18 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub const CONTENT_TYPE: &str = "application/json";
 /// Header carrying the MCP session id.
 pub const SESSION_HEADER: &str = "mcp-session-id";
+/// Header naming the logical server a new session is for.
+pub const SERVER_HEADER: &str = "mcp-server";
 /// Header carrying the MCP protocol revision.
 pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+/// Header set to [`SESSION_NOT_FOUND`] when a message named a session its
+/// receiver does not have (it expired): the client must initialize again,
+/// as after an HTTP 404.
+pub const SESSION_STATUS_HEADER: &str = "mcp-session-status";
+/// JSON-RPC error code of the answer to a request for an unknown session.
+pub const SESSION_NOT_FOUND_CODE: i64 = -32001;
+/// Value of [`SESSION_STATUS_HEADER`] for an unknown session.
+pub const SESSION_NOT_FOUND: &str = "not-found";
 
 /// Transport data of one outgoing message.
 #[derive(Clone, Debug, Default)]
@@ -23,18 +33,25 @@ pub struct Envelope {
     pub correlation_id: Option<String>,
     /// Where replies go (the sender's reply queue).
     pub reply_to: Option<String>,
+    /// The logical server addressed (messages published to the exchange).
+    pub server: Option<String>,
     /// The MCP session.
     pub session: Option<String>,
     /// The negotiated protocol revision.
     pub protocol_version: Option<String>,
     /// The sending application.
     pub app_id: String,
+    /// The named session does not exist (see [`SESSION_STATUS_HEADER`]).
+    pub session_not_found: bool,
 }
 
 impl Envelope {
     /// AMQP properties for a message with `message_id`.
     pub fn properties(&self, message_id: &str) -> AmqpProperties {
         let mut headers = FieldTable::new();
+        if let Some(s) = &self.server {
+            headers.insert(SERVER_HEADER.into(), AmqpValue::LongString(s.clone()));
+        }
         if let Some(s) = &self.session {
             headers.insert(SESSION_HEADER.into(), AmqpValue::LongString(s.clone()));
         }
@@ -42,6 +59,12 @@ impl Envelope {
             headers.insert(
                 PROTOCOL_VERSION_HEADER.into(),
                 AmqpValue::LongString(v.clone()),
+            );
+        }
+        if self.session_not_found {
+            headers.insert(
+                SESSION_STATUS_HEADER.into(),
+                AmqpValue::LongString(SESSION_NOT_FOUND.into()),
             );
         }
         let now = SystemTime::now()
@@ -71,9 +94,11 @@ impl Envelope {
         Envelope {
             correlation_id: props.correlation_id().clone(),
             reply_to: props.reply_to().clone(),
+            server: header(SERVER_HEADER),
             session: header(SESSION_HEADER),
             protocol_version: header(PROTOCOL_VERSION_HEADER),
             app_id: props.app_id().clone().unwrap_or_default(),
+            session_not_found: header(SESSION_STATUS_HEADER).as_deref() == Some(SESSION_NOT_FOUND),
         }
     }
 }
@@ -154,9 +179,11 @@ mod tests {
         let env = Envelope {
             correlation_id: Some("c-1".into()),
             reply_to: Some("amq.gen-reply".into()),
+            server: Some("files".into()),
             session: Some("abc".into()),
             protocol_version: Some("2025-11-25".into()),
             app_id: "mcpvisor".into(),
+            session_not_found: true,
         };
         let p = env.properties("m-1");
         assert_eq!(p.content_type().as_deref(), Some(CONTENT_TYPE));
@@ -179,6 +206,8 @@ mod tests {
                 "mcpvisor"
             )
         );
+        assert!(back.session_not_found);
+        assert_eq!(back.server.as_deref(), Some("files"));
     }
 
     #[test]

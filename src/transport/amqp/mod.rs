@@ -1,12 +1,17 @@
-//! AMQP (RabbitMQ) transport — groundwork. Configuration (URL validation,
-//! credential redaction), method-derived routing keys and broker connections
-//! with TCP_NODELAY are here; the server and client follow (issue 6).
+//! AMQP (RabbitMQ) transport, server and client sides: the body of every
+//! message is the raw JSON-RPC message; transport data travels in AMQP
+//! properties and headers. See [`topology`] for the broker objects and how
+//! sessions are owned by instances.
 
 pub mod config;
 pub mod connect;
 pub mod envelope;
+pub(crate) mod link;
 pub mod routing;
+pub mod server;
+pub mod topology;
 
-pub use config::{AmqpConfig, AmqpUrl, ConfigError};
+pub use config::{AmqpConfig, AmqpEvent, AmqpUrl, ConfigError, EventHandler};
 pub use connect::{open, ConnectError};
 pub use routing::{MethodRouting, RoutingStrategy};
+pub use server::AmqpServer;

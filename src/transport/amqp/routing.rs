@@ -7,6 +7,10 @@ use serde_json::Value;
 pub trait RoutingStrategy: Send + Sync {
     /// The routing key for `message`.
     fn routing_key(&self, message: &Value) -> String;
+    /// The keys a logical server's request queue is bound with: they must
+    /// match every key [`routing_key`](Self::routing_key) gives a request
+    /// or notification that opens or precedes a session.
+    fn binding_keys(&self) -> Vec<String>;
 }
 
 /// The default: `mcp.request.<method>`, `mcp.notification.<method>`,
@@ -25,6 +29,9 @@ impl RoutingStrategy for MethodRouting {
             (Some(m), false) => format!("mcp.notification.{m}"),
             (None, _) => "mcp.response".to_owned(),
         }
+    }
+    fn binding_keys(&self) -> Vec<String> {
+        vec!["mcp.request.#".into(), "mcp.notification.#".into()]
     }
 }
 

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use streams::HttpSession;
-use supervisor::{ChildSpec, Clock, Strategy, Supervisor, SupervisorSpec, SystemClock};
+use supervisor::{Clock, Strategy, Supervisor, SupervisorSpec, SystemClock};
 
 /// Default address: loopback, port 8808.
 pub const DEFAULT_BIND: &str = "127.0.0.1:8808";
@@ -279,22 +279,7 @@ impl HttpServer {
             socket: Mutex::new(None),
         });
         let accept = acceptor.worker(socket, addr);
-        let sweep_every = (options.session_idle_timeout / 10)
-            .clamp(Duration::from_millis(100), Duration::from_secs(60));
-        let sweeper = {
-            let sessions = sessions.clone();
-            ChildSpec::worker("http-session-sweeper", move |ctx| {
-                while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
-                    ctx.stop_signal().recv_timeout(sweep_every)
-                {
-                    let n = sessions.sweep();
-                    if n > 0 {
-                        log::info!("http: {n} idle session(s) expired");
-                    }
-                }
-                Ok(())
-            })
-        };
+        let sweeper = SessionTable::sweeper(&sessions, "http-session-sweeper");
         let spec = SupervisorSpec::new("http", Strategy::OneForOne)
             .intensity(10, Duration::from_secs(10))
             .child(sweeper)

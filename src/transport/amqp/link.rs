@@ -1,0 +1,83 @@
+//! A broker link: one connection and one channel, owned by one thread (an
+//! amiquip `Channel` is `Send` but not `Sync`), reconnected with backoff and
+//! jitter after a failure, never after an intentional stop. Both the server
+//! and the client side run their message loops inside [`run`].
+
+use super::config::{AmqpConfig, AmqpEvent};
+use super::connect::open;
+use amiquip::{Channel, Connection};
+use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
+
+/// How one connection's message loop ended.
+pub(crate) enum Outcome {
+    /// The owner asked to stop: close and do not reconnect.
+    Stop,
+    /// The connection or channel failed: reconnect.
+    Lost(String),
+}
+
+/// Whether `stop` was signalled (its sender dropped).
+pub(crate) fn stopped(stop: &Receiver<()>) -> bool {
+    matches!(stop.try_recv(), Err(TryRecvError::Disconnected) | Ok(()))
+}
+
+/// Runs `serve(connection, channel, generation)` over a connection (`first`, if given,
+/// then fresh ones) until it returns [`Outcome::Stop`] or `stop` is
+/// signalled (`Ok`), or every reconnection attempt failed (`Err`, after
+/// [`AmqpEvent::GaveUp`]). A successful connection restarts the backoff.
+pub(crate) fn run(
+    config: &AmqpConfig,
+    stop: &Receiver<()>,
+    mut first: Option<Connection>,
+    mut serve: impl FnMut(&mut Connection, &Channel, u64) -> Outcome,
+) -> Result<(), String> {
+    let mut generation = 0;
+    let mut delays = config.reconnect.delays();
+    loop {
+        let connection = match first.take() {
+            Some(c) => Ok(c),
+            None => open(&config.url, config.heartbeat_secs).map_err(|e| e.to_string()),
+        };
+        let why = match connection {
+            Ok(mut conn) => match conn.open_channel(None) {
+                Ok(channel) => {
+                    generation += 1;
+                    config.emit(AmqpEvent::Connected { generation });
+                    let outcome = serve(&mut conn, &channel, generation);
+                    match outcome {
+                        Outcome::Stop => {
+                            let _ = channel.close();
+                            let _ = conn.close();
+                            config.emit(AmqpEvent::Closed);
+                            return Ok(());
+                        }
+                        Outcome::Lost(why) => {
+                            config.emit(AmqpEvent::Disconnected(why.clone()));
+                            delays = config.reconnect.delays();
+                            why
+                        }
+                    }
+                }
+                Err(e) => format!("cannot open a channel: {e}"),
+            },
+            Err(e) => e,
+        };
+        if stopped(stop) {
+            config.emit(AmqpEvent::Closed);
+            return Ok(());
+        }
+        let Some(delay) = delays.next() else {
+            let why = format!(
+                "{} reconnection attempts failed; last error: {why}",
+                config.reconnect.max_attempts
+            );
+            config.emit(AmqpEvent::GaveUp(why.clone()));
+            return Err(why);
+        };
+        log::info!("amqp: reconnecting in {delay:?} ({why})");
+        if !matches!(stop.recv_timeout(delay), Err(RecvTimeoutError::Timeout)) {
+            config.emit(AmqpEvent::Closed);
+            return Ok(());
+        }
+    }
+}

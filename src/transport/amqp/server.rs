@@ -1,0 +1,710 @@
+//! The server side: one instance of a logical server. It consumes the
+//! logical server's shared request queue (competing with the other
+//! instances, so new sessions spread across them) and its own instance
+//! queue, where the clients of the sessions it owns send everything after
+//! `initialize`.
+//!
+//! One thread owns the broker connection and channel; it receives
+//! deliveries, hands them to the protocol engine, and publishes what the
+//! engine's handler threads produce (they queue it through a per-delivery
+//! [`Sink`]). A request is acknowledged only once the broker confirmed its
+//! response (at-least-once); a lost connection leaves it unacknowledged, so
+//! the broker delivers it again — handlers must tolerate that.
+
+use super::config::AmqpConfig;
+use super::envelope::{accept, Envelope, Rejection, SESSION_NOT_FOUND_CODE};
+use super::link::{self, Outcome};
+use super::topology;
+use crate::jsonrpc::{self, ErrorObject, Message, Parsed};
+use crate::protocol::{Engine, Outgoing, Session, Sink};
+use crate::session::table::{Expirable, SessionTable};
+use amiquip::{Channel, Confirm, ConsumerMessage, ConsumerOptions, Delivery, Publish};
+use crossbeam_channel::{Receiver, Select, Sender};
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use supervisor::{ChildSpec, Restart, Strategy, Supervisor, SupervisorSpec};
+
+/// A session owned by this instance.
+pub(crate) struct AmqpSession {
+    mcp: Arc<Session>,
+    /// The client's reply queue (updated from every message's `reply_to`).
+    reply_to: Mutex<String>,
+}
+
+impl Expirable for AmqpSession {
+    fn busy(&self) -> bool {
+        self.mcp.inflight() > 0
+    }
+    fn end(&self) {
+        self.mcp.close();
+    }
+}
+
+/// A delivery waiting for its acknowledgement; `generation` names the
+/// connection it came on (tags of an older connection are void).
+struct Ticket {
+    generation: u64,
+    delivery: Delivery,
+}
+
+/// Work for the link thread.
+enum Work {
+    /// Publish to a client's queue, then acknowledge `ticket` once confirmed.
+    Publish {
+        body: Vec<u8>,
+        envelope: Envelope,
+        reply_to: String,
+        ticket: Option<Ticket>,
+    },
+    /// Acknowledge without publishing (no response was owed).
+    Ack(Ticket),
+}
+
+/// What the engine's threads share with the link thread.
+struct Shared {
+    engine: Arc<Engine>,
+    config: AmqpConfig,
+    sessions: Arc<SessionTable<AmqpSession>>,
+    instance_queue: String,
+    work: Sender<Work>,
+    next_message: AtomicU64,
+}
+
+impl Shared {
+    fn message_id(&self) -> String {
+        format!(
+            "{}-{}",
+            self.instance_queue,
+            self.next_message.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+}
+
+/// Where the engine's answers to one delivery go: the sender's reply queue,
+/// tagged with the request's message id; the delivery is acknowledged after
+/// the response (or, if none comes, when the engine lets go of this sink).
+struct Reply {
+    shared: Arc<Shared>,
+    session: Option<Arc<AmqpSession>>,
+    session_id: Option<String>,
+    reply_to: Option<String>,
+    correlation_id: Option<String>,
+    ticket: Mutex<Option<Ticket>>,
+    /// Set for the delivery that opened the session: a failed initialize
+    /// removes it again.
+    opened: bool,
+}
+
+impl Reply {
+    fn take_ticket(&self) -> Option<Ticket> {
+        self.ticket.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+    fn envelope(&self) -> Envelope {
+        Envelope {
+            correlation_id: self.correlation_id.clone(),
+            reply_to: Some(self.shared.instance_queue.clone()),
+            server: None,
+            session: self.session_id.clone(),
+            protocol_version: self
+                .session
+                .as_ref()
+                .and_then(|s| s.mcp.version())
+                .map(|v| v.as_str().to_owned()),
+            app_id: self.shared.config.server_name.clone(),
+            session_not_found: false,
+        }
+    }
+}
+
+impl Sink for Reply {
+    fn send(&self, out: Outgoing) {
+        let response = matches!(out, Outgoing::Response { .. } | Outgoing::Suppressed { .. });
+        let ticket = if response { self.take_ticket() } else { None };
+        let reply_to = self
+            .session
+            .as_ref()
+            .map(|s| s.reply_to.lock().unwrap_or_else(|p| p.into_inner()).clone())
+            .or_else(|| self.reply_to.clone());
+        let (Some(message), Some(reply_to)) = (out.message(), reply_to) else {
+            if let Some(t) = ticket {
+                let _ = self.shared.work.send(Work::Ack(t));
+            }
+            return;
+        };
+        if self.opened && message.get("error").is_some() {
+            if let Some(id) = &self.session_id {
+                self.shared.sessions.remove(id, &None);
+            }
+        }
+        if ticket.is_none() && self.shared.work.len() >= self.shared.config.max_backlog {
+            log::warn!("amqp: publish backlog full; a notification was dropped");
+            return;
+        }
+        let body = serde_json::to_vec(message).unwrap_or_default();
+        let _ = self.shared.work.send(Work::Publish {
+            body,
+            envelope: self.envelope(),
+            reply_to,
+            ticket,
+        });
+    }
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        // Nothing (more) was owed: notifications, responses from the client.
+        if let Some(t) = self.take_ticket() {
+            let _ = self.shared.work.send(Work::Ack(t));
+        }
+    }
+}
+
+/// The session's sink for messages related to no request (list changes,
+/// resource updates).
+struct SessionSink {
+    shared: std::sync::Weak<Shared>,
+    session_id: String,
+}
+
+impl Sink for SessionSink {
+    fn send(&self, out: Outgoing) {
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        let session = shared.sessions.get(&self.session_id, &None);
+        Reply {
+            shared: shared.clone(),
+            session,
+            session_id: Some(self.session_id.clone()),
+            reply_to: None,
+            correlation_id: None,
+            ticket: Mutex::new(None),
+            opened: false,
+        }
+        .send(out);
+    }
+}
+
+/// A running AMQP server instance.
+pub struct AmqpServer {
+    root: Supervisor,
+    shared: Arc<Shared>,
+}
+
+impl AmqpServer {
+    /// Connects to the broker, declares the topology and starts serving
+    /// `engine` under a supervisor (the link worker and a session sweeper).
+    /// Fails if the first connection cannot be made.
+    pub fn start(engine: Arc<Engine>, config: AmqpConfig) -> io::Result<AmqpServer> {
+        let first = super::connect::open(&config.url, config.heartbeat_secs)
+            .map_err(|e| io::Error::new(io::ErrorKind::ConnectionRefused, e.to_string()))?;
+        let (work_tx, work_rx) = crossbeam_channel::unbounded();
+        let sessions = Arc::new(SessionTable::new(
+            config.max_sessions,
+            config.session_idle,
+            config.clock.clone(),
+        ));
+        let instance_queue = format!(
+            "mcp.{}.instance.{}",
+            config.server_name,
+            &topology::unique_suffix()[..16]
+        );
+        let shared = Arc::new(Shared {
+            engine,
+            config,
+            sessions: sessions.clone(),
+            instance_queue,
+            work: work_tx,
+            next_message: AtomicU64::new(1),
+        });
+        let first = Mutex::new(Some(first));
+        let link = {
+            let shared = shared.clone();
+            ChildSpec::worker("amqp-link", move |ctx| {
+                let first = first.lock().unwrap_or_else(|p| p.into_inner()).take();
+                let mut pending = Pending::default();
+                link::run(
+                    &shared.config,
+                    ctx.stop_signal(),
+                    first,
+                    |_, channel, generation| {
+                        let ready = || ctx.ready();
+                        let io = Io {
+                            work: &work_rx,
+                            stop: ctx.stop_signal(),
+                            ready: &ready,
+                        };
+                        serve(&shared, channel, generation, io, &mut pending)
+                    },
+                )
+                .map_err(|e| e.into())
+            })
+            .restart(Restart::Permanent)
+            .await_ready(READY_TIMEOUT)
+        };
+        let spec = SupervisorSpec::new("amqp", Strategy::OneForOne)
+            .intensity(3, Duration::from_secs(60))
+            .child(SessionTable::sweeper(&sessions, "amqp-session-sweeper"))
+            .child(link);
+        let root = Supervisor::start(spec).map_err(io::Error::other)?;
+        log::info!(
+            "amqp: serving MCP as {} on {} (instance queue {})",
+            shared.config.server_name,
+            shared.config.url,
+            shared.instance_queue
+        );
+        Ok(AmqpServer { root, shared })
+    }
+
+    /// The queue this instance consumes its sessions' messages from.
+    pub fn instance_queue(&self) -> &str {
+        &self.shared.instance_queue
+    }
+    /// Number of sessions this instance owns.
+    pub fn session_count(&self) -> usize {
+        self.shared.sessions.len()
+    }
+    /// Expires idle sessions now (the sweeper does this periodically).
+    pub fn sweep_sessions(&self) -> usize {
+        self.shared.sessions.sweep()
+    }
+    /// The supervision tree (link worker, session sweeper).
+    pub fn supervisor(&self) -> supervisor::SupervisorRef {
+        self.root.handle()
+    }
+    /// Ends every session, closes the broker connection (no reconnection
+    /// follows) and stops the supervision tree.
+    pub fn shutdown(self) -> io::Result<()> {
+        self.shared.sessions.clear();
+        self.root.shutdown().map(drop).map_err(io::Error::other)
+    }
+    /// Blocks until the supervision tree ends: `Err` when the link gave up
+    /// reconnecting more often than the restart intensity allows.
+    pub fn wait(self) -> io::Result<()> {
+        self.root.wait().map_err(io::Error::other)
+    }
+}
+
+/// Publish sequence numbers awaiting the broker's confirm, with the
+/// deliveries to acknowledge then. Bounded by the prefetch: each entry is
+/// an unacknowledged delivery.
+#[derive(Default)]
+struct Pending {
+    next_seq: u64,
+    confirms: BTreeMap<u64, Option<Ticket>>,
+    /// Work taken from the queue but not published when the link failed.
+    retry: Option<Work>,
+}
+
+/// What the link thread listens to besides the broker.
+struct Io<'a> {
+    work: &'a Receiver<Work>,
+    stop: &'a Receiver<()>,
+    /// Called once the topology is declared and consumers run.
+    ready: &'a dyn Fn(),
+}
+
+/// How long starting may take: connecting, declaring, consuming.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One connection's message loop.
+fn serve(
+    shared: &Arc<Shared>,
+    channel: &Channel,
+    generation: u64,
+    io: Io<'_>,
+    pending: &mut Pending,
+) -> Outcome {
+    let Io { work, stop, ready } = io;
+    let lost = |what: &str, e: amiquip::Error| Outcome::Lost(format!("{what}: {e}"));
+    // A new channel numbers its publishes from 1; old confirms are void and
+    // their deliveries were requeued by the broker.
+    pending.next_seq = 0;
+    pending.confirms.clear();
+    if let Err(e) = channel.qos(0, shared.config.prefetch, false) {
+        return lost("qos", e);
+    }
+    if let Err(e) = topology::declare_server(channel, &shared.config, &shared.instance_queue) {
+        return lost("declaring the topology", e);
+    }
+    let confirms = match channel
+        .enable_publisher_confirms()
+        .and_then(|()| channel.listen_for_publisher_confirms())
+    {
+        Ok(r) => r,
+        Err(e) => return lost("publisher confirms", e),
+    };
+    let returns = match channel.listen_for_returns() {
+        Ok(r) => r,
+        Err(e) => return lost("returns", e),
+    };
+    let consume = |queue: String, exclusive| {
+        channel.basic_consume(
+            queue,
+            ConsumerOptions {
+                no_ack: false,
+                exclusive,
+                ..Default::default()
+            },
+        )
+    };
+    let requests = match consume(shared.config.request_queue(), false) {
+        Ok(c) => c,
+        Err(e) => return lost("consuming the request queue", e),
+    };
+    let own = match consume(shared.instance_queue.clone(), true) {
+        Ok(c) => c,
+        Err(e) => return lost("consuming the instance queue", e),
+    };
+    ready();
+    let mut link = Link {
+        shared,
+        channel,
+        generation,
+        pending,
+    };
+    if let Some(w) = link.pending.retry.take() {
+        if let Err(e) = link.perform(w) {
+            return e;
+        }
+    }
+    let mut sel = Select::new();
+    let i_requests = sel.recv(requests.receiver());
+    let i_own = sel.recv(own.receiver());
+    let i_work = sel.recv(work);
+    let i_confirms = sel.recv(&confirms);
+    let i_returns = sel.recv(&returns);
+    let i_stop = sel.recv(stop);
+    loop {
+        let Some(op) = crate::wait::select(&mut sel, None) else {
+            continue;
+        };
+        let result = match op.index() {
+            i if i == i_requests => link.consumed(op.recv(requests.receiver())),
+            i if i == i_own => link.consumed(op.recv(own.receiver())),
+            i if i == i_work => match op.recv(work) {
+                Ok(w) => link.perform(w),
+                Err(_) => Err(Outcome::Stop),
+            },
+            i if i == i_confirms => match op.recv(&confirms) {
+                Ok(c) => link.confirmed(c),
+                Err(_) => Err(Outcome::Lost("the connection closed".into())),
+            },
+            i if i == i_returns => {
+                if let Ok(r) = op.recv(&returns) {
+                    // The client's queue is gone: it left. Its request is
+                    // still acknowledged when the confirm arrives.
+                    log::debug!(
+                        "amqp: message to {} returned ({} {}); its client is gone",
+                        r.routing_key,
+                        r.reply_code,
+                        r.reply_text
+                    );
+                }
+                Ok(())
+            }
+            i if i == i_stop => {
+                let _ = op.recv(stop);
+                Err(Outcome::Stop)
+            }
+            _ => Ok(()),
+        };
+        if let Err(outcome) = result {
+            return outcome;
+        }
+    }
+}
+
+/// The link thread's view of one connection.
+struct Link<'a> {
+    shared: &'a Arc<Shared>,
+    channel: &'a Channel,
+    generation: u64,
+    pending: &'a mut Pending,
+}
+
+impl Link<'_> {
+    fn consumed(
+        &mut self,
+        message: Result<ConsumerMessage, crossbeam_channel::RecvError>,
+    ) -> Result<(), Outcome> {
+        match message {
+            Ok(ConsumerMessage::Delivery(d)) => self.delivered(d),
+            Ok(other) => Err(Outcome::Lost(format!("consumer ended: {other:?}"))),
+            Err(_) => Err(Outcome::Lost("consumer channel closed".into())),
+        }
+    }
+
+    fn perform(&mut self, work: Work) -> Result<(), Outcome> {
+        match work {
+            Work::Ack(t) => self.ack(t),
+            Work::Publish {
+                body,
+                envelope,
+                reply_to,
+                ticket,
+            } => {
+                let props = envelope.properties(&self.shared.message_id());
+                let publish = Publish {
+                    body: &body,
+                    routing_key: reply_to.clone(),
+                    mandatory: true,
+                    immediate: false,
+                    properties: props,
+                };
+                if let Err(e) = self.channel.basic_publish("", publish) {
+                    self.pending.retry = Some(Work::Publish {
+                        body,
+                        envelope,
+                        reply_to,
+                        ticket,
+                    });
+                    return Err(Outcome::Lost(format!("publish: {e}")));
+                }
+                self.pending.next_seq += 1;
+                self.pending.confirms.insert(self.pending.next_seq, ticket);
+                Ok(())
+            }
+        }
+    }
+
+    fn ack(&mut self, t: Ticket) -> Result<(), Outcome> {
+        if t.generation != self.generation {
+            return Ok(()); // the broker already requeued it with its connection
+        }
+        t.delivery
+            .ack(self.channel)
+            .map_err(|e| Outcome::Lost(format!("ack: {e}")))
+    }
+
+    fn confirmed(&mut self, confirm: Confirm) -> Result<(), Outcome> {
+        let (payload, ok) = match confirm {
+            Confirm::Ack(p) => (p, true),
+            Confirm::Nack(p) => (p, false),
+        };
+        let tags: Vec<u64> = if payload.multiple {
+            self.pending
+                .confirms
+                .range(..=payload.delivery_tag)
+                .map(|(k, _)| *k)
+                .collect()
+        } else {
+            vec![payload.delivery_tag]
+        };
+        for tag in tags {
+            let Some(Some(ticket)) = self.pending.confirms.remove(&tag) else {
+                continue;
+            };
+            if ok {
+                self.ack(ticket)?;
+            } else if ticket.generation == self.generation {
+                // The broker lost the response: run the request again.
+                log::warn!("amqp: a response was nacked by the broker; requeueing its request");
+                ticket
+                    .delivery
+                    .nack(self.channel, true)
+                    .map_err(|e| Outcome::Lost(format!("nack: {e}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn delivered(&mut self, mut delivery: Delivery) -> Result<(), Outcome> {
+        let body = std::mem::take(&mut delivery.body);
+        let envelope = Envelope::of(&delivery.properties);
+        let correlation_id = delivery.properties.message_id().clone();
+        let parsed = match accept(
+            &body,
+            delivery.properties.content_type().as_deref(),
+            self.shared.config.max_message_bytes,
+        ) {
+            Ok(p) => p,
+            Err(rejection) => return self.reject(delivery, &envelope, correlation_id, rejection),
+        };
+        let ticket = Ticket {
+            generation: self.generation,
+            delivery,
+        };
+        let shared = self.shared;
+        let (session, opened) = match &envelope.session {
+            Some(id) => match shared.sessions.get(id, &None) {
+                Some(s) => (Some(s), false),
+                None => {
+                    log::info!(
+                        "amqp: a message for unknown session {id:?} answered with {SESSION_NOT_FOUND_CODE}"
+                    );
+                    let gone = ErrorObject::new(
+                        SESSION_NOT_FOUND_CODE,
+                        "session not found (it expired or its server instance restarted): initialize again",
+                    );
+                    return self.answer_error(
+                        ticket,
+                        &envelope,
+                        correlation_id,
+                        &parsed,
+                        gone,
+                        true,
+                    );
+                }
+            },
+            None if is_initialize(&parsed) => match self.open_session() {
+                Some(s) => (Some(s), true),
+                None => {
+                    let full = ErrorObject::internal(
+                        "this server instance is at its session limit; retry later",
+                    );
+                    return self.answer_error(
+                        ticket,
+                        &envelope,
+                        correlation_id,
+                        &parsed,
+                        full,
+                        false,
+                    );
+                }
+            },
+            None => (None, false),
+        };
+        if let (Some(s), Some(r)) = (&session, &envelope.reply_to) {
+            let mut reply_to = s.reply_to.lock().unwrap_or_else(|p| p.into_inner());
+            if *reply_to != *r {
+                r.clone_into(&mut reply_to);
+            }
+        }
+        if let (Some(s), Parsed::Single(Message::Request(r))) = (&session, &parsed) {
+            if s.mcp.is_inflight(r.id()) {
+                log::debug!(
+                    "amqp: session {}: request {} delivered again while in flight; the original answers",
+                    s.mcp.id(),
+                    r.id()
+                );
+                return self.ack(ticket);
+            }
+        }
+        let mcp = match &session {
+            Some(s) => s.mcp.clone(),
+            // No session yet: a throwaway one answers as the lifecycle says
+            // (ping works, anything else is refused before initialize).
+            None => shared.engine.open_session(Arc::new(|_: Outgoing| {})),
+        };
+        let reply: Arc<dyn Sink> = Arc::new(Reply {
+            shared: shared.clone(),
+            session_id: session.as_ref().map(|s| s.mcp.id().to_owned()),
+            session,
+            reply_to: envelope.reply_to.clone(),
+            correlation_id,
+            ticket: Mutex::new(Some(ticket)),
+            opened,
+        });
+        mcp.receive_parsed(parsed, &reply);
+        Ok(())
+    }
+
+    /// A session for an `initialize`: its id is the engine session's id.
+    fn open_session(&mut self) -> Option<Arc<AmqpSession>> {
+        let shared = self.shared;
+        let id_holder = Arc::new(Mutex::new(String::new()));
+        let sink = {
+            let holder = id_holder.clone();
+            let weak = Arc::downgrade(shared);
+            Arc::new(move |out: Outgoing| {
+                let session_id = holder.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                SessionSink {
+                    shared: weak.clone(),
+                    session_id,
+                }
+                .send(out)
+            })
+        };
+        let mcp = shared.engine.open_session(sink);
+        *id_holder.lock().unwrap_or_else(|p| p.into_inner()) = mcp.id().to_owned();
+        let session = Arc::new(AmqpSession {
+            mcp: mcp.clone(),
+            reply_to: Mutex::new(String::new()),
+        });
+        match shared
+            .sessions
+            .insert(mcp.id().to_owned(), session.clone(), None)
+        {
+            Ok(()) => Some(session),
+            Err(_) => {
+                log::warn!("amqp: session limit reached; initialize refused");
+                None
+            }
+        }
+    }
+
+    /// Answers a request with `error` without involving the engine (the
+    /// session is unknown or cannot be opened); anything else is just
+    /// acknowledged.
+    fn answer_error(
+        &mut self,
+        ticket: Ticket,
+        envelope: &Envelope,
+        correlation_id: Option<String>,
+        parsed: &Parsed,
+        error: ErrorObject,
+        session_not_found: bool,
+    ) -> Result<(), Outcome> {
+        let (Parsed::Single(Message::Request(r)), Some(reply_to)) = (parsed, &envelope.reply_to)
+        else {
+            return self.ack(ticket);
+        };
+        let body = serde_json::to_vec(&jsonrpc::error_response_value(Some(r.id()), &error))
+            .unwrap_or_default();
+        self.perform(Work::Publish {
+            body,
+            envelope: Envelope {
+                correlation_id,
+                reply_to: Some(self.shared.instance_queue.clone()),
+                server: None,
+                session: envelope.session.clone(),
+                protocol_version: None,
+                app_id: self.shared.config.server_name.clone(),
+                session_not_found,
+            },
+            reply_to: reply_to.clone(),
+            ticket: Some(ticket),
+        })
+    }
+
+    /// Rejects a malformed delivery to the dead-letter exchange, logs the
+    /// reason once, and answers the sender when it gave a reply address.
+    fn reject(
+        &mut self,
+        delivery: Delivery,
+        envelope: &Envelope,
+        correlation_id: Option<String>,
+        why: Rejection,
+    ) -> Result<(), Outcome> {
+        log::warn!(
+            "amqp: rejected a message (routing key {:?}, app {:?}) to the dead-letter exchange: {why}",
+            delivery.routing_key,
+            envelope.app_id
+        );
+        if let (Some(reply), Some(reply_to)) = (why.reply(), &envelope.reply_to) {
+            self.perform(Work::Publish {
+                body: serde_json::to_vec(&reply).unwrap_or_default(),
+                envelope: Envelope {
+                    correlation_id,
+                    reply_to: Some(self.shared.instance_queue.clone()),
+                    session: envelope.session.clone(),
+                    app_id: self.shared.config.server_name.clone(),
+                    ..Default::default()
+                },
+                reply_to: reply_to.clone(),
+                ticket: None,
+            })?;
+        }
+        delivery
+            .reject(self.channel, false)
+            .map_err(|e| Outcome::Lost(format!("reject: {e}")))
+    }
+}
+
+fn is_initialize(parsed: &Parsed) -> bool {
+    matches!(parsed, Parsed::Single(Message::Request(r)) if r.method() == "initialize")
+}

@@ -1,0 +1,179 @@
+//! AMQP tests that take the whole broker (a restart) or the process's
+//! logger; they run one at a time, apart from `tests/amqp.rs` (cargo runs
+//! test binaries one after another).
+
+use mcpvisor::client::{Client, ClientOptions, Connection, Reconnect};
+use mcpvisor::transport::amqp::{AmqpConfig, AmqpEvent};
+use mcpvisor::{Server, Tool, ToolResult};
+use serde_json::json;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+mod common;
+
+use common::amqp::{config, Cleanup};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Every log record of this process, for the credential check.
+static RECORDS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+struct Capture;
+
+impl log::Log for Capture {
+    fn enabled(&self, m: &log::Metadata) -> bool {
+        // The cap `mcpvisor::init_logging` applies: amiquip logs the SASL
+        // login frame at debug in this one module.
+        !(m.target().starts_with(mcpvisor::SECRET_LOGGING_MODULE) && m.level() > log::Level::Info)
+    }
+    fn log(&self, r: &log::Record) {
+        if self.enabled(r.metadata()) {
+            let line = format!("{} {} {}", r.level(), r.target(), r.args());
+            RECORDS.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+        }
+    }
+    fn flush(&self) {}
+}
+
+fn capture_logs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        log::set_boxed_logger(Box::new(Capture)).unwrap();
+        log::set_max_level(log::LevelFilter::Trace);
+    });
+}
+
+fn rabbitmqctl(args: &[&str]) {
+    let out = Command::new("rabbitmqctl")
+        .args(args)
+        .output()
+        .expect("rabbitmqctl (see .ci/run)");
+    assert!(
+        out.status.success(),
+        "rabbitmqctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn server(count: Arc<AtomicUsize>) -> Server {
+    Server::builder("amqp-broker-test", "1.0")
+        .tool(Tool::new("count", json!({"type":"object"}), move |_, _| {
+            count.fetch_add(1, Ordering::SeqCst);
+            Ok(ToolResult::text("counted"))
+        }))
+        .build()
+        .unwrap()
+}
+
+/// `rabbitmqctl stop_app` / `start_app` in the middle of a load: both sides
+/// reconnect, sessions live on, and every call is answered — some after
+/// their request was delivered or published again (so a handler may run
+/// twice for one call: handlers must tolerate redelivery).
+#[test]
+fn a_broker_restart_in_the_middle_of_a_load_loses_no_request() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    capture_logs();
+    let mut config = config("restart");
+    let _cleanup = Cleanup(config.clone());
+    let mut patient = Reconnect::default();
+    patient.backoff.initial = Duration::from_millis(50);
+    patient.backoff.max = Duration::from_millis(500);
+    patient.max_attempts = 200;
+    config.reconnect = patient;
+    let count = Arc::new(AtomicUsize::new(0));
+    let server = server(count.clone()).start_amqp(config.clone()).unwrap();
+    let (events_tx, events) = crossbeam_channel::unbounded();
+    let mut client_config = config.clone();
+    client_config.on_event = Some(Arc::new(move |e: &AmqpEvent| {
+        let _ = events_tx.send(e.clone());
+    }));
+    const CLIENTS: usize = 4;
+    const CALLS: usize = 150;
+    let clients: Vec<Client> = (0..CLIENTS)
+        .map(|_| {
+            Client::connect(
+                Connection::amqp(&client_config).unwrap(),
+                ClientOptions::default(),
+            )
+            .unwrap()
+        })
+        .collect();
+    let (done_tx, done) = crossbeam_channel::unbounded();
+    std::thread::scope(|s| {
+        for c in &clients {
+            let done_tx = done_tx.clone();
+            s.spawn(move || {
+                for i in 0..CALLS {
+                    c.call_tool("count", json!({}))
+                        .unwrap_or_else(|e| panic!("call {i} was lost: {e}"));
+                    let _ = done_tx.send(());
+                }
+            });
+        }
+        for _ in 0..CALLS {
+            done.recv().unwrap();
+        }
+        rabbitmqctl(&["stop_app"]);
+        rabbitmqctl(&["start_app"]);
+        rabbitmqctl(&["await_startup"]);
+    });
+    let answered = CLIENTS * CALLS;
+    let executed = count.load(Ordering::SeqCst);
+    assert!(executed >= answered, "{executed} < {answered}");
+    let reconnections = events
+        .try_iter()
+        .filter(|e| matches!(e, AmqpEvent::Connected { generation } if *generation > 1))
+        .count();
+    assert_eq!(reconnections, CLIENTS, "each client reconnected once");
+    eprintln!(
+        "broker restart: {answered} calls answered, {} executed twice",
+        executed - answered
+    );
+    assert_eq!(server.session_count(), CLIENTS, "the sessions survived");
+    server.shutdown().unwrap();
+}
+
+/// Seed S3, S4, S5: the configuration is a value (another scheme is refused
+/// with a clear error), and the password never reaches the log or an error
+/// text — at trace level, through a session, a refused login and a give-up.
+#[test]
+fn credentials_never_reach_the_log() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    capture_logs();
+    let e = AmqpConfig::new("http://guest:guest@127.0.0.1:5672", "x").unwrap_err();
+    assert!(e.to_string().contains("amqp:// or amqps://"), "{e}");
+    let secret = format!("pw-{}", &mcpvisor::session::new_session_id()[..12]);
+    let user = "mcpvisor-secret-test";
+    let _ = Command::new("rabbitmqctl")
+        .args(["delete_user", user])
+        .output();
+    rabbitmqctl(&["add_user", user, &secret]);
+    rabbitmqctl(&["set_permissions", "-p", "/", user, ".*", ".*", ".*"]);
+    let url = format!("amqp://{user}:{secret}@127.0.0.1:5672");
+    let mut config = config("secret");
+    let _cleanup = Cleanup(config.clone());
+    config.url = mcpvisor::transport::amqp::AmqpUrl::parse(&url).unwrap();
+    config.reconnect.max_attempts = 2;
+    config.reconnect.backoff.initial = Duration::from_millis(10);
+    let count = Arc::new(AtomicUsize::new(0));
+    let server = server(count).start_amqp(config.clone()).unwrap();
+    let client =
+        Client::connect(Connection::amqp(&config).unwrap(), ClientOptions::default()).unwrap();
+    client.call_tool("count", json!({})).unwrap();
+    let mut errors = vec![format!("{config:?}"), config.url.to_string()];
+    let wrong = AmqpConfig::new(&url.replace(&secret, &format!("{secret}x")), "x").unwrap();
+    errors.push(Connection::amqp(&wrong).err().expect("refused").to_string());
+    client.close();
+    server.shutdown().unwrap();
+    rabbitmqctl(&["delete_user", user]);
+    let records = RECORDS.lock().unwrap_or_else(|p| p.into_inner());
+    assert!(
+        records.iter().any(|r| r.contains(&format!("{user}:***@"))),
+        "the URL is logged, redacted"
+    );
+    for line in records.iter().chain(&errors) {
+        assert!(!line.contains(&secret), "leaked: {line}");
+    }
+}
