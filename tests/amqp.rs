@@ -735,6 +735,49 @@ fn killing_an_instance_moves_its_clients_to_another() {
     assert_eq!(text(&r), "after");
 }
 
+/// Seed S3: nothing reads the environment: the library has no
+/// `std::env::var` anywhere, and a server process started with every
+/// variable a broker library might look at pointing at a dead broker
+/// serves on the URL it was given.
+#[test]
+fn s3_the_environment_is_never_read() {
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
+    let mut dirs = vec![std::path::PathBuf::from(src)];
+    let mut files = 0;
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files += 1;
+                let text = std::fs::read_to_string(&path).unwrap();
+                for needle in ["env::var", "env::vars", "option_env!"] {
+                    assert!(!text.contains(needle), "{} uses {needle}", path.display());
+                }
+            }
+        }
+    }
+    assert!(files > 10, "the source tree was walked");
+    let mut config = config("env");
+    config.exchange = mcpvisor::transport::amqp::config::DEFAULT_EXCHANGE.into();
+    let _cleanup = Cleanup(config.clone());
+    let dead = "amqp://nobody:nothing@127.0.0.1:1";
+    let env = [
+        ("AMQP_URL", dead),
+        ("AMQP_URI", dead),
+        ("RABBITMQ_URL", dead),
+        ("MCP_AMQP_URL", dead),
+        ("AMQP_EXCHANGE", "elsewhere"),
+        ("AMQP_PREFETCH", "not a number"),
+    ];
+    let args = ["--amqp", BROKER, "--amqp-name", config.server_name.as_str()];
+    let _server = KillOnDrop(common::spawn_listening_with_env("echo", &args, &env).0);
+    let c = client(&config);
+    let r = c.call_tool("echo", json!({"message": "configured"})).unwrap();
+    assert_eq!(text(&r), "configured");
+}
+
 /// A server process that cannot outlive its test, even a failed one.
 struct KillOnDrop(std::process::Child);
 

@@ -36,9 +36,19 @@ pub fn npm_dir(sub: &str, marker: &str) -> PathBuf {
 /// Starts an example that prints `listening on <url>` first; returns the
 /// child and the URL.
 pub fn spawn_listening(name: &str, args: &[&str]) -> (Child, String) {
+    spawn_listening_with_env(name, args, &[])
+}
+
+/// [`spawn_listening`] with extra environment variables for the child.
+pub fn spawn_listening_with_env(
+    name: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Child, String) {
     let mut child = Command::new(example(name))
         .args(args)
         .env("RUST_LOG", "warn")
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
