@@ -9,7 +9,7 @@
 //! broker confirmed its reply).
 //!
 //! ```text
-//! cargo bench --bench amqp_load -- [--calls N] [--url amqp://guest:guest@127.0.0.1:5672]
+//! cargo bench --bench amqp_load -- [--calls N] [--clients 1,32] [--no-ceiling] [--url amqp://guest:guest@127.0.0.1:5672]
 //! ```
 
 use amiquip::{
@@ -89,7 +89,9 @@ fn raw_ping_pong(url: &AmqpUrl, clients: usize, calls: usize, acks: bool) -> com
             let mut replied = 0;
             while replied < total || !waiting.is_empty() {
                 if let Some(confirms) = &confirms {
-                    while let Ok(c) = confirms.try_recv() {
+                    // Once every request is answered, block for the last confirms.
+                    let last = (replied == total).then(|| confirms.recv().expect("confirm"));
+                    for c in last.into_iter().chain(confirms.try_iter()) {
                         let amiquip::Confirm::Ack(p) = c else {
                             panic!("nack")
                         };
@@ -106,9 +108,6 @@ fn raw_ping_pong(url: &AmqpUrl, clients: usize, calls: usize, acks: bool) -> com
                     }
                 }
                 if replied == total {
-                    if let Some(confirms) = &confirms {
-                        let _ = confirms.recv_timeout(std::time::Duration::from_millis(10));
-                    }
                     continue;
                 }
                 let d = recv(&peer.rx);
@@ -180,11 +179,22 @@ fn mcpvisor_load(config: &AmqpConfig, clients: usize, calls: usize) -> common::S
 fn main() {
     let mut calls = 10_000;
     let mut url = "amqp://guest:guest@127.0.0.1:5672".to_owned();
+    let mut client_counts = vec![1, 32];
+    let mut ceilings = true;
+    let mut only_ceiling = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--calls" => calls = args.next().and_then(|v| v.parse().ok()).expect("--calls N"),
             "--url" => url = args.next().expect("--url URL"),
+            "--clients" => {
+                client_counts = args
+                    .next()
+                    .and_then(|v| v.split(',').map(|n| n.parse().ok()).collect())
+                    .expect("--clients N[,N...]")
+            }
+            "--no-ceiling" => ceilings = false,
+            "--only-ceiling" => only_ceiling = true,
             _ => {}
         }
     }
@@ -192,11 +202,20 @@ fn main() {
     let (mut child, _) = common::spawn_echo(&["--amqp", &url, "--amqp-name", &name]);
     let config = AmqpConfig::new(&url, name.as_str()).expect("--url");
     common::header("clients");
-    for clients in [1, 32] {
+    for clients in client_counts {
         let per = (calls / clients).max(100);
-        let us = mcpvisor_load(&config, clients, per);
+        let us = if only_ceiling {
+            common::Stats::default()
+        } else {
+            mcpvisor_load(&config, clients, per)
+        };
         common::row("mcpvisor", clients, &us);
-        for (label, acks) in [("raw", false), ("raw+acks", true)] {
+        let kinds: &[(&str, bool)] = if ceilings {
+            &[("raw", false), ("raw+acks", true)]
+        } else {
+            &[]
+        };
+        for &(label, acks) in kinds {
             let ceiling = raw_ping_pong(&config.url, clients, per, acks);
             common::row(label, clients, &ceiling);
             println!(

@@ -774,7 +774,9 @@ fn s3_the_environment_is_never_read() {
     let args = ["--amqp", BROKER, "--amqp-name", config.server_name.as_str()];
     let _server = KillOnDrop(common::spawn_listening_with_env("echo", &args, &env).0);
     let c = client(&config);
-    let r = c.call_tool("echo", json!({"message": "configured"})).unwrap();
+    let r = c
+        .call_tool("echo", json!({"message": "configured"}))
+        .unwrap();
     assert_eq!(text(&r), "configured");
 }
 

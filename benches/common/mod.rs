@@ -32,6 +32,7 @@ pub fn spawn_echo(args: &[&str]) -> (Child, String) {
 }
 
 /// Throughput and latency of one run.
+#[derive(Default)]
 pub struct Stats {
     pub calls_per_sec: f64,
     pub p50_us: f64,

@@ -22,7 +22,7 @@ use amiquip::{Channel, Confirm, ConsumerMessage, ConsumerOptions, Delivery, Publ
 use crossbeam_channel::{Receiver, Select, Sender};
 use std::collections::BTreeMap;
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use supervisor::{ChildSpec, Restart, Strategy, Supervisor, SupervisorSpec};
@@ -71,6 +71,8 @@ struct Shared {
     instance_queue: String,
     work: Sender<Work>,
     next_message: AtomicU64,
+    /// Deliveries in the engine whose answer is still owed.
+    answering: AtomicUsize,
 }
 
 impl Shared {
@@ -100,7 +102,11 @@ struct Reply {
 
 impl Reply {
     fn take_ticket(&self) -> Option<Ticket> {
-        self.ticket.lock().unwrap_or_else(|p| p.into_inner()).take()
+        let ticket = self.ticket.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if ticket.is_some() {
+            self.shared.answering.fetch_sub(1, Ordering::Relaxed);
+        }
+        ticket
     }
     fn envelope(&self) -> Envelope {
         Envelope {
@@ -219,6 +225,7 @@ impl AmqpServer {
             instance_queue,
             work: work_tx,
             next_message: AtomicU64::new(1),
+            answering: AtomicUsize::new(0),
         });
         let first = Mutex::new(Some(first));
         let link = {
@@ -379,8 +386,17 @@ fn serve(
     let i_returns = sel.recv(&returns);
     let i_stop = sel.recv(stop);
     loop {
-        let Some(op) = crate::wait::select(&mut sel, None) else {
-            continue;
+        // An answer is due within microseconds when a handler is at work:
+        // then the short spin catches it without a wake-up; otherwise the
+        // next event is a broker round trip away, and spinning would only
+        // take CPU from the broker and the handlers.
+        let op = if shared.answering.load(Ordering::Relaxed) > 0 {
+            match crate::wait::select(&mut sel, None) {
+                Some(op) => op,
+                None => continue,
+            }
+        } else {
+            sel.select()
         };
         let result = match op.index() {
             i if i == i_requests => link.consumed(op.recv(requests.receiver())),
@@ -590,6 +606,7 @@ impl Link<'_> {
             // (ping works, anything else is refused before initialize).
             None => shared.engine.open_session(Arc::new(|_: Outgoing| {})),
         };
+        shared.answering.fetch_add(1, Ordering::Relaxed);
         let reply: Arc<dyn Sink> = Arc::new(Reply {
             shared: shared.clone(),
             session_id: session.as_ref().map(|s| s.mcp.id().to_owned()),
