@@ -42,17 +42,10 @@ pub fn open(url: &AmqpUrl, heartbeat_secs: u16) -> Result<Connection, ConnectErr
     if url.tls {
         return Err(ConnectError::TlsUnsupported);
     }
-    let addr = (url.host.as_str(), url.port)
+    let addrs = (url.host.as_str(), url.port)
         .to_socket_addrs()
-        .map_err(ConnectError::Io)?
-        .next()
-        .ok_or_else(|| {
-            ConnectError::Io(std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!("{} did not resolve", url.host),
-            ))
-        })?;
-    let socket = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(ConnectError::Io)?;
+        .map_err(ConnectError::Io)?;
+    let socket = connect_any(&url.host, addrs).map_err(ConnectError::Io)?;
     socket.set_nodelay(true).map_err(ConnectError::Io)?;
     let stream = mio::net::TcpStream::from_stream(socket).map_err(ConnectError::Io)?;
     let options = ConnectionOptions::default()
@@ -67,9 +60,47 @@ pub fn open(url: &AmqpUrl, heartbeat_secs: u16) -> Result<Connection, ConnectErr
         .map_err(|e| ConnectError::Amqp(e.to_string()))
 }
 
+/// Connects to the first of `addrs` that accepts, in order (`localhost`
+/// may give ::1 first to a broker that listens on 127.0.0.1 only).
+fn connect_any(
+    host: &str,
+    addrs: impl Iterator<Item = std::net::SocketAddr>,
+) -> std::io::Result<TcpStream> {
+    let mut last = std::io::Error::new(
+        std::io::ErrorKind::NotFound,
+        format!("{host} did not resolve"),
+    );
+    for addr in addrs {
+        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_resolved_address_is_tried_in_turn() {
+        let live = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        // A port that was just free: nothing listens there.
+        let dead = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let s = connect_any("h", [dead, live.local_addr().unwrap()].into_iter()).unwrap();
+        assert_eq!(s.peer_addr().unwrap(), live.local_addr().unwrap());
+        let e = connect_any("h", [dead].into_iter()).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused);
+        let e = connect_any("nowhere.invalid", std::iter::empty()).unwrap_err();
+        assert!(
+            e.to_string().contains("nowhere.invalid did not resolve"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn amqps_is_refused_clearly_for_now() {
