@@ -87,7 +87,14 @@ pub struct AmqpUrl {
     pub port: u16,
     /// Virtual host (default "/").
     pub vhost: String,
+    /// PEM file of the certificate authorities that `amqps://` trusts
+    /// (query parameter `cacertfile`, as RabbitMQ's URI spec names it);
+    /// `None`: the system's trusted roots.
+    pub ca_file: Option<std::path::PathBuf>,
 }
+
+/// The query parameters an AMQP URL may carry.
+const URL_PARAMETERS: &[&str] = &["cacertfile"];
 
 /// Decodes `%XX` escapes (URL userinfo and vhost).
 fn percent_decode(s: &str) -> Result<String, ConfigError> {
@@ -113,7 +120,8 @@ fn percent_decode(s: &str) -> Result<String, ConfigError> {
 }
 
 impl AmqpUrl {
-    /// Parses and validates `amqp[s]://[user[:password]@]host[:port][/vhost]`.
+    /// Parses and validates
+    /// `amqp[s]://[user[:password]@]host[:port][/vhost][?cacertfile=PATH]`.
     /// Error messages never contain the credentials.
     pub fn parse(url: &str) -> Result<AmqpUrl, ConfigError> {
         let (scheme, rest) = url
@@ -124,6 +132,27 @@ impl AmqpUrl {
             "amqps" => true,
             other => return Err(ConfigError::Scheme(other.to_owned())),
         };
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let mut ca_file = None;
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match key {
+                "cacertfile" if !value.is_empty() => {
+                    ca_file = Some(std::path::PathBuf::from(percent_decode(value)?))
+                }
+                _ => {
+                    return Err(ConfigError::Malformed(format!(
+                        "unknown or empty URL parameter {key:?} (known: {})",
+                        URL_PARAMETERS.join(", ")
+                    )))
+                }
+            }
+        }
+        if ca_file.is_some() && !tls {
+            return Err(ConfigError::Malformed(
+                "cacertfile needs an amqps:// URL".into(),
+            ));
+        }
         let (authority, vhost) = match rest.split_once('/') {
             Some((a, v)) => (
                 a,
@@ -155,6 +184,11 @@ impl AmqpUrl {
             ),
             _ => (hostport.to_owned(), default_port),
         };
+        // An IPv6 literal is written in brackets: `[::1]:5672`.
+        let host = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+            Some(inner) => inner.to_owned(),
+            None => host,
+        };
         if host.is_empty() {
             return Err(ConfigError::Malformed("missing host".into()));
         }
@@ -165,6 +199,7 @@ impl AmqpUrl {
             host,
             port,
             vhost,
+            ca_file,
         })
     }
 
@@ -183,11 +218,20 @@ impl fmt::Display for AmqpUrl {
         } else {
             format!("/{}", self.vhost)
         };
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
         write!(
             f,
-            "{scheme}://{}:***@{}:{}{vhost}",
-            self.user, self.host, self.port
-        )
+            "{scheme}://{}:***@{host}:{}{vhost}",
+            self.user, self.port
+        )?;
+        match &self.ca_file {
+            Some(ca) => write!(f, "?cacertfile={}", ca.display()),
+            None => Ok(()),
+        }
     }
 }
 
@@ -340,6 +384,30 @@ mod tests {
             ("guest", "guest", 5672, "/")
         );
         assert!(AmqpUrl::parse("amqp://h:notaport").is_err());
+    }
+
+    #[test]
+    fn query_parameters_and_ipv6_literals() {
+        let u = AmqpUrl::parse("amqps://u:p@[::1]:5671/v?cacertfile=/etc/ca%20file.pem").unwrap();
+        assert_eq!(u.host, "::1");
+        assert_eq!(u.vhost, "v");
+        assert_eq!(
+            u.ca_file.as_deref(),
+            Some(std::path::Path::new("/etc/ca file.pem"))
+        );
+        assert_eq!(
+            u.to_string(),
+            "amqps://u:***@[::1]:5671/v?cacertfile=/etc/ca file.pem"
+        );
+        assert_eq!(AmqpUrl::parse("amqp://h?").unwrap().ca_file, None);
+        for bad in [
+            "amqps://h?verify=none",
+            "amqps://h?cacertfile=",
+            "amqp://h?cacertfile=/ca.pem",
+        ] {
+            let e = AmqpUrl::parse(bad).unwrap_err().to_string();
+            assert!(e.contains("cacertfile"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -14,8 +14,8 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Why a broker connection could not be opened. Never contains credentials.
 #[derive(Debug)]
 pub enum ConnectError {
-    /// `amqps://` needs TLS, which this build does not include yet.
-    TlsUnsupported,
+    /// The TLS handshake or its configuration failed (`amqps://`).
+    Tls(String),
     /// The host did not resolve or the socket failed.
     Io(std::io::Error),
     /// The AMQP handshake failed (e.g. refused credentials, unknown vhost).
@@ -25,9 +25,7 @@ pub enum ConnectError {
 impl fmt::Display for ConnectError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConnectError::TlsUnsupported => {
-                f.write_str("amqps:// is not supported by this build yet")
-            }
+            ConnectError::Tls(e) => write!(f, "TLS: {e}"),
             ConnectError::Io(e) => write!(f, "cannot reach the broker: {e}"),
             ConnectError::Amqp(e) => write!(f, "AMQP handshake failed: {e}"),
         }
@@ -39,15 +37,11 @@ impl std::error::Error for ConnectError {}
 /// Opens a connection to the broker of `url` over a socket with TCP_NODELAY,
 /// asking for heartbeats every `heartbeat_secs` seconds (0: none).
 pub fn open(url: &AmqpUrl, heartbeat_secs: u16) -> Result<Connection, ConnectError> {
-    if url.tls {
-        return Err(ConnectError::TlsUnsupported);
-    }
     let addrs = (url.host.as_str(), url.port)
         .to_socket_addrs()
         .map_err(ConnectError::Io)?;
     let socket = connect_any(&url.host, addrs).map_err(ConnectError::Io)?;
     socket.set_nodelay(true).map_err(ConnectError::Io)?;
-    let stream = mio::net::TcpStream::from_stream(socket).map_err(ConnectError::Io)?;
     let options = ConnectionOptions::default()
         .auth(Auth::Plain {
             username: url.user.clone(),
@@ -56,8 +50,16 @@ pub fn open(url: &AmqpUrl, heartbeat_secs: u16) -> Result<Connection, ConnectErr
         .virtual_host(url.vhost.clone())
         .heartbeat(heartbeat_secs);
     // amiquip's error texts carry no credentials (it never sees the URL).
-    Connection::insecure_open_stream(stream, options, ConnectionTuning::default())
-        .map_err(|e| ConnectError::Amqp(e.to_string()))
+    let amqp = |e: amiquip::Error| ConnectError::Amqp(e.to_string());
+    if url.tls {
+        // "insecure" in amiquip's name: amiquip adds no TLS of its own.
+        let stream =
+            super::tls::handshake(url, socket, CONNECT_TIMEOUT).map_err(ConnectError::Tls)?;
+        Connection::insecure_open_stream(stream, options, ConnectionTuning::default()).map_err(amqp)
+    } else {
+        let stream = mio::net::TcpStream::from_stream(socket).map_err(ConnectError::Io)?;
+        Connection::insecure_open_stream(stream, options, ConnectionTuning::default()).map_err(amqp)
+    }
 }
 
 /// Connects to the first of `addrs` that accepts, in order (`localhost`
@@ -103,9 +105,26 @@ mod tests {
     }
 
     #[test]
-    fn amqps_is_refused_clearly_for_now() {
-        let url = AmqpUrl::parse("amqps://u:secret@localhost").unwrap();
-        let e = open(&url, 0).unwrap_err().to_string();
-        assert!(e.contains("amqps") && !e.contains("secret"), "{e}");
+    fn a_peer_that_does_not_speak_tls_fails_the_handshake_clearly() {
+        // What a plain AMQP port answers to a TLS ClientHello.
+        let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = plain.local_addr().unwrap().port();
+        let peer = std::thread::spawn(move || {
+            let (mut s, _) = plain.accept().unwrap();
+            let _ = std::io::Write::write_all(&mut s, b"AMQP\x00\x00\x09\x01");
+        });
+        let url = AmqpUrl::parse(&format!("amqps://u:secret@127.0.0.1:{port}")).unwrap();
+        let e = open(&url, 0).unwrap_err();
+        assert!(matches!(e, ConnectError::Tls(_)), "{e}");
+        let e = e.to_string();
+        assert!(e.starts_with("TLS: ") && !e.contains("secret"), "{e}");
+        peer.join().unwrap();
+        let missing = AmqpUrl::parse("amqps://h?cacertfile=/nonexistent/ca.pem").unwrap();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let socket = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let e = super::super::tls::handshake(&missing, socket, CONNECT_TIMEOUT)
+            .err()
+            .expect("no such CA file");
+        assert!(e.contains("/nonexistent/ca.pem"), "{e}");
     }
 }

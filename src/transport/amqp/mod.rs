@@ -9,6 +9,7 @@ pub mod envelope;
 pub(crate) mod link;
 pub mod routing;
 pub mod server;
+pub(crate) mod tls;
 pub mod topology;
 
 pub use config::{AmqpConfig, AmqpEvent, AmqpUrl, ConfigError, EventHandler};
