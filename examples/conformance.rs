@@ -376,12 +376,8 @@ fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(e) => return usage(&e.to_string()),
             };
-            let shown = format!("{} as {}", config.url, config.server_name);
             server.start_amqp(config).and_then(|a| {
-                println!(
-                    "listening on {shown} (instance queue {})",
-                    a.instance_queue()
-                );
+                println!("listening on {a}");
                 a.wait()
             })
         }

@@ -59,12 +59,8 @@ fn main() -> ExitCode {
                 .map_err(std::io::Error::other)
                 .and_then(|mut config| {
                     config.max_sessions = max_sessions;
-                    let shown = format!("{} as {}", config.url, config.server_name);
                     let a = s.start_amqp(config)?;
-                    println!(
-                        "listening on {shown} (instance queue {})",
-                        a.instance_queue()
-                    );
+                    println!("listening on {a}");
                     a.wait()
                 })
         }

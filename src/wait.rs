@@ -33,21 +33,16 @@ pub(crate) fn recv<T>(rx: &Receiver<T>) -> Option<T> {
     }
 }
 
-/// Selects with a short spin before blocking (at most `timeout`, if given);
-/// `None` when the timeout passed.
+/// Selects with a short spin before blocking.
 pub(crate) fn select<'a>(
     sel: &mut crossbeam_channel::Select<'a>,
-    timeout: Option<Duration>,
-) -> Option<crossbeam_channel::SelectedOperation<'a>> {
+) -> crossbeam_channel::SelectedOperation<'a> {
     let start = Instant::now();
     while start.elapsed() < SPIN_BEFORE_PARK {
         if let Ok(op) = sel.try_select() {
-            return Some(op);
+            return op;
         }
         std::thread::yield_now();
     }
-    match timeout {
-        None => Some(sel.select()),
-        Some(t) => sel.select_timeout(t.saturating_sub(start.elapsed())).ok(),
-    }
+    sel.select()
 }

@@ -350,21 +350,13 @@ fn c1_m6_m7_the_body_is_raw_json_rpc_and_transport_data_travels_in_properties() 
     server.shutdown().unwrap();
 }
 
-/// Reads the next dead letter (the dead-letter queue is this test's own).
-fn dead_letter(raw: &Raw, config: &AmqpConfig) -> Delivery {
-    for _ in 0..400 {
-        if let Some(g) = raw
-            .channel
-            .basic_get(config.dead_letter_queue.clone(), true)
-            .unwrap()
-        {
-            return g.delivery;
-        }
-        // basic.get does not block: the broker moves the rejected message
-        // to the dead-letter queue on its own schedule.
-        std::thread::sleep(Duration::from_millis(25));
+/// The next dead letter from `dead` (a consumer of this test's own
+/// dead-letter queue).
+fn dead_letter(dead: &crossbeam_channel::Receiver<ConsumerMessage>) -> Delivery {
+    match dead.recv_timeout(WAIT) {
+        Ok(ConsumerMessage::Delivery(d)) => d,
+        other => panic!("no dead letter arrived: {other:?}"),
     }
-    panic!("no dead letter arrived");
 }
 
 /// Seed C3, M1, S1, S2 (and M7 on input): a message that is not JSON, not
@@ -379,6 +371,11 @@ fn c3_m1_s1_s2_malformed_messages_are_answered_and_dead_lettered() {
     config.max_message_bytes = 4096;
     let server = start("a", &config);
     let raw = Raw::new();
+    let dead = consume(
+        &raw.channel
+            .queue_declare_passive(config.dead_letter_queue.clone())
+            .unwrap(),
+    );
     let big = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,
         "x".repeat(5000)
@@ -419,9 +416,9 @@ fn c3_m1_s1_s2_malformed_messages_are_answered_and_dead_lettered() {
         let m = body(&d);
         assert_eq!(m["error"]["code"], *code, "{what}: {m}");
         assert_eq!(d.properties.correlation_id().as_deref(), Some(*what));
-        let dead = dead_letter(&raw, &config);
         assert_eq!(
-            &dead.body, payload,
+            &dead_letter(&dead).body,
+            payload,
             "{what}: the original lands in the dead-letter queue"
         );
     }
@@ -432,7 +429,7 @@ fn c3_m1_s1_s2_malformed_messages_are_answered_and_dead_lettered() {
         b"[]]",
         to_server(AmqpProperties::default(), &config),
     );
-    assert_eq!(dead_letter(&raw, &config).body, b"[]]");
+    assert_eq!(dead_letter(&dead).body, b"[]]");
     // The server is unharmed.
     raw.publish(
         &config.exchange,

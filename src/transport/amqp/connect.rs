@@ -49,17 +49,27 @@ pub fn open(url: &AmqpUrl, heartbeat_secs: u16) -> Result<Connection, ConnectErr
         })
         .virtual_host(url.vhost.clone())
         .heartbeat(heartbeat_secs);
-    // amiquip's error texts carry no credentials (it never sees the URL).
-    let amqp = |e: amiquip::Error| ConnectError::Amqp(e.to_string());
     if url.tls {
-        // "insecure" in amiquip's name: amiquip adds no TLS of its own.
         let stream =
             super::tls::handshake(url, socket, CONNECT_TIMEOUT).map_err(ConnectError::Tls)?;
-        Connection::insecure_open_stream(stream, options, ConnectionTuning::default()).map_err(amqp)
+        start(stream, options)
     } else {
-        let stream = mio::net::TcpStream::from_stream(socket).map_err(ConnectError::Io)?;
-        Connection::insecure_open_stream(stream, options, ConnectionTuning::default()).map_err(amqp)
+        start(
+            mio::net::TcpStream::from_stream(socket).map_err(ConnectError::Io)?,
+            options,
+        )
     }
+}
+
+/// Runs the AMQP handshake on `stream` ("insecure" in amiquip's name means
+/// only that amiquip adds no TLS of its own).
+fn start<S: amiquip::IoStream>(
+    stream: S,
+    options: ConnectionOptions<Auth>,
+) -> Result<Connection, ConnectError> {
+    // amiquip's error texts carry no credentials (it never sees the URL).
+    Connection::insecure_open_stream(stream, options, ConnectionTuning::default())
+        .map_err(|e| ConnectError::Amqp(e.to_string()))
 }
 
 /// Connects to the first of `addrs` that accepts, in order (`localhost`

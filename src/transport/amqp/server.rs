@@ -76,6 +76,17 @@ struct Shared {
 }
 
 impl Shared {
+    /// What every message of this instance carries: answers come back to
+    /// its queue, it names itself as the sender.
+    fn envelope(&self, correlation_id: Option<String>, session: Option<String>) -> Envelope {
+        Envelope {
+            correlation_id,
+            reply_to: Some(self.instance_queue.clone()),
+            session,
+            app_id: self.config.server_name.clone(),
+            ..Default::default()
+        }
+    }
     fn message_id(&self) -> String {
         format!(
             "{}-{}",
@@ -110,17 +121,14 @@ impl Reply {
     }
     fn envelope(&self) -> Envelope {
         Envelope {
-            correlation_id: self.correlation_id.clone(),
-            reply_to: Some(self.shared.instance_queue.clone()),
-            server: None,
-            session: self.session_id.clone(),
             protocol_version: self
                 .session
                 .as_ref()
                 .and_then(|s| s.mcp.version())
                 .map(|v| v.as_str().to_owned()),
-            app_id: self.shared.config.server_name.clone(),
-            session_not_found: false,
+            ..self
+                .shared
+                .envelope(self.correlation_id.clone(), self.session_id.clone())
         }
     }
 }
@@ -257,13 +265,9 @@ impl AmqpServer {
             .child(SessionTable::sweeper(&sessions, "amqp-session-sweeper"))
             .child(link);
         let root = Supervisor::start(spec).map_err(io::Error::other)?;
-        log::info!(
-            "amqp: serving MCP as {} on {} (instance queue {})",
-            shared.config.server_name,
-            shared.config.url,
-            shared.instance_queue
-        );
-        Ok(AmqpServer { root, shared })
+        let server = AmqpServer { root, shared };
+        log::info!("amqp: serving MCP on {server}");
+        Ok(server)
     }
 
     /// The queue this instance consumes its sessions' messages from.
@@ -292,6 +296,19 @@ impl AmqpServer {
     /// reconnecting more often than the restart intensity allows.
     pub fn wait(self) -> io::Result<()> {
         self.root.wait().map_err(io::Error::other)
+    }
+}
+
+/// `amqp://user:***@host:port as NAME (instance queue QUEUE)`: where and
+/// as what this instance serves, the password hidden.
+impl std::fmt::Display for AmqpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let config = &self.shared.config;
+        write!(
+            f,
+            "{} as {} (instance queue {})",
+            config.url, config.server_name, self.shared.instance_queue
+        )
     }
 }
 
@@ -391,10 +408,7 @@ fn serve(
         // next event is a broker round trip away, and spinning would only
         // take CPU from the broker and the handlers.
         let op = if shared.answering.load(Ordering::Relaxed) > 0 {
-            match crate::wait::select(&mut sel, None) {
-                Some(op) => op,
-                None => continue,
-            }
+            crate::wait::select(&mut sel)
         } else {
             sel.select()
         };
@@ -675,13 +689,10 @@ impl Link<'_> {
         self.perform(Work::Publish {
             body,
             envelope: Envelope {
-                correlation_id,
-                reply_to: Some(self.shared.instance_queue.clone()),
-                server: None,
-                session: envelope.session.clone(),
-                protocol_version: None,
-                app_id: self.shared.config.server_name.clone(),
                 session_not_found,
+                ..self
+                    .shared
+                    .envelope(correlation_id, envelope.session.clone())
             },
             reply_to: reply_to.clone(),
             ticket: Some(ticket),
@@ -705,13 +716,9 @@ impl Link<'_> {
         if let (Some(reply), Some(reply_to)) = (why.reply(), &envelope.reply_to) {
             self.perform(Work::Publish {
                 body: serde_json::to_vec(&reply).unwrap_or_default(),
-                envelope: Envelope {
-                    correlation_id,
-                    reply_to: Some(self.shared.instance_queue.clone()),
-                    session: envelope.session.clone(),
-                    app_id: self.shared.config.server_name.clone(),
-                    ..Default::default()
-                },
+                envelope: self
+                    .shared
+                    .envelope(correlation_id, envelope.session.clone()),
                 reply_to: reply_to.clone(),
                 ticket: None,
             })?;

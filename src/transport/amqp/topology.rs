@@ -20,7 +20,8 @@
 use super::config::AmqpConfig;
 use super::envelope::SERVER_HEADER;
 use amiquip::{
-    AmqpValue, Channel, ExchangeDeclareOptions, ExchangeType, FieldTable, QueueDeclareOptions,
+    AmqpValue, Channel, Exchange, ExchangeDeclareOptions, ExchangeType, FieldTable,
+    QueueDeclareOptions,
 };
 
 /// Queue argument naming the dead-letter exchange.
@@ -40,17 +41,25 @@ pub(crate) fn unique_suffix() -> String {
     crate::session::new_session_id()
 }
 
-/// Declares the topic exchange (both sides need it to exist before publishing).
-pub(crate) fn declare_exchange(channel: &Channel, config: &AmqpConfig) -> amiquip::Result<()> {
+/// Declares a durable exchange of `kind` named `name`.
+fn durable_exchange<'a>(
+    channel: &'a Channel,
+    kind: ExchangeType,
+    name: String,
+) -> amiquip::Result<Exchange<'a>> {
     channel.exchange_declare(
-        ExchangeType::Topic,
-        config.exchange.clone(),
+        kind,
+        name,
         ExchangeDeclareOptions {
             durable: true,
             ..Default::default()
         },
-    )?;
-    Ok(())
+    )
+}
+
+/// Declares the topic exchange (both sides need it to exist before publishing).
+pub(crate) fn declare_exchange(channel: &Channel, config: &AmqpConfig) -> amiquip::Result<()> {
+    durable_exchange(channel, ExchangeType::Topic, config.exchange.clone()).map(drop)
 }
 
 /// Declares everything a server instance uses: the exchange, the dead-letter
@@ -62,13 +71,10 @@ pub(crate) fn declare_server(
     instance_queue: &str,
 ) -> amiquip::Result<()> {
     declare_exchange(channel, config)?;
-    let dlx = channel.exchange_declare(
+    let dlx = durable_exchange(
+        channel,
         ExchangeType::Topic,
         config.dead_letter_exchange.clone(),
-        ExchangeDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
     )?;
     let dead = channel.queue_declare(
         config.dead_letter_queue.clone(),
@@ -87,14 +93,7 @@ pub(crate) fn declare_server(
         },
     )?;
     let servers = config.servers_exchange();
-    channel.exchange_declare(
-        ExchangeType::Headers,
-        servers.clone(),
-        ExchangeDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-    )?;
+    durable_exchange(channel, ExchangeType::Headers, servers.clone())?;
     for key in config.routing.binding_keys() {
         channel.exchange_bind(
             servers.clone(),
