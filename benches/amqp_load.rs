@@ -72,7 +72,7 @@ fn recv(rx: &Receiver<ConsumerMessage>) -> amiquip::Delivery {
 /// A ceiling: a responder that sends every message straight back; with
 /// `acks`, it acknowledges each one after the broker confirmed the reply.
 fn raw_ping_pong(url: &AmqpUrl, clients: usize, calls: usize, acks: bool) -> common::Stats {
-    let service = format!("bench.raw.{}", &mcpvisor::session::new_session_id()[..8]);
+    let service = format!("bench.raw.{}", &mcpvisor::protocol::new_session_id()[..8]);
     let responder = {
         let (url, service) = (url.clone(), service.clone());
         let (ready_tx, ready) = crossbeam_channel::bounded(1);
@@ -198,7 +198,7 @@ fn main() {
             _ => {}
         }
     }
-    let name = format!("bench-{}", &mcpvisor::session::new_session_id()[..8]);
+    let name = format!("bench-{}", &mcpvisor::protocol::new_session_id()[..8]);
     let (mut child, _) = common::spawn_echo(&["--amqp", &url, "--amqp-name", &name]);
     let config = AmqpConfig::new(&url, name.as_str()).expect("--url");
     common::header("clients");

@@ -12,7 +12,7 @@ fn main() -> ExitCode {
     mcpvisor::init_logging("warn");
     let mut http: Option<std::net::SocketAddr> = None;
     let mut tcp: Option<std::net::SocketAddr> = None;
-    let mut max_sessions = mcpvisor::session::table::DEFAULT_MAX_SESSIONS;
+    let mut max_sessions = mcpvisor::transport::DEFAULT_MAX_SESSIONS;
     let mut amqp: Option<String> = None;
     let mut amqp_name = "mcpvisor-echo".to_owned();
     let mut args = std::env::args().skip(1);

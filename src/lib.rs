@@ -3,20 +3,34 @@
 //! A Model Context Protocol (MCP) runtime for synchronous Rust: no async
 //! runtime, blocking worker threads, crossbeam channels.
 //!
-//! - [`jsonrpc`]: the wire layer (parsing, validation, error responses).
-//! - [`protocol`]: the engine (lifecycle, versions, dispatch, cancellation,
-//!   progress, logging, server-to-client requests).
-//! - [`server`]: the synchronous server API (tools, resources, prompts).
-//! - [`transport`]: stdio, TCP, Streamable HTTP, AMQP, line framing, in-process pairs.
-//! - [`client`]: the synchronous client.
-//! - [`session`]: session identities.
+//! The layers point one way; each names only those listed before it:
+//!
+//! - [`jsonrpc`]: the wire (parsing, validation, error responses).
+//! - [`model`]: data types (revisions, log levels, content, completions).
+//! - [`protocol`]: the engine (lifecycle, dispatch, the [`protocol::catalog`]
+//!   of sources, cancellation, progress, logging, the one path for requests
+//!   to the peer, what a handler sees).
+//! - [`transport`]: stdio, TCP, Streamable HTTP, AMQP, in-process pairs,
+//!   both roles; listeners as supervisor child specs; the custom-transport seam.
+//! - [`server`]: the synchronous server API (tools, resources, prompts as a
+//!   local catalog source); [`client`]: the synchronous client.
+//! - [`serve`]: `serve_*` / `start_*` on a [`Server`], and listeners from a
+//!   [`transport::listen::Listen`].
+//!
+//! Cargo features follow the layers (all on by default): `tcp`, `http`,
+//! `amqp`, `amqps` (TLS for AMQP), `client`, `schema` (JSON Schema
+//! validation of tool arguments and results). stdio and the in-process pair
+//! are always there.
 #![warn(missing_docs)]
 
+#[cfg(feature = "client")]
 pub mod client;
 pub mod jsonrpc;
+pub mod model;
 pub mod protocol;
+pub mod serve;
 pub mod server;
-pub mod session;
+mod sync;
 pub mod transport;
 mod wait;
 
@@ -34,7 +48,8 @@ pub fn init_logging(default_filter: &str) {
         .init();
 }
 
-pub use protocol::{Context, LogLevel, PeerError, ProtocolVersion, ToolContext};
+pub use model::{LogLevel, ProtocolVersion};
+pub use protocol::{Context, PeerError, ToolContext};
 pub use server::{
     Content, Prompt, Resource, ResourceTemplate, Server, Tool, ToolError, ToolResult,
 };

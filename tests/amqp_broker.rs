@@ -144,7 +144,7 @@ fn credentials_never_reach_the_log() {
     capture_logs();
     let e = AmqpConfig::new("http://guest:guest@127.0.0.1:5672", "x").unwrap_err();
     assert!(e.to_string().contains("amqp:// or amqps://"), "{e}");
-    let secret = format!("pw-{}", &mcpvisor::session::new_session_id()[..12]);
+    let secret = format!("pw-{}", &mcpvisor::protocol::new_session_id()[..12]);
     let user = "mcpvisor-secret-test";
     let _ = Command::new("rabbitmqctl")
         .args(["delete_user", user])

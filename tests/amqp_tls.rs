@@ -132,7 +132,7 @@ impl TempFile {
     fn new(pem: &str) -> TempFile {
         let dir = std::env::temp_dir().join(format!(
             "mcpvisor-tls-{}",
-            &mcpvisor::session::new_session_id()[..12]
+            &mcpvisor::protocol::new_session_id()[..12]
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("ca.pem");

@@ -15,28 +15,36 @@
 //! logged. Server-initiated requests (sampling, elicitation, roots) are
 //! answered by the callbacks in [`ClientOptions`], on their own thread.
 
-mod amqp;
-mod connection;
-mod http;
-
-pub use amqp::RESUME_GRACE;
-pub use connection::{
+pub use crate::protocol::{PeerRequestHandler, ProgressHandler};
+#[cfg(feature = "amqp")]
+pub use crate::transport::amqp::RESUME_GRACE;
+pub use crate::transport::connection::{
     Connection, MessageReader, MessageWriter, DEFAULT_CHILD_GRACE, DEFAULT_MAX_MESSAGE_BYTES,
 };
+pub use crate::transport::reconnect::{Reconnect, DEFAULT_RECONNECT_ATTEMPTS};
 
 use crate::jsonrpc::{self, ErrorObject, Message, Parsed, Request, RequestId};
-use crate::protocol::{CancelToken, ProtocolVersion};
-use crossbeam_channel::{Receiver, Sender};
+use crate::protocol::pool::Pool;
+use crate::protocol::{CallError, CancelToken, Outbound, Outgoing, ProtocolVersion, Wait};
+use crate::sync::lock;
 use serde_json::{json, Map, Value};
-use std::collections::HashMap;
+use std::cell::RefCell;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Default timeout of one request.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default number of threads that run callbacks for the server's requests
+/// (started at the first such request).
+pub const DEFAULT_CALLBACK_THREADS: usize = 4;
+/// Server requests that may wait for a callback thread; beyond, they are
+/// answered -32603 at once.
+pub const CALLBACK_QUEUE: usize = 256;
+/// Name prefix of the callback threads.
+const CALLBACK_THREAD_PREFIX: &str = "mcpvisor-client-callback-";
 
 /// Why a client call failed.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,8 +87,6 @@ pub type RequestHandler = Arc<dyn Fn(Value) -> Result<Value, ErrorObject> + Send
 pub type NotificationHandler = Arc<dyn Fn(&str, &Value) + Send + Sync>;
 /// Told why the connection ended for good.
 pub type ClosedHandler = Arc<dyn Fn(&ClientError) + Send + Sync>;
-/// Receives progress: (progress, total, message).
-pub type ProgressHandler = Arc<dyn Fn(f64, Option<f64>, Option<&str>) + Send + Sync>;
 
 /// Client options; every field has a documented default.
 #[derive(Clone)]
@@ -114,53 +120,9 @@ pub struct ClientOptions {
     pub on_closed: Option<ClosedHandler>,
     /// Called after each successful reconnection (default none).
     pub on_reconnected: Option<Arc<dyn Fn() + Send + Sync>>,
-}
-
-/// Default reconnection attempts before giving up.
-pub const DEFAULT_RECONNECT_ATTEMPTS: u32 = 10;
-
-/// How to reconnect: exponential backoff with jitter, capped, a bounded
-/// number of attempts.
-#[derive(Clone, Debug)]
-pub struct Reconnect {
-    /// Delays between attempts (base, multiplier, max delay, jitter).
-    pub backoff: supervisor::Backoff,
-    /// Attempts before giving up (default [`DEFAULT_RECONNECT_ATTEMPTS`]).
-    pub max_attempts: u32,
-}
-
-impl Default for Reconnect {
-    fn default() -> Self {
-        Reconnect {
-            backoff: supervisor::Backoff {
-                initial: Duration::from_millis(100),
-                multiplier: 2.0,
-                max: Duration::from_secs(10),
-                jitter: 0.2,
-                reset_after: Duration::from_secs(60),
-            },
-            max_attempts: DEFAULT_RECONNECT_ATTEMPTS,
-        }
-    }
-}
-
-impl Reconnect {
-    /// The delays before each attempt: `max_attempts` of them, growing by
-    /// the backoff and jittered downwards (a xorshift seeded by the clock:
-    /// jitter spreads peers apart, it needs no cryptographic quality).
-    pub fn delays(&self) -> impl Iterator<Item = Duration> + '_ {
-        let mut seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64)
-            | 1;
-        (0..self.max_attempts).map(move |attempt| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            self.backoff
-                .delay(attempt, (seed >> 11) as f64 / (1u64 << 53) as f64)
-        })
-    }
+    /// Threads that run the callbacks above for the server's requests, on
+    /// a bounded queue ([`CALLBACK_QUEUE`]); default [`DEFAULT_CALLBACK_THREADS`].
+    pub callback_threads: usize,
 }
 
 /// Makes a new connection (for reconnection).
@@ -181,6 +143,7 @@ impl Default for ClientOptions {
             reconnect: None,
             on_closed: None,
             on_reconnected: None,
+            callback_threads: DEFAULT_CALLBACK_THREADS,
         }
     }
 }
@@ -194,21 +157,19 @@ pub struct CallOptions {
     pub progress: Option<ProgressHandler>,
     /// Cancel the call from another thread with `token.cancel()`.
     pub cancel: Option<CancelToken>,
-}
-
-type Answer = Result<Value, ErrorObject>;
-
-struct Pending {
-    tx: Sender<Answer>,
-    // Progress resets the per-request timeout: each notification is a tick.
-    tick: Sender<()>,
-    progress: Option<ProgressHandler>,
+    /// Answers the server's requests (sampling, elicitation, roots, ...)
+    /// that belong to this call, instead of the client's callbacks: those
+    /// that arrive on this call's own response stream (HTTP), or any while
+    /// this is the only call in flight with such a handler. A gateway
+    /// passes the downstream request's context here.
+    pub on_request: Option<PeerRequestHandler>,
 }
 
 struct Shared {
     writer: Mutex<Box<dyn MessageWriter>>,
-    pending: Mutex<HashMap<RequestId, Pending>>,
-    next_id: AtomicI64,
+    outbound: Outbound,
+    // Runs callbacks for the server's requests; started at the first one.
+    callbacks: OnceLock<Option<Pool>>,
     closed: AtomicBool,
     // Set while one reader thread re-establishes the connection.
     reconnecting: AtomicBool,
@@ -216,10 +177,6 @@ struct Shared {
     on_close: Mutex<Option<Box<dyn FnOnce() + Send>>>,
     connector: Option<Connector>,
     init_params: Mutex<Value>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A connected, initialized MCP client. Cheap to clone; all clones share the connection.
@@ -300,8 +257,8 @@ impl Client {
         });
         let shared = Arc::new(Shared {
             writer: Mutex::new(writer),
-            pending: Mutex::new(HashMap::new()),
-            next_id: AtomicI64::new(1),
+            outbound: Outbound::default(),
+            callbacks: OnceLock::new(),
             closed: AtomicBool::new(false),
             reconnecting: AtomicBool::new(false),
             options,
@@ -399,88 +356,42 @@ impl Client {
     fn send_request(
         &self,
         method: &str,
-        mut params: Value,
+        params: Value,
         opts: CallOptions,
     ) -> Result<Value, ClientError> {
         let shared = &self.shared;
         if shared.closed.load(Ordering::SeqCst) {
             return Err(ClientError::Closed);
         }
-        let id = RequestId::Number(shared.next_id.fetch_add(1, Ordering::Relaxed));
-        if opts.progress.is_some() {
-            if let Some(p) = params.as_object_mut() {
-                let meta = p.entry("_meta").or_insert_with(|| json!({}));
-                if let Some(m) = meta.as_object_mut() {
-                    m.insert("progressToken".into(), id.to_value());
-                }
-            }
-        }
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        let (tick_tx, tick_rx) = crossbeam_channel::unbounded();
-        lock(&shared.pending).insert(
-            id.clone(),
-            Pending {
-                tx,
-                tick: tick_tx,
-                progress: opts.progress.clone(),
-            },
-        );
-        let msg = Request::new(id.clone(), method, Some(params)).into_value();
-        if let Err(e) = shared.write(&msg) {
-            lock(&shared.pending).remove(&id);
-            return Err(e);
-        }
-        let outcome = self.wait(&id, &rx, &tick_rx, &opts);
-        if matches!(
-            outcome,
-            Err(ClientError::Timeout { .. }) | Err(ClientError::Cancelled)
-        ) {
-            lock(&shared.pending).remove(&id);
-            let reason = if matches!(outcome, Err(ClientError::Cancelled)) {
-                "cancelled by the client"
-            } else {
-                "timed out"
+        let wait = Wait {
+            timeout: opts.timeout.unwrap_or(shared.options.request_timeout),
+            total: shared.options.max_total_timeout,
+            cancel: opts.cancel.as_ref().map(CancelToken::receiver),
+            progress: opts.progress,
+            association: opts.on_request,
+        };
+        // The write's own error, kept whole for the caller.
+        let failed = RefCell::new(None);
+        let send = |out: Outgoing| -> Result<(), String> {
+            let Some(message) = out.message() else {
+                return Ok(());
             };
-            let _ = self.notify(
-                "notifications/cancelled",
-                json!({"requestId": id.to_value(), "reason": reason}),
-            );
-        }
-        outcome
-    }
-
-    fn wait(
-        &self,
-        id: &RequestId,
-        rx: &Receiver<Answer>,
-        ticks: &Receiver<()>,
-        opts: &CallOptions,
-    ) -> Result<Value, ClientError> {
-        let per_request = opts.timeout.unwrap_or(self.shared.options.request_timeout);
-        let hard_deadline = self
-            .shared
-            .options
-            .max_total_timeout
-            .map(|t| Instant::now() + t);
-        let cancel = opts
-            .cancel
-            .as_ref()
-            .map_or_else(crossbeam_channel::never, CancelToken::receiver);
-        let mut deadline = Instant::now() + per_request;
-        loop {
-            let until = hard_deadline.map_or(deadline, |h| h.min(deadline));
-            let wait = until.saturating_duration_since(Instant::now());
-            crossbeam_channel::select! {
-                recv(rx) -> answer => return match answer {
-                    Ok(Ok(v)) => Ok(v),
-                    Ok(Err(e)) => Err(ClientError::Rpc(e)),
-                    Err(_) => Err(ClientError::Closed),
-                },
-                recv(ticks) -> _ => deadline = Instant::now() + per_request,
-                recv(cancel) -> _ => return Err(ClientError::Cancelled),
-                default(wait) => return Err(ClientError::Timeout { id: id.clone() }),
-            }
-        }
+            shared.write(message).map_err(|e| {
+                let text = e.to_string();
+                *failed.borrow_mut() = Some(e);
+                text
+            })
+        };
+        shared
+            .outbound
+            .call(method, params, wait, &send)
+            .map_err(|e| match e {
+                CallError::Closed => ClientError::Closed,
+                CallError::Timeout(id, _) => ClientError::Timeout { id },
+                CallError::Cancelled => ClientError::Cancelled,
+                CallError::Rpc(e) => ClientError::Rpc(e),
+                CallError::Send(text) => failed.take().unwrap_or(ClientError::Io(text)),
+            })
     }
 
     /// `ping`.
@@ -600,8 +511,7 @@ impl Shared {
             return;
         }
         lock(&self.writer).close();
-        // Dropping the senders fails every waiting call with `Closed`.
-        lock(&self.pending).clear();
+        self.outbound.close();
         if let Some(f) = lock(&self.on_close).take() {
             f();
         }
@@ -656,7 +566,7 @@ fn connection_lost(shared: &Arc<Shared>, why: ClientError) {
         return;
     }
     log::warn!("client: connection lost ({why}); reconnecting");
-    lock(&shared.pending).clear();
+    shared.outbound.fail_all();
     for (attempt, delay) in policy.delays().enumerate() {
         thread::sleep(delay);
         if shared.closed.load(Ordering::SeqCst) {
@@ -723,69 +633,96 @@ fn give_up(shared: &Arc<Shared>, why: ClientError) {
 fn dispatch(shared: &Arc<Shared>, message: Message) {
     match message {
         Message::Response(r) => {
-            let waiter = r.id().and_then(|id| lock(&shared.pending).remove(id));
-            match waiter {
-                Some(p) => {
-                    let _ = p.tx.send(r.into_outcome());
-                }
-                None => log::warn!(
-                    "client: response to unknown or abandoned request {:?} dropped",
-                    r.id()
-                ),
-            }
+            shared.outbound.answer(r, "client");
         }
-        Message::Notification(n) => {
-            let params = n.params().map_or(Value::Null, |p| Value::Object(p.clone()));
-            match n.method() {
-                "notifications/progress" => {
-                    let id = params.get("progressToken").and_then(RequestId::from_value);
-                    let pending = lock(&shared.pending);
-                    if let Some(p) = id.and_then(|id| pending.get(&id)) {
-                        let _ = p.tick.send(());
-                        if let (Some(cb), Some(progress)) =
-                            (&p.progress, params["progress"].as_f64())
-                        {
-                            cb(
-                                progress,
-                                params["total"].as_f64(),
-                                params["message"].as_str(),
-                            );
-                        }
-                    }
-                }
-                method => match &shared.options.on_notification {
+        Message::Notification(n) => match (n.method(), n.params()) {
+            ("notifications/progress", Some(p)) => shared.outbound.progress(p),
+            (method, params) => {
+                let params = params.map_or(Value::Null, |p| Value::Object(p.clone()));
+                match &shared.options.on_notification {
                     Some(h) => h(method, &params),
                     None => log::info!("client: notification {method}: {params}"),
-                },
+                }
             }
-        }
-        Message::Request(r) => {
-            let handler = match r.method() {
-                "sampling/createMessage" => shared.options.sampling.clone(),
-                "elicitation/create" => shared.options.elicitation.clone(),
-                "roots/list" => shared.options.roots.clone(),
-                "ping" => Some(Arc::new(|_| Ok(json!({}))) as RequestHandler),
-                _ => None,
-            };
-            let shared = shared.clone();
-            // Callbacks may block (a user deciding): never on the reader thread.
-            let spawned = thread::Builder::new()
-                .name("mcpvisor-client-callback".into())
-                .spawn(move || {
-                    let outcome = match handler {
-                        Some(h) => h(r.params().map_or(json!({}), |p| Value::Object(p.clone()))),
-                        None => Err(ErrorObject::method_not_found(r.method())),
-                    };
-                    let reply = match outcome {
-                        Ok(v) => jsonrpc::result_response(r.id(), v),
-                        Err(e) => jsonrpc::error_response_value(Some(r.id()), &e),
-                    };
-                    let _ = shared.write(&reply);
+        },
+        Message::Request(r) => serve_peer_request(shared, r, None),
+    }
+}
+
+/// Which function answers a request of the server's: the association of
+/// the call it belongs to, else the client's callback for its method.
+fn peer_handler(
+    shared: &Shared,
+    method: &str,
+    related: Option<&RequestId>,
+) -> Option<PeerRequestHandler> {
+    if let Some(a) = shared.outbound.association(related) {
+        return Some(a);
+    }
+    let callback = match method {
+        "sampling/createMessage" => shared.options.sampling.clone(),
+        "elicitation/create" => shared.options.elicitation.clone(),
+        "roots/list" => shared.options.roots.clone(),
+        "ping" => return Some(Arc::new(|_: &str, _| Ok(json!({})))),
+        _ => None,
+    }?;
+    Some(Arc::new(move |_: &str, params| callback(params)))
+}
+
+/// Answers a request of the server's on the callback pool: callbacks may
+/// block (a user deciding), never on the reader thread.
+fn serve_peer_request(shared: &Arc<Shared>, r: Request, related: Option<&RequestId>) {
+    let handler = peer_handler(shared, r.method(), related);
+    let reply = |shared: &Shared, outcome: Result<Value, ErrorObject>, id: &RequestId| {
+        let message = match outcome {
+            Ok(v) => jsonrpc::result_response(id, v),
+            Err(e) => jsonrpc::error_response_value(Some(id), &e),
+        };
+        let _ = shared.write(&message);
+    };
+    let Some(handler) = handler else {
+        return reply(
+            shared,
+            Err(ErrorObject::method_not_found(r.method())),
+            r.id(),
+        );
+    };
+    let pool = shared.callbacks.get_or_init(|| {
+        Pool::new(
+            CALLBACK_THREAD_PREFIX,
+            shared.options.callback_threads,
+            CALLBACK_QUEUE,
+        )
+        .inspect_err(|e| log::error!("client: cannot start callback threads: {e}"))
+        .ok()
+    });
+    let id = r.id().clone();
+    let job_shared = shared.clone();
+    let job = Box::new(move || {
+        let params = r.params().map_or(json!({}), |p| Value::Object(p.clone()));
+        let outcome =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(r.method(), params)))
+                .unwrap_or_else(|_| {
+                    log::error!(
+                        "client: the callback for {} panicked: {}",
+                        r.method(),
+                        crate::protocol::pool::take_panic_report()
+                    );
+                    Err(ErrorObject::internal("the client's callback failed"))
                 });
-            if let Err(e) = spawned {
-                log::error!("client: cannot start a callback thread: {e}");
-            }
-        }
+        reply(&job_shared, outcome, r.id());
+    });
+    let refused = match pool {
+        Some(p) => p.try_submit(job).is_err(),
+        None => true,
+    };
+    if refused {
+        log::warn!("client: callback queue full; request {id} refused");
+        reply(
+            shared,
+            Err(ErrorObject::internal("the client is busy; retry later")),
+            &id,
+        );
     }
 }
 

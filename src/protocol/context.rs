@@ -1,16 +1,36 @@
 //! What a handler sees of its request: cancellation, progress, logging, and
 //! requests back to the client.
+//!
+//! A handler sees an [`Exchange`], never the session type: a session is one
+//! kind of exchange today; a single stateless (2026-07-28) request will be
+//! another.
 
 use super::cancel::CancelToken;
-use super::logging::LogLevel;
-use super::session::Session;
+use super::outbound::{CallError, Outbound, Wait};
 use super::sink::{Outgoing, Sink};
-use super::version::ProtocolVersion;
+use super::Engine;
 use crate::jsonrpc::{self, ErrorObject, Request, RequestId};
+use crate::model::{LogLevel, ProtocolVersion};
+use crate::sync::lock;
 use serde_json::{json, Map, Value};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// What a request is served within: what its handler can reach beyond the
+/// request itself.
+pub(crate) trait Exchange: Send + Sync {
+    /// The session's id (visible ASCII, cryptographically random).
+    fn id(&self) -> &str;
+    /// The engine serving it (its catalog, its options).
+    fn engine(&self) -> &Arc<Engine>;
+    /// The minimum log level the client set for the whole exchange.
+    fn log_level(&self) -> Option<LogLevel>;
+    /// Requests to the client and their answers.
+    fn outbound(&self) -> &Outbound;
+    /// The request `id` has ended (answered or suppressed).
+    fn request_done(&self, id: &RequestId);
+}
 
 /// Default timeout of a server-to-client request made through [`Context`].
 pub const DEFAULT_PEER_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -98,7 +118,7 @@ struct ProgressState {
 /// The context of one request, handed to tool, resource, prompt and
 /// completion handlers.
 pub struct Context {
-    session: Arc<Session>,
+    exchange: Arc<dyn Exchange>,
     request_id: RequestId,
     method: String,
     meta: Option<Map<String, Value>>,
@@ -113,14 +133,14 @@ pub type ToolContext = Context;
 
 impl Context {
     pub(crate) fn new(
-        session: Arc<Session>,
+        exchange: Arc<dyn Exchange>,
         request: &Request,
         sink: Arc<dyn Sink>,
         cancel: CancelToken,
         protocol: ProtocolContext,
     ) -> Context {
         Context {
-            session,
+            exchange,
             request_id: request.id().clone(),
             method: request.method().to_owned(),
             meta: request.meta().cloned(),
@@ -131,8 +151,8 @@ impl Context {
         }
     }
 
-    pub(crate) fn session(&self) -> &Arc<Session> {
-        &self.session
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        self.exchange.engine()
     }
 
     /// The id of the request being served.
@@ -145,7 +165,7 @@ impl Context {
     }
     /// The session's id (visible ASCII, cryptographically random).
     pub fn session_id(&self) -> &str {
-        self.session.id()
+        self.exchange.id()
     }
     /// The request's `_meta`, if any.
     pub fn meta(&self) -> Option<&Map<String, Value>> {
@@ -173,7 +193,7 @@ impl Context {
         let Some(token) = self.meta.as_ref().and_then(|m| m.get("progressToken")) else {
             return false;
         };
-        let mut state = self.progress.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = lock(&self.progress);
         if state.finished || state.last.is_some_and(|last| progress <= last) {
             log::debug!(
                 "progress {progress} for request {} dropped (finished or not increasing)",
@@ -204,7 +224,10 @@ impl Context {
     /// Sends `notifications/message` if `level` passes the session's (or
     /// request's) minimum level. Returns whether it was sent.
     pub fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) -> bool {
-        let min = self.protocol.log_level.or_else(|| self.session.log_level());
+        let min = self
+            .protocol
+            .log_level
+            .or_else(|| self.exchange.log_level());
         if min.is_some_and(|m| level < m) {
             return false;
         }
@@ -257,39 +280,31 @@ impl Context {
                 return Err(PeerError::NotSupported(cap));
             }
         }
-        let (id, answer) = self
-            .session
-            .register_peer_request()
-            .ok_or(PeerError::Closed)?;
-        self.sink.send(Outgoing::Request(
-            Request::new(id.clone(), method, Some(params)).into_value(),
-        ));
-        let cancelled = self.cancel.receiver();
-        let outcome = crossbeam_channel::select! {
-            recv(answer) -> r => return match r {
-                Ok(Ok(v)) => Ok(v),
-                Ok(Err(e)) => Err(PeerError::Rpc(e)),
-                Err(_) => Err(PeerError::Closed),
-            },
-            recv(cancelled) -> _ => PeerError::Cancelled,
-            default(timeout) => PeerError::Timeout(timeout),
+        let sink = &self.sink;
+        let send = |out: Outgoing| -> Result<(), String> {
+            sink.send(out);
+            Ok(())
         };
-        self.session.forget_peer_request(&id);
-        let reason = match &outcome {
-            PeerError::Timeout(d) => format!("timed out after {d:?}"),
-            _ => "the originating request was cancelled".to_owned(),
+        let wait = Wait {
+            timeout,
+            cancel: Some(self.cancel.receiver()),
+            ..Default::default()
         };
-        self.sink.send(Outgoing::Notification(jsonrpc::notification(
-            "notifications/cancelled",
-            json!({"requestId": id.to_value(), "reason": reason}),
-        )));
-        Err(outcome)
+        self.exchange
+            .outbound()
+            .call(method, params, wait, &send)
+            .map_err(|e| match e {
+                CallError::Timeout(_, d) => PeerError::Timeout(d),
+                CallError::Cancelled => PeerError::Cancelled,
+                CallError::Rpc(e) => PeerError::Rpc(e),
+                CallError::Closed | CallError::Send(_) => PeerError::Closed,
+            })
     }
 
     /// Ends the request: after this, no progress is sent. Sends the response,
     /// or nothing (`Suppressed`) if the request was cancelled.
     pub(crate) fn finish(&self, outcome: Result<Value, ErrorObject>) {
-        let mut state = self.progress.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = lock(&self.progress);
         state.finished = true;
         let out = if self.cancel.is_cancelled() {
             Outgoing::Suppressed {
@@ -308,7 +323,7 @@ impl Context {
         self.sink.send(out);
         // Only now is the request no longer in flight: whoever waits for the
         // session to go idle (EOF, shutdown) finds its answer already queued.
-        self.session.request_done(&self.request_id);
+        self.exchange.request_done(&self.request_id);
     }
 }
 

@@ -4,15 +4,13 @@
 //! transport's thread (so `ping`, `logging/setLevel` and the lists are never
 //! queued behind slow tools); methods that call user handlers run on the pool.
 
+use super::catalog::View;
 use super::context::Context;
-use super::logging::LogLevel;
 use super::pagination::page;
 use super::session::Session;
-use super::version::ProtocolVersion;
+use super::Engine;
 use crate::jsonrpc::{ErrorObject, Request, RESOURCE_NOT_FOUND};
-use crate::server::registry::check;
-use crate::server::tool::ErrorKind;
-use crate::server::{CompletionRef, CompletionRequest};
+use crate::model::{CompletionRef, CompletionRequest, LogLevel, ProtocolVersion};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,11 +21,11 @@ pub(crate) type PoolHandler = fn(&Context, &Request) -> Result<Value, ErrorObjec
 pub(crate) enum Route {
     Inline(InlineHandler),
     Pool(PoolHandler),
-    Unknown,
 }
 
-/// Where a method (other than `initialize` / `ping`) is served.
-pub(crate) fn route(method: &str) -> Route {
+/// Where a method (other than `initialize` / `ping`) is served. Methods the
+/// engine does not know go to the catalog's fallback when there is one.
+pub(crate) fn route(session: &Session, method: &str) -> Route {
     match method {
         "logging/setLevel" => Route::Inline(set_level),
         "tools/list" => Route::Inline(list_tools),
@@ -40,7 +38,8 @@ pub(crate) fn route(method: &str) -> Route {
         "resources/read" => Route::Pool(read_resource),
         "prompts/get" => Route::Pool(get_prompt),
         "completion/complete" => Route::Pool(complete),
-        _ => Route::Unknown,
+        _ if session.engine.catalog.fallback().is_some() => Route::Pool(fallback),
+        _ => Route::Inline(unknown),
     }
 }
 
@@ -66,8 +65,8 @@ fn cursor(req: &Request) -> Result<Option<&str>, ErrorObject> {
 }
 
 /// Rejects a method whose capability the server does not offer.
-fn offered(session: &Session, capability: &str, method: &str) -> Result<(), ErrorObject> {
-    if session.engine.registry().has_capability(capability) {
+fn offered(engine: &Engine, capability: &str, method: &str) -> Result<(), ErrorObject> {
+    if engine.catalog.has_capability(capability) {
         Ok(())
     } else {
         Err(ErrorObject::method_not_found(method))
@@ -96,7 +95,7 @@ pub(crate) fn initialize(session: &Arc<Session>, req: &Request) -> Result<Value,
     let engine = &session.engine;
     let mut result = Map::new();
     result.insert("protocolVersion".into(), version.as_str().into());
-    result.insert("capabilities".into(), engine.registry().capabilities());
+    result.insert("capabilities".into(), engine.catalog.capabilities());
     result.insert("serverInfo".into(), engine.info.to_value());
     if let Some(i) = &engine.info.instructions {
         result.insert("instructions".into(), i.as_str().into());
@@ -112,6 +111,17 @@ pub(crate) fn ping(_: &Arc<Session>, _: &Request) -> Result<Value, ErrorObject> 
     Ok(json!({}))
 }
 
+fn unknown(_: &Arc<Session>, req: &Request) -> Result<Value, ErrorObject> {
+    Err(ErrorObject::method_not_found(req.method()))
+}
+
+fn fallback(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
+    match ctx.engine().catalog.fallback() {
+        Some(f) => f.handle(req.method(), req.params(), ctx),
+        None => Err(ErrorObject::method_not_found(req.method())),
+    }
+}
+
 fn set_level(session: &Arc<Session>, req: &Request) -> Result<Value, ErrorObject> {
     let name = required_str(params(req), "level")?;
     let level = LogLevel::parse(name)
@@ -125,15 +135,11 @@ fn listing(
     req: &Request,
     capability: &str,
     key: &str,
-    select: impl FnOnce(
-        &crate::server::registry::Registry,
-        Option<&str>,
-        usize,
-    ) -> Result<(Vec<Value>, Option<String>), ErrorObject>,
+    select: impl FnOnce(&View, Option<&str>, usize) -> Result<(Vec<Value>, Option<String>), ErrorObject>,
 ) -> Result<Value, ErrorObject> {
-    offered(session, capability, req.method())?;
+    offered(&session.engine, capability, req.method())?;
     let size = session.engine.options.page_size;
-    let (items, next) = select(&session.engine.registry(), cursor(req)?, size)?;
+    let (items, next) = select(&session.engine.catalog.view(), cursor(req)?, size)?;
     let mut m = Map::new();
     m.insert(key.into(), Value::Array(items));
     if let Some(n) = next {
@@ -144,33 +150,50 @@ fn listing(
 
 fn list_tools(session: &Arc<Session>, req: &Request) -> Result<Value, ErrorObject> {
     listing(session, req, "tools", "tools", |r, c, n| {
-        page(&r.tools, c, n)
-            .map(|(v, next)| (v.into_iter().map(|t| t.listing.clone()).collect(), next))
+        page(&r.tools, c, n).map(|(v, next)| {
+            (
+                v.into_iter().map(|t| t.definition().clone()).collect(),
+                next,
+            )
+        })
     })
 }
 
 fn list_resources(session: &Arc<Session>, req: &Request) -> Result<Value, ErrorObject> {
     listing(session, req, "resources", "resources", |r, c, n| {
-        page(&r.resources, c, n)
-            .map(|(v, next)| (v.into_iter().map(|t| t.listing()).collect(), next))
+        page(&r.resources, c, n).map(|(v, next)| {
+            (
+                v.into_iter().map(|t| t.definition().clone()).collect(),
+                next,
+            )
+        })
     })
 }
 
 fn list_templates(session: &Arc<Session>, req: &Request) -> Result<Value, ErrorObject> {
     listing(session, req, "resources", "resourceTemplates", |r, c, n| {
-        page(&r.templates, c, n)
-            .map(|(v, next)| (v.into_iter().map(|t| t.listing()).collect(), next))
+        page(&r.templates, c, n).map(|(v, next)| {
+            (
+                v.into_iter().map(|t| t.definition().clone()).collect(),
+                next,
+            )
+        })
     })
 }
 
 fn list_prompts(session: &Arc<Session>, req: &Request) -> Result<Value, ErrorObject> {
     listing(session, req, "prompts", "prompts", |r, c, n| {
-        page(&r.prompts, c, n).map(|(v, next)| (v.into_iter().map(|t| t.listing()).collect(), next))
+        page(&r.prompts, c, n).map(|(v, next)| {
+            (
+                v.into_iter().map(|t| t.definition().clone()).collect(),
+                next,
+            )
+        })
     })
 }
 
 fn subscription(session: &Arc<Session>, req: &Request, on: bool) -> Result<Value, ErrorObject> {
-    offered(session, "resources", req.method())?;
+    offered(&session.engine, "resources", req.method())?;
     session.subscribe(required_str(params(req), "uri")?, on);
     Ok(json!({}))
 }
@@ -186,11 +209,10 @@ fn unsubscribe(session: &Arc<Session>, req: &Request) -> Result<Value, ErrorObje
 fn call_tool(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
     let p = params(req);
     let name = required_str(p, "name")?;
-    let tool = ctx.session().engine.registry().tools.get(name).cloned();
+    let tool = ctx.engine().catalog.view().tools.get(name).cloned();
     let tool = tool.ok_or_else(|| ErrorObject::invalid_params(format!("Unknown tool: {name}")))?;
-    // Validate the arguments where they are; copy them only once valid.
     let empty = Value::Object(Map::new());
-    let raw = match p.get("arguments") {
+    let arguments = match p.get("arguments") {
         None | Some(Value::Null) => &empty,
         Some(v @ Value::Object(_)) => v,
         Some(_) => {
@@ -199,59 +221,25 @@ fn call_tool(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
             ))
         }
     };
-    tool.check_arguments(raw).map_err(|e| {
-        ErrorObject::invalid_params(format!("Invalid arguments for tool {name}: {e}"))
-    })?;
-    let args = raw.as_object().cloned().unwrap_or_default();
-    match (tool.tool.handler)(args, ctx) {
-        Ok(result) => {
-            if let (Some(v), false) = (&tool.output, result.is_error) {
-                let structured = result.structured_content.as_ref().ok_or_else(|| {
-                    ErrorObject::internal(format!(
-                        "tool {name} declares an outputSchema but returned no structuredContent"
-                    ))
-                })?;
-                check(v, structured).map_err(|e| {
-                    ErrorObject::internal(format!("tool {name} returned structuredContent that violates its outputSchema: {e}"))
-                })?;
-            }
-            Ok(result.to_value())
-        }
-        Err(e) => match e.0 {
-            ErrorKind::Failed(m) => Ok(crate::server::ToolResult::error(m).to_value()),
-            ErrorKind::Rpc(e) => Err(e),
-        },
-    }
+    tool.call(arguments, ctx)
 }
 
 fn read_resource(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
     let uri = required_str(params(req), "uri")?;
-    let (fixed, template) = {
-        let reg = ctx.session().engine.registry();
-        let fixed = reg.resources.get(uri).cloned();
-        let template = match fixed {
-            Some(_) => None,
-            None => reg
-                .templates
-                .values()
-                .find_map(|t| t.matcher.matches(uri).map(|vars| (t.clone(), vars))),
-        };
-        (fixed, template)
-    };
-    let contents = match (fixed, template) {
-        (Some(r), _) => (r.handler)(uri, ctx),
-        (None, Some((t, vars))) => (t.handler)(uri, &vars, ctx),
-        (None, None) => {
-            return Err(
-                ErrorObject::new(RESOURCE_NOT_FOUND, format!("Resource not found: {uri}"))
-                    .with_data(json!({"uri": uri})),
-            )
-        }
+    let view = ctx.engine().catalog.view();
+    if let Some(r) = view.resources.get(uri) {
+        return r.read(uri, ctx);
     }
-    .map_err(|e| e.into_rpc())?;
-    Ok(json!({"contents": contents.iter().map(|c| c.to_value()).collect::<Vec<_>>()}))
+    match view.templates.values().find(|t| t.matches(uri)) {
+        Some(t) => t.read(uri, ctx),
+        None => Err(
+            ErrorObject::new(RESOURCE_NOT_FOUND, format!("Resource not found: {uri}"))
+                .with_data(json!({"uri": uri})),
+        ),
+    }
 }
 
+/// A map whose every value must be a string (prompt arguments, completion context).
 fn string_map(v: Option<&Value>, what: &str) -> Result<HashMap<String, String>, ErrorObject> {
     match v {
         None | Some(Value::Null) => Ok(HashMap::new()),
@@ -273,27 +261,20 @@ fn string_map(v: Option<&Value>, what: &str) -> Result<HashMap<String, String>, 
 fn get_prompt(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
     let p = params(req);
     let name = required_str(p, "name")?;
-    let prompt = ctx.session().engine.registry().prompts.get(name).cloned();
+    let prompt = ctx.engine().catalog.view().prompts.get(name).cloned();
     let prompt =
         prompt.ok_or_else(|| ErrorObject::invalid_params(format!("Unknown prompt: {name}")))?;
-    let args = string_map(p.get("arguments"), "params.arguments")?;
-    if let Some(missing) = prompt
-        .arguments
-        .iter()
-        .find(|a| a.required && !args.contains_key(&a.name))
-    {
-        return Err(ErrorObject::invalid_params(format!(
-            "prompt {name}: missing required argument {:?}",
-            missing.name
-        )));
-    }
-    (prompt.handler)(&args, ctx)
-        .map(|r| r.to_value())
-        .map_err(|e| e.into_rpc())
+    string_map(p.get("arguments"), "params.arguments")?;
+    let empty = Value::Object(Map::new());
+    let arguments = match p.get("arguments") {
+        Some(v @ Value::Object(_)) => v,
+        _ => &empty,
+    };
+    prompt.get(arguments, ctx)
 }
 
 fn complete(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
-    offered(ctx.session(), "completions", req.method())?;
+    offered(ctx.engine(), "completions", req.method())?;
     let p = params(req);
     let r = p
         .get("ref")
@@ -320,16 +301,15 @@ fn complete(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
             "params.context.arguments",
         )?,
     };
-    let handler = ctx
-        .session()
-        .engine
-        .registry()
+    let entry = ctx
+        .engine()
+        .catalog
+        .view()
         .completions
         .get(&reference)
         .cloned();
-    let completion = match handler {
-        Some(h) => h(&request, ctx).map_err(|e| e.into_rpc())?,
-        None => Default::default(),
-    };
-    Ok(json!({"completion": completion.to_value()}))
+    match entry {
+        Some(e) => e.complete(&reference, &request, ctx),
+        None => Ok(json!({"completion": crate::model::Completion::default().to_value()})),
+    }
 }

@@ -8,28 +8,34 @@
 
 mod batch;
 mod cancel;
+pub mod catalog;
 mod context;
 mod dispatch;
-mod logging;
+mod outbound;
 mod pagination;
-mod pool;
+pub(crate) mod pool;
 mod session;
+mod session_id;
 mod sink;
-mod version;
 
 pub use cancel::CancelToken;
+pub use catalog::{Changes, ListKind, Source};
 pub use context::{Context, PeerError, ProtocolContext, ToolContext, DEFAULT_PEER_REQUEST_TIMEOUT};
-pub use logging::LogLevel;
+pub(crate) use outbound::{CallError, Outbound, Wait};
+pub use outbound::{PeerRequestHandler, ProgressHandler};
 pub use session::{Phase, Session};
+pub use session_id::{new_session_id, SESSION_ID_BYTES};
 pub use sink::{Outgoing, Sink};
-pub use version::ProtocolVersion;
+// The data types engine users meet most, where they used to live.
+pub use crate::model::{LogLevel, ProtocolVersion};
 
 use crate::jsonrpc;
-use crate::server::registry::Registry;
+use crate::sync::lock;
+use catalog::{Catalog, CatalogError, Enabled, MethodFallback};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 /// Default number of handler threads.
 pub const DEFAULT_POOL_THREADS: usize = 16;
@@ -85,38 +91,32 @@ impl ServerInfo {
     }
 }
 
-/// The protocol engine shared by every session of a server.
+/// The protocol engine shared by every session of a server: the handler
+/// pool, the sessions, and the [`catalog`] of what it serves.
 pub struct Engine {
     pub(crate) info: ServerInfo,
     pub(crate) options: EngineOptions,
-    registry: RwLock<Registry>,
+    pub(crate) catalog: Catalog,
     pool: pool::Pool,
     sessions: Mutex<HashMap<u64, Weak<Session>>>,
     next_key: AtomicU64,
-}
-
-/// Which list changed, for `notifications/*/list_changed`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum ListKind {
-    /// tools
-    Tools,
-    /// resources and resource templates
-    Resources,
-    /// prompts
-    Prompts,
 }
 
 impl Engine {
     pub(crate) fn new(
         info: ServerInfo,
         options: EngineOptions,
-        registry: Registry,
+        enabled: Enabled,
     ) -> std::io::Result<Arc<Engine>> {
-        let pool = pool::Pool::new(options.pool_threads, options.queue_capacity)?;
+        let pool = pool::Pool::new(
+            pool::HANDLER_THREADS,
+            options.pool_threads,
+            options.queue_capacity,
+        )?;
         Ok(Arc::new(Engine {
             info,
             options,
-            registry: RwLock::new(registry),
+            catalog: Catalog::new(enabled),
             pool,
             sessions: Mutex::new(HashMap::new()),
             next_key: AtomicU64::new(1),
@@ -128,40 +128,56 @@ impl Engine {
     pub fn open_session(self: &Arc<Self>, sink: Arc<dyn Sink>) -> Arc<Session> {
         let key = self.next_key.fetch_add(1, Ordering::Relaxed);
         let session = Arc::new(Session::new(self.clone(), key, sink));
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, Arc::downgrade(&session));
+        lock(&self.sessions).insert(key, Arc::downgrade(&session));
         session
     }
 
     /// Number of open sessions.
     pub fn session_count(&self) -> usize {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
+        lock(&self.sessions).len()
     }
 
     pub(crate) fn forget_session(&self, key: u64) {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&key);
+        lock(&self.sessions).remove(&key);
     }
 
-    pub(crate) fn registry(&self) -> RwLockReadGuard<'_, Registry> {
-        self.registry.read().unwrap_or_else(|p| p.into_inner())
+    /// Replaces (or adds) the catalog source `id` with `source` in one
+    /// step, then sends one `notifications/*/list_changed` per kind whose
+    /// listing changed. A definition without its key (`name`, `uri`,
+    /// `uriTemplate`) refuses the whole source and changes nothing.
+    pub fn replace_source(&self, id: &str, source: Source) -> Result<Changes, CatalogError> {
+        let changes = self.catalog.replace(id, source)?;
+        self.announce(changes);
+        Ok(changes)
     }
 
-    pub(crate) fn registry_mut(&self) -> RwLockWriteGuard<'_, Registry> {
-        self.registry.write().unwrap_or_else(|p| p.into_inner())
+    /// Withdraws the catalog source `id` and every entry it offered,
+    /// announcing the lists that changed.
+    pub fn withdraw_source(&self, id: &str) -> Changes {
+        let changes = self.catalog.withdraw(id);
+        self.announce(changes);
+        changes
+    }
+
+    /// The entries of source `id`, as last replaced.
+    pub fn source(&self, id: &str) -> Option<Source> {
+        self.catalog.source(id).map(|s| (*s).clone())
+    }
+
+    /// Serves requests for methods the engine does not know (custom
+    /// methods) with `fallback`; `None` answers them -32601 again.
+    pub fn set_fallback(&self, fallback: Option<Arc<dyn MethodFallback>>) {
+        self.catalog.set_fallback(fallback);
+    }
+
+    fn announce(&self, changes: Changes) {
+        for kind in changes.kinds() {
+            self.notify_list_changed(kind);
+        }
     }
 
     fn live_sessions(&self) -> Vec<Arc<Session>> {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        lock(&self.sessions)
             .values()
             .filter_map(Weak::upgrade)
             .collect()
@@ -200,6 +216,3 @@ impl Engine {
         }
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -1,4 +1,5 @@
-//! The bounded pool of handler threads.
+//! Bounded pools of named threads: the engine's handler pool, and the
+//! client's pool for callbacks the server asks for.
 
 use crossbeam_channel::{Sender, TrySendError};
 use std::cell::RefCell;
@@ -6,15 +7,17 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Once;
 use std::thread;
 
-/// Name prefix of handler threads (`mcpvisor-handler-N`).
-const THREAD_PREFIX: &str = "mcpvisor-handler-";
+/// Name prefix of the engine's handler threads (`mcpvisor-handler-N`).
+pub(crate) const HANDLER_THREADS: &str = "mcpvisor-handler-";
 
 thread_local! {
-    // The last panic on this handler thread, recorded by our panic hook.
+    // The last panic on this pool thread, recorded by our panic hook.
     static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+    // Set on pool threads: their panics are recorded, not printed.
+    static POOL_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Installs (once per process) a panic hook that records panics of handler
+/// Installs (once per process) a panic hook that records panics of pool
 /// threads instead of printing them, so the engine logs each one exactly
 /// once, with its request. Panics of every other thread go to the hook that
 /// was installed before.
@@ -23,10 +26,7 @@ fn install_panic_hook() {
     HOOK.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if !thread::current()
-                .name()
-                .is_some_and(|n| n.starts_with(THREAD_PREFIX))
-            {
+            if !POOL_THREAD.with(std::cell::Cell::get) {
                 return previous(info);
             }
             let payload = info.payload();
@@ -63,14 +63,17 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
-    pub(crate) fn new(threads: usize, queue: usize) -> std::io::Result<Pool> {
+    /// `threads` threads named `prefix` and their number, in front of a
+    /// queue of `queue` jobs.
+    pub(crate) fn new(prefix: &str, threads: usize, queue: usize) -> std::io::Result<Pool> {
         install_panic_hook();
         let (tx, rx) = crossbeam_channel::bounded::<Job>(queue.max(1));
         for n in 0..threads.max(1) {
             let rx = rx.clone();
             thread::Builder::new()
-                .name(format!("{THREAD_PREFIX}{n}"))
+                .name(format!("{prefix}{n}"))
                 .spawn(move || {
+                    POOL_THREAD.with(|p| p.set(true));
                     while let Some(job) = crate::wait::recv(&rx) {
                         if catch_unwind(AssertUnwindSafe(job)).is_err() {
                             log::error!(

@@ -3,21 +3,21 @@
 //! it sent to the client.
 
 use super::cancel::CancelToken;
-use super::context::{Context, ProtocolContext};
+use super::context::{Context, Exchange, ProtocolContext};
 use super::dispatch::{self, Route};
-use super::logging::LogLevel;
+use super::outbound::Outbound;
 use super::sink::{Outgoing, Sink};
-use super::version::ProtocolVersion;
 use super::Engine;
 use crate::jsonrpc::{
     self, ErrorObject, Message, Notification, ParseError, Parsed, Request, RequestId, Response,
 };
-use crossbeam_channel::{Receiver, Sender};
+use crate::model::{LogLevel, ProtocolVersion};
+use crate::sync::lock;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// The lifecycle phase.
@@ -40,8 +40,6 @@ struct State {
     subscriptions: HashSet<String>,
 }
 
-type PeerAnswer = Result<Value, ErrorObject>;
-
 /// A session of the protocol engine, fed by one transport connection.
 pub struct Session {
     pub(crate) engine: Arc<Engine>,
@@ -51,13 +49,8 @@ pub struct Session {
     state: Mutex<State>,
     inflight: Mutex<HashMap<RequestId, CancelToken>>,
     idle: Condvar,
-    pending: Mutex<HashMap<RequestId, Sender<PeerAnswer>>>,
-    next_peer_id: AtomicI64,
+    outbound: Outbound,
     closed: AtomicBool,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Session {
@@ -65,7 +58,7 @@ impl Session {
         Session {
             engine,
             key,
-            id: crate::session::new_session_id(),
+            id: super::session_id::new_session_id(),
             sink,
             state: Mutex::new(State {
                 phase: Phase::AwaitingInitialize,
@@ -81,8 +74,7 @@ impl Session {
             }),
             inflight: Mutex::new(HashMap::new()),
             idle: Condvar::new(),
-            pending: Mutex::new(HashMap::new()),
-            next_peer_id: AtomicI64::new(1),
+            outbound: Outbound::default(),
             closed: AtomicBool::new(false),
         }
     }
@@ -176,16 +168,11 @@ impl Session {
                 ));
                 return respond(sink, request.id(), Err(e));
             }
-            method => dispatch::route(method),
+            method => dispatch::route(self, method),
         };
         match route {
             Route::Inline(f) => respond(sink, request.id(), f(self, &request)),
             Route::Pool(f) => self.spawn(request, sink.clone(), f),
-            Route::Unknown => respond(
-                sink,
-                request.id(),
-                Err(ErrorObject::method_not_found(request.method())),
-            ),
         }
     }
 
@@ -209,7 +196,7 @@ impl Session {
             inflight.insert(id.clone(), cancel.clone());
         }
         let ctx = Context::new(
-            self.clone(),
+            self.clone() as Arc<dyn Exchange>,
             &request,
             sink.clone(),
             cancel,
@@ -273,22 +260,17 @@ impl Session {
                     ),
                 }
             }
+            "notifications/progress" => {
+                if let Some(p) = n.params() {
+                    self.outbound.progress(p);
+                }
+            }
             other => log::debug!("session {}: notification {other} ignored", self.id),
         }
     }
 
     fn handle_response(&self, r: Response) {
-        let waiter = r.id().and_then(|id| lock(&self.pending).remove(id));
-        match waiter {
-            Some(tx) => {
-                let _ = tx.send(r.into_outcome());
-            }
-            None => log::warn!(
-                "session {}: response to unknown request {:?} dropped",
-                self.id,
-                r.id()
-            ),
-        }
+        self.outbound.answer(r, &format!("session {}", self.id));
     }
 
     /// The protocol context a new request is served under.
@@ -340,21 +322,6 @@ impl Session {
         }
     }
 
-    pub(crate) fn register_peer_request(&self) -> Option<(RequestId, Receiver<PeerAnswer>)> {
-        let mut pending = lock(&self.pending);
-        if self.closed.load(Ordering::SeqCst) {
-            return None;
-        }
-        let id = RequestId::Number(self.next_peer_id.fetch_add(1, Ordering::Relaxed));
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        pending.insert(id.clone(), tx);
-        Some((id, rx))
-    }
-
-    pub(crate) fn forget_peer_request(&self, id: &RequestId) {
-        lock(&self.pending).remove(id);
-    }
-
     /// Whether the request with `id` is in flight (a redelivered copy of it
     /// can be dropped: the original will answer).
     pub fn is_inflight(&self, id: &RequestId) -> bool {
@@ -393,8 +360,26 @@ impl Session {
         for token in lock(&self.inflight).values() {
             token.cancel();
         }
-        lock(&self.pending).clear();
+        self.outbound.close();
         self.engine.forget_session(self.key);
+    }
+}
+
+impl Exchange for Session {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+    fn log_level(&self) -> Option<LogLevel> {
+        Session::log_level(self)
+    }
+    fn outbound(&self) -> &Outbound {
+        &self.outbound
+    }
+    fn request_done(&self, id: &RequestId) {
+        Session::request_done(self, id)
     }
 }
 

@@ -16,33 +16,42 @@
 //! server.serve_stdio().expect("stdio");
 //! ```
 
-mod content;
+mod entries;
 mod prompt;
-pub(crate) mod registry;
 mod resource;
+mod schema;
+#[cfg(test)]
+mod tests;
 pub(crate) mod tool;
 mod uri_template;
 
-pub use content::{base64, Content, ResourceContents};
-pub use prompt::{
-    Completion, CompletionHandler, CompletionRef, CompletionRequest, Prompt, PromptArgument,
-    PromptHandler, PromptResult, Role, MAX_COMPLETION_VALUES,
+pub use crate::model::{
+    base64, Completion, CompletionRef, CompletionRequest, Content, ResourceContents,
+    MAX_COMPLETION_VALUES,
 };
+pub use entries::PassThroughTool;
+pub use prompt::{CompletionHandler, Prompt, PromptArgument, PromptHandler, PromptResult, Role};
 pub use resource::{Resource, ResourceHandler, ResourceTemplate, TemplateHandler};
 pub use tool::{Tool, ToolError, ToolHandler, ToolResult};
 pub use uri_template::UriTemplate;
 
-use crate::protocol::{Context, Engine, EngineOptions, ListKind, ServerInfo};
-use crate::transport::stdio::StdioOptions;
-use registry::{RegisteredTool, Registry};
-use std::sync::Arc;
+use crate::protocol::catalog::{CatalogError, PromptEntry, ResourceEntry, Source, ToolEntry};
+use crate::protocol::{Changes, Context, Engine, EngineOptions, ServerInfo};
+use crate::sync::lock;
+use entries::{Local, LocalCompletion, LocalTool};
+use std::sync::{Arc, Mutex};
+
+/// The id of the builder's own catalog source. It is empty, so it sorts
+/// before every other source id and its names win any clash.
+pub const LOCAL_SOURCE: &str = "";
 
 /// Builds a [`Server`].
 #[derive(Default)]
 pub struct ServerBuilder {
     info: ServerInfo,
     options: EngineOptions,
-    registry: Registry,
+    enabled: crate::protocol::catalog::Enabled,
+    source: Source,
     tools: Vec<Tool>,
 }
 
@@ -69,23 +78,21 @@ impl ServerBuilder {
     }
     /// Adds a resource.
     pub fn resource(mut self, resource: Resource) -> Self {
-        self.registry
-            .resources
-            .insert(resource.uri.clone(), Arc::new(resource));
+        self.source = self
+            .source
+            .resource(Arc::new(Local::<Resource>::new(resource)));
         self
     }
     /// Adds a resource template.
     pub fn resource_template(mut self, template: ResourceTemplate) -> Self {
-        self.registry
-            .templates
-            .insert(template.template.clone(), Arc::new(template));
+        self.source = self
+            .source
+            .template(Arc::new(Local::<ResourceTemplate>::new(template)));
         self
     }
     /// Adds a prompt.
     pub fn prompt(mut self, prompt: Prompt) -> Self {
-        self.registry
-            .prompts
-            .insert(prompt.name.clone(), Arc::new(prompt));
+        self.source = self.source.prompt(Arc::new(Local::<Prompt>::new(prompt)));
         self
     }
     /// Adds a completion provider for a prompt argument or template variable.
@@ -96,35 +103,54 @@ impl ServerBuilder {
             + Sync
             + 'static,
     {
-        self.registry
-            .completions
-            .insert(reference, Arc::new(handler));
+        self.source = self
+            .source
+            .completion(reference, Arc::new(LocalCompletion(Arc::new(handler))));
         self
     }
     /// Advertises the tools capability even with no tool registered yet.
     pub fn enable_tools(mut self) -> Self {
-        self.registry.enabled.tools = true;
+        self.enabled.tools = true;
         self
     }
     /// Advertises the resources capability even with none registered yet.
     pub fn enable_resources(mut self) -> Self {
-        self.registry.enabled.resources = true;
+        self.enabled.resources = true;
         self
     }
     /// Advertises the prompts capability even with none registered yet.
     pub fn enable_prompts(mut self) -> Self {
-        self.registry.enabled.prompts = true;
+        self.enabled.prompts = true;
         self
     }
 
     /// Compiles every tool's schemas and starts the handler pool.
     pub fn build(mut self) -> Result<Server, BuildError> {
         for tool in self.tools {
-            let t = RegisteredTool::compile(tool).map_err(BuildError::Schema)?;
-            self.registry.tools.insert(t.tool.name.clone(), Arc::new(t));
+            self.source = self.source.tool(compile(tool)?);
         }
-        let engine = Engine::new(self.info, self.options, self.registry).map_err(BuildError::Io)?;
-        Ok(Server { engine })
+        let engine = Engine::new(self.info, self.options, self.enabled).map_err(BuildError::Io)?;
+        engine
+            .replace_source(LOCAL_SOURCE, self.source.clone())
+            .map_err(|e| BuildError::Schema(e.to_string()))?;
+        Ok(Server {
+            engine,
+            local: Arc::new(Mutex::new(self.source)),
+        })
+    }
+}
+
+fn compile(tool: Tool) -> Result<Arc<dyn ToolEntry>, BuildError> {
+    Ok(Arc::new(
+        LocalTool::compile(tool).map_err(BuildError::Schema)?,
+    ))
+}
+
+impl Tool {
+    /// This tool as a catalog entry (schemas compiled), for a [`Source`] of
+    /// your own: see [`Server::replace_source`].
+    pub fn into_entry(self) -> Result<Arc<dyn ToolEntry>, BuildError> {
+        compile(self)
     }
 }
 
@@ -148,11 +174,25 @@ impl std::fmt::Display for BuildError {
 
 impl std::error::Error for BuildError {}
 
-/// An MCP server. Cheap to clone; every clone serves the same registry, and
+/// An MCP server. Cheap to clone; every clone serves the same catalog, and
 /// changes made at run time reach connected clients as `list_changed`.
+///
+/// What the builder registered is the catalog source [`LOCAL_SOURCE`];
+/// `add_*` / `remove_*` change it one entry at a time, and
+/// [`Server::replace_source`] swaps a whole source of your own at once.
 #[derive(Clone)]
 pub struct Server {
     engine: Arc<Engine>,
+    // The local source as last given to the engine; held while a change
+    // is applied, so changes to it apply in order.
+    local: Arc<Mutex<Source>>,
+}
+
+/// The string `member` of a definition: its name or URI.
+fn key(def: &serde_json::Value, member: &str) -> Option<String> {
+    def.get(member)
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
 }
 
 impl Server {
@@ -169,118 +209,111 @@ impl Server {
         &self.engine
     }
 
+    /// Replaces (or adds) the catalog source `id` in one step: clients get
+    /// one `list_changed` per kind whose listing changed. `id` must not be
+    /// [`LOCAL_SOURCE`] (the builder's own, changed with `add_*`).
+    pub fn replace_source(&self, id: &str, source: Source) -> Result<Changes, CatalogError> {
+        if id == LOCAL_SOURCE {
+            return Err(CatalogError(
+                "the local source is changed with add_* and remove_*".into(),
+            ));
+        }
+        self.engine.replace_source(id, source)
+    }
+
+    /// Withdraws the catalog source `id` with all its entries.
+    pub fn withdraw_source(&self, id: &str) -> Changes {
+        if id == LOCAL_SOURCE {
+            return Changes::default();
+        }
+        self.engine.withdraw_source(id)
+    }
+
+    /// Applies `change` to the local source and hands the result to the engine.
+    fn update_local(&self, change: impl FnOnce(&mut Source) -> bool) -> bool {
+        let mut local = lock(&self.local);
+        if !change(&mut local) {
+            return false;
+        }
+        if let Err(e) = self.engine.replace_source(LOCAL_SOURCE, local.clone()) {
+            // Entries are checked when they are made; this cannot happen.
+            log::error!("server: local catalog change refused: {e}");
+        }
+        true
+    }
+
     /// Adds or replaces a tool at run time and notifies clients.
     pub fn add_tool(&self, tool: Tool) -> Result<(), BuildError> {
-        let t = RegisteredTool::compile(tool).map_err(BuildError::Schema)?;
-        self.engine
-            .registry_mut()
-            .tools
-            .insert(t.tool.name.clone(), Arc::new(t));
-        self.engine.notify_list_changed(ListKind::Tools);
+        let entry = LocalTool::compile(tool).map_err(BuildError::Schema)?;
+        let name = entry.name().to_owned();
+        self.update_local(|s| {
+            remove(&mut s.tools, "name", &name);
+            s.tools.push(Arc::new(entry));
+            true
+        });
         Ok(())
     }
     /// Removes a tool at run time; notifies clients if it existed.
     pub fn remove_tool(&self, name: &str) -> bool {
-        let removed = self.engine.registry_mut().tools.remove(name).is_some();
-        if removed {
-            self.engine.notify_list_changed(ListKind::Tools);
-        }
-        removed
+        self.update_local(|s| remove(&mut s.tools, "name", name))
     }
     /// Adds or replaces a resource at run time and notifies clients.
     pub fn add_resource(&self, resource: Resource) {
-        self.engine
-            .registry_mut()
-            .resources
-            .insert(resource.uri.clone(), Arc::new(resource));
-        self.engine.notify_list_changed(ListKind::Resources);
+        let entry: Arc<dyn ResourceEntry> = Arc::new(Local::<Resource>::new(resource));
+        let uri = key(entry.definition(), "uri").unwrap_or_default();
+        self.update_local(|s| {
+            remove(&mut s.resources, "uri", &uri);
+            s.resources.push(entry);
+            true
+        });
     }
     /// Removes a resource at run time; notifies clients if it existed.
     pub fn remove_resource(&self, uri: &str) -> bool {
-        let removed = self.engine.registry_mut().resources.remove(uri).is_some();
-        if removed {
-            self.engine.notify_list_changed(ListKind::Resources);
-        }
-        removed
+        self.update_local(|s| remove(&mut s.resources, "uri", uri))
     }
     /// Adds or replaces a prompt at run time and notifies clients.
     pub fn add_prompt(&self, prompt: Prompt) {
-        self.engine
-            .registry_mut()
-            .prompts
-            .insert(prompt.name.clone(), Arc::new(prompt));
-        self.engine.notify_list_changed(ListKind::Prompts);
+        let entry: Arc<dyn PromptEntry> = Arc::new(Local::<Prompt>::new(prompt));
+        let name = key(entry.definition(), "name").unwrap_or_default();
+        self.update_local(|s| {
+            remove(&mut s.prompts, "name", &name);
+            s.prompts.push(entry);
+            true
+        });
     }
     /// Removes a prompt at run time; notifies clients if it existed.
     pub fn remove_prompt(&self, name: &str) -> bool {
-        let removed = self.engine.registry_mut().prompts.remove(name).is_some();
-        if removed {
-            self.engine.notify_list_changed(ListKind::Prompts);
-        }
-        removed
+        self.update_local(|s| remove(&mut s.prompts, "name", name))
     }
     /// Tells subscribed clients that the resource at `uri` changed.
     pub fn notify_resource_updated(&self, uri: &str) {
         self.engine.notify_resource_updated(uri);
     }
+}
 
-    /// Serves MCP over Streamable HTTP until the transport fails (blocking).
-    pub fn serve_http(&self, options: crate::transport::http::HttpOptions) -> std::io::Result<()> {
-        self.start_http(options)?.wait()
+/// Something in the local source with a definition.
+trait Listed {
+    fn def(&self) -> &serde_json::Value;
+}
+impl Listed for Arc<dyn ToolEntry> {
+    fn def(&self) -> &serde_json::Value {
+        self.definition()
     }
+}
+impl Listed for Arc<dyn ResourceEntry> {
+    fn def(&self) -> &serde_json::Value {
+        self.definition()
+    }
+}
+impl Listed for Arc<dyn PromptEntry> {
+    fn def(&self) -> &serde_json::Value {
+        self.definition()
+    }
+}
 
-    /// Starts the Streamable HTTP transport in the background.
-    pub fn start_http(
-        &self,
-        options: crate::transport::http::HttpOptions,
-    ) -> std::io::Result<crate::transport::http::HttpServer> {
-        crate::transport::http::HttpServer::start(self.engine.clone(), options)
-    }
-
-    /// Starts an instance of this server on AMQP in the background: it
-    /// shares new sessions with the other instances of `config.server_name`.
-    pub fn start_amqp(
-        &self,
-        config: crate::transport::amqp::AmqpConfig,
-    ) -> std::io::Result<crate::transport::amqp::AmqpServer> {
-        crate::transport::amqp::AmqpServer::start(self.engine.clone(), config)
-    }
-
-    /// Serves on AMQP until the transport's supervision tree ends.
-    pub fn serve_amqp(&self, config: crate::transport::amqp::AmqpConfig) -> std::io::Result<()> {
-        self.start_amqp(config)?.wait()
-    }
-
-    /// Starts the TCP transport (newline-delimited JSON-RPC) in the background.
-    pub fn start_tcp(
-        &self,
-        options: crate::transport::tcp::TcpOptions,
-    ) -> std::io::Result<crate::transport::tcp::TcpServer> {
-        crate::transport::tcp::TcpServer::start(self.engine.clone(), options)
-    }
-
-    /// Serves one end of an in-process pair on a new thread; returns at once.
-    pub fn serve_memory(&self, end: crate::transport::memory::MemoryEnd) -> std::io::Result<()> {
-        let engine = self.engine.clone();
-        std::thread::Builder::new()
-            .name("mcpvisor-memory".into())
-            .spawn(move || {
-                crate::transport::memory::serve(
-                    &engine,
-                    end,
-                    crate::transport::stdio::DEFAULT_SHUTDOWN_GRACE,
-                )
-            })?;
-        Ok(())
-    }
-
-    /// Serves MCP over this process's stdin and stdout until EOF on stdin.
-    pub fn serve_stdio(&self) -> std::io::Result<()> {
-        self.serve_stdio_with(StdioOptions::default())
-    }
-
-    /// [`Server::serve_stdio`] with options.
-    pub fn serve_stdio_with(&self, options: StdioOptions) -> std::io::Result<()> {
-        crate::transport::stdio::serve(&self.engine, options)
-    }
+/// Removes the entries whose `member` is `value`; whether any was there.
+fn remove<T: Listed>(entries: &mut Vec<T>, member: &str, value: &str) -> bool {
+    let before = entries.len();
+    entries.retain(|e| key(e.def(), member).as_deref() != Some(value));
+    entries.len() != before
 }

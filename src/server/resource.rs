@@ -1,8 +1,8 @@
 //! Resources (fixed URIs) and resource templates (RFC 6570 URI templates).
 
-use super::content::{insert_opt, ResourceContents};
 use super::tool::ToolError;
 use super::uri_template::UriTemplate;
+use crate::model::{insert_opt, ResourceContents};
 use crate::protocol::Context;
 use serde_json::{Map, Value};
 use std::collections::HashMap;

@@ -1,7 +1,7 @@
 //! Tools: definition, result and error types.
 
-use super::content::{insert_opt, Content};
 use crate::jsonrpc::ErrorObject;
+use crate::model::{insert_opt, Content};
 use crate::protocol::Context;
 use serde_json::{Map, Value};
 use std::fmt;

@@ -7,6 +7,7 @@
 //! Connections get one named thread each, up to `max_connections`; beyond
 //! that a new connection is refused at once.
 
+use crate::sync::lock;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -22,18 +23,23 @@ pub const CONNECTION_STACK: usize = 256 * 1024;
 /// Serves one accepted connection until it ends.
 pub(crate) type ServeFn = dyn Fn(TcpStream, SocketAddr) + Send + Sync;
 
+/// How long the accept loop waits for a connection before it looks at its
+/// stop signal again.
+const STOP_CHECK: Duration = Duration::from_millis(200);
+
 /// Accepts connections and hands each to `serve` on its own thread.
 pub(crate) struct Acceptor {
-    pub(crate) name: &'static str,
-    pub(crate) serve: Arc<ServeFn>,
+    name: &'static str,
+    serve: Arc<ServeFn>,
     /// Called on a connection refused because of the cap (e.g. write a 503).
-    pub(crate) refuse: fn(&TcpStream),
-    pub(crate) max_connections: usize,
-    pub(crate) active: AtomicUsize,
-    pub(crate) stopping: Arc<AtomicBool>,
+    refuse: fn(&TcpStream),
+    max_connections: usize,
+    active: AtomicUsize,
+    /// Set while the listener is stopped: keep-alive connections end.
+    stopping: Arc<AtomicBool>,
     /// The listening socket; empty after a fatal error, so the restarted
     /// worker binds the address again.
-    pub(crate) socket: Mutex<Option<TcpListener>>,
+    socket: Mutex<Option<TcpListener>>,
 }
 
 /// Decrements the connection count however a connection thread ends.
@@ -46,13 +52,7 @@ impl Drop for Slot {
 
 /// Accept errors worth riding out rather than restarting the listener.
 fn transient(e: &io::Error) -> bool {
-    const EINTR: i32 = 4;
-    const ENOMEM: i32 = 12;
-    const ENFILE: i32 = 23;
-    const EMFILE: i32 = 24;
-    const EPROTO: i32 = 71;
-    const ECONNABORTED: i32 = 103;
-    const ENOBUFS: i32 = 105;
+    use libc::{ECONNABORTED, EINTR, EMFILE, ENFILE, ENOBUFS, ENOMEM, EPROTO};
     matches!(e.raw_os_error(), Some(c) if [EINTR, ENOMEM, ENFILE, EMFILE, EPROTO, ECONNABORTED, ENOBUFS].contains(&c))
         || matches!(
             e.kind(),
@@ -60,8 +60,56 @@ fn transient(e: &io::Error) -> bool {
         )
 }
 
+/// Waits up to `timeout` for `listener` to have a connection waiting.
+fn readable(listener: &TcpListener, timeout: Duration) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let mut fd = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll(2) on one pollfd we own, for the duration of the call.
+    let n = unsafe { libc::poll(&mut fd, 1, timeout.as_millis() as libc::c_int) };
+    match n {
+        n if n < 0 => {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                Ok(false)
+            } else {
+                Err(e)
+            }
+        }
+        0 => Ok(false),
+        // Readable, or an error condition that accept() will report.
+        _ => Ok(true),
+    }
+}
+
 impl Acceptor {
-    /// Accepts until `stop` or a fatal error.
+    /// An acceptor named `name` (thread names, logs) serving each
+    /// connection with `serve`, at most `max_connections` at once;
+    /// `stopping` is set while the listener is stopped.
+    pub(crate) fn new(
+        name: &'static str,
+        serve: Arc<ServeFn>,
+        refuse: fn(&TcpStream),
+        max_connections: usize,
+        stopping: Arc<AtomicBool>,
+    ) -> Acceptor {
+        Acceptor {
+            name,
+            serve,
+            refuse,
+            max_connections,
+            active: AtomicUsize::new(0),
+            stopping,
+            socket: Mutex::new(None),
+        }
+    }
+
+    /// Accepts until `stop` or a fatal error; looks at `stop` at least
+    /// every [`STOP_CHECK`], so a tree can stop it without a wake-up
+    /// connection.
     pub(crate) fn accept_loop(
         self: &Arc<Self>,
         listener: &TcpListener,
@@ -69,20 +117,15 @@ impl Acceptor {
     ) -> io::Result<()> {
         let mut pause = Duration::from_millis(5);
         loop {
-            if self.stopping.load(Ordering::SeqCst)
-                || matches!(
-                    stop.try_recv(),
-                    Err(crossbeam_channel::TryRecvError::Disconnected)
-                )
-            {
+            if !matches!(stop.try_recv(), Err(crossbeam_channel::TryRecvError::Empty)) {
                 return Ok(());
+            }
+            if !readable(listener, STOP_CHECK)? {
+                continue;
             }
             match listener.accept() {
                 Ok((stream, peer)) => {
                     pause = Duration::from_millis(5);
-                    if self.stopping.load(Ordering::SeqCst) {
-                        return Ok(());
-                    }
                     self.spawn_connection(stream, peer);
                 }
                 Err(e) if transient(&e) => {
@@ -131,11 +174,11 @@ impl Acceptor {
     /// The supervised worker running this acceptor on `socket`; after a
     /// failure the restarted worker binds `addr` again.
     pub(crate) fn worker(self: &Arc<Self>, socket: TcpListener, addr: SocketAddr) -> ChildSpec {
-        *self.socket.lock().unwrap_or_else(|p| p.into_inner()) = Some(socket);
+        *lock(&self.socket) = Some(socket);
         let acceptor = self.clone();
         ChildSpec::worker(format!("{}-listener", self.name), move |ctx| {
             let socket = {
-                let mut s = acceptor.socket.lock().unwrap_or_else(|p| p.into_inner());
+                let mut s = lock(&acceptor.socket);
                 match s.as_ref() {
                     Some(l) => l.try_clone()?,
                     None => {
@@ -146,17 +189,16 @@ impl Acceptor {
                     }
                 }
             };
+            acceptor.stopping.store(false, Ordering::SeqCst);
             ctx.ready();
             acceptor
                 .accept_loop(&socket, ctx.stop_signal())
                 .inspect_err(|e| {
                     log::error!("{}: listener failed: {e}", acceptor.name);
-                    acceptor
-                        .socket
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .take();
+                    lock(&acceptor.socket).take();
                 })?;
+            // Told to stop: open keep-alive connections end after their request.
+            acceptor.stopping.store(true, Ordering::SeqCst);
             Ok(())
         })
         .await_ready(Duration::from_secs(10))
@@ -165,22 +207,11 @@ impl Acceptor {
         .shutdown(Shutdown::Timeout(Duration::from_secs(1)))
     }
 
-    /// Stops accepting: sets the flag and wakes accept() with a connection.
-    pub(crate) fn stop(&self, addr: SocketAddr) {
-        self.stopping.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect_timeout(&addr, Duration::from_millis(200));
-    }
-
     /// Makes the listening socket fail (accept() then returns EINVAL), to
     /// prove that the supervisor restarts the listener and it rebinds.
     pub(crate) fn break_socket(&self) {
         use std::os::fd::AsRawFd;
-        if let Some(l) = self
-            .socket
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
+        if let Some(l) = lock(&self.socket).as_ref() {
             // SAFETY: shutdown(2) on a socket we own; it only changes its state.
             unsafe {
                 libc::shutdown(l.as_raw_fd(), libc::SHUT_RDWR);

@@ -1,13 +1,11 @@
 //! An in-process channel pair: two connected endpoints in one process, with
 //! the same semantics as any other transport (every message is serialized
-//! and validated on arrival). A [`Server`](crate::Server) serves one end, a
-//! [`Client`](crate::client::Client) uses the other.
+//! and validated on arrival). A server serves one end (`Server::serve_memory`),
+//! a client uses the other (`MemoryEnd::into_connection`).
 
-use crate::client::{Connection, MessageReader, MessageWriter};
+use super::custom::{ConnectionOptions, ServerConnection};
 use crate::protocol::{Engine, Outgoing, Sink};
 use crossbeam_channel::{Receiver, Sender};
-use serde_json::Value;
-use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,44 +43,54 @@ impl Sink for EndSink {
 /// `grace` before it is cancelled.
 pub fn serve(engine: &Arc<Engine>, end: MemoryEnd, grace: Duration) {
     let MemoryEnd { tx, rx } = end;
-    let sink: Arc<dyn Sink> = Arc::new(EndSink(tx));
-    let session = engine.open_session(sink.clone());
+    let options = ConnectionOptions::default().with_shutdown_grace(grace);
+    let (stop, _) = crossbeam_channel::bounded(0);
+    let conn = ServerConnection::with_sink(engine, Arc::new(EndSink(tx)), &options, stop);
     for bytes in rx {
-        session.receive(&bytes, &sink);
+        conn.receive(&bytes);
     }
-    super::stdio::end_session(&session, grace);
+    conn.close();
 }
 
-struct EndWriter(Option<Sender<Vec<u8>>>);
+#[cfg(feature = "client")]
+mod client_end {
+    use super::MemoryEnd;
+    use crate::transport::connection::{Connection, MessageReader, MessageWriter};
+    use crossbeam_channel::{Receiver, Sender};
+    use serde_json::Value;
+    use std::io;
 
-impl MessageWriter for EndWriter {
-    fn write(&mut self, message: &Value) -> io::Result<()> {
-        let tx = self
-            .0
-            .as_ref()
-            .ok_or_else(|| io::Error::from(io::ErrorKind::BrokenPipe))?;
-        tx.send(message.to_string().into_bytes())
-            .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
+    struct EndWriter(Option<Sender<Vec<u8>>>);
+
+    impl MessageWriter for EndWriter {
+        fn write(&mut self, message: &Value) -> io::Result<()> {
+            let tx = self
+                .0
+                .as_ref()
+                .ok_or_else(|| io::Error::from(io::ErrorKind::BrokenPipe))?;
+            tx.send(message.to_string().into_bytes())
+                .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
+        }
+        fn close(&mut self) {
+            self.0.take();
+        }
     }
-    fn close(&mut self) {
-        self.0.take();
+
+    struct EndReader(Receiver<Vec<u8>>);
+
+    impl MessageReader for EndReader {
+        fn read(&mut self) -> io::Result<Option<Vec<u8>>> {
+            Ok(self.0.recv().ok())
+        }
     }
-}
 
-struct EndReader(Receiver<Vec<u8>>);
-
-impl MessageReader for EndReader {
-    fn read(&mut self) -> io::Result<Option<Vec<u8>>> {
-        Ok(self.0.recv().ok())
-    }
-}
-
-impl MemoryEnd {
-    /// This end as a client connection.
-    pub fn into_connection(self) -> Connection {
-        Connection::new(
-            Box::new(EndWriter(Some(self.tx))),
-            Box::new(EndReader(self.rx)),
-        )
+    impl MemoryEnd {
+        /// This end as a client connection.
+        pub fn into_connection(self) -> Connection {
+            Connection::new(
+                Box::new(EndWriter(Some(self.tx))),
+                Box::new(EndReader(self.rx)),
+            )
+        }
     }
 }

@@ -5,21 +5,20 @@
 //! queue is empty. Nothing but MCP messages is ever written; logs go to
 //! stderr through `log`.
 
+use super::custom::{ConnectionOptions, Outbox, ServerConnection};
 use super::lines::{Frame, LineReader};
-use crate::jsonrpc::ParseError;
-use crate::protocol::{Engine, Outgoing, Session, Sink};
-use crossbeam_channel::{Receiver, Sender};
+use crate::protocol::Engine;
 use std::io::{self, BufWriter, Read, Write};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
 /// Default maximum line length: 16 MiB.
-pub const DEFAULT_MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+pub const DEFAULT_MAX_LINE_BYTES: usize = super::custom::DEFAULT_MAX_MESSAGE_BYTES;
 /// Default time in-flight work may take to finish after EOF before it is cancelled.
-pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = super::custom::DEFAULT_SHUTDOWN_GRACE;
 /// Capacity of the queue in front of the writer thread (messages).
-pub const WRITE_QUEUE_CAPACITY: usize = 1024;
+pub const WRITE_QUEUE_CAPACITY: usize = super::custom::DEFAULT_OUTBOX_CAPACITY;
 
 /// Options of a line-framed transport.
 #[derive(Clone, Debug)]
@@ -74,22 +73,13 @@ fn raw_stdout() -> io::Result<Box<dyn Write + Send>> {
     Ok(Box::new(io::stdout()))
 }
 
-/// Writes each message as one line to the writer thread's queue.
-struct LineSink {
-    // Producer side of the writer queue (capacity WRITE_QUEUE_CAPACITY);
-    // the writer thread owns the receiver.
-    tx: Sender<Vec<u8>>,
-}
-
-impl Sink for LineSink {
-    fn send(&self, out: Outgoing) {
-        if let Some(m) = out.message() {
-            let mut bytes = Vec::with_capacity(128);
-            if serde_json::to_writer(&mut bytes, m).is_ok() {
-                bytes.push(b'\n');
-                // A closed writer means the peer is gone: the message has nowhere to go.
-                let _ = self.tx.send(bytes);
-            }
+impl StdioOptions {
+    /// The same limits for a [`ServerConnection`].
+    pub(crate) fn connection(&self) -> ConnectionOptions {
+        ConnectionOptions {
+            max_message_bytes: self.max_line_bytes,
+            outbox_capacity: WRITE_QUEUE_CAPACITY,
+            shutdown_grace: self.shutdown_grace,
         }
     }
 }
@@ -108,79 +98,53 @@ where
     R: Read,
     W: Write + Send + 'static,
 {
-    let (tx, rx) = crossbeam_channel::bounded::<Vec<u8>>(WRITE_QUEUE_CAPACITY);
-    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+    let (conn, outbox) = ServerConnection::open(engine, options.connection());
     let writer = thread::Builder::new()
         .name("mcpvisor-line-writer".into())
-        .spawn(move || write_loop(output, rx, stop_rx))?;
-    let sink: Arc<dyn Sink> = Arc::new(LineSink { tx });
-    let session = engine.open_session(sink.clone());
-    let read_result = read_loop(&session, &sink, input, options.max_line_bytes);
-    end_session(&session, options.shutdown_grace);
-    drop(stop_tx);
-    drop(sink);
+        .spawn(move || write_loop(output, outbox))?;
+    let read_result = read_loop(&conn, input, options.max_line_bytes);
+    conn.close();
     let write_result = writer
         .join()
         .unwrap_or_else(|_| Err(io::Error::other("writer thread panicked")));
     read_result.and(write_result)
 }
 
-/// Input ended: in-flight work gets `grace` to finish, then is cancelled,
-/// and the session closes.
-pub(crate) fn end_session(session: &Session, grace: Duration) {
-    if !session.wait_idle(grace) {
-        log::warn!(
-            "session {}: {} request(s) still running after the grace period; cancelling",
-            session.id(),
-            session.inflight()
-        );
-    }
-    session.close();
-}
-
-fn read_loop<R: Read>(
-    session: &Arc<Session>,
-    sink: &Arc<dyn Sink>,
-    input: R,
-    max: usize,
-) -> io::Result<()> {
+fn read_loop<R: Read>(conn: &ServerConnection, input: R, max: usize) -> io::Result<()> {
     let mut lines = LineReader::new(input, max);
     while let Some(frame) = lines.next_frame()? {
         match frame {
             Frame::Line(line) if line.iter().all(u8::is_ascii_whitespace) => {}
-            Frame::Line(line) => session.receive(line, sink),
-            Frame::TooLong { len } => {
-                log::warn!(
-                    "session {}: discarded a line of {len} bytes (limit {max})",
-                    session.id()
-                );
-                session.reject(ParseError::too_large(max), sink);
-            }
+            Frame::Line(line) => conn.receive(line),
+            Frame::TooLong { len } => conn.too_large(len),
         }
     }
     Ok(())
 }
 
-fn write_loop<W: Write>(output: W, rx: Receiver<Vec<u8>>, stop: Receiver<()>) -> io::Result<()> {
+/// Writes each message as one line, flushing whenever the outbox runs dry.
+fn write_loop<W: Write>(output: W, outbox: Outbox) -> io::Result<()> {
     let mut out = BufWriter::with_capacity(64 * 1024, output);
-    loop {
-        let first = match crate::wait::spin(&rx) {
-            Ok(m) => Some(m),
-            Err(_) => crossbeam_channel::select! {
-                recv(rx) -> m => m.ok(),
-                recv(stop) -> _ => None,
-            },
-        };
-        let Some(first) = first else { break };
+    while let Some(first) = outbox.recv() {
         out.write_all(&first)?;
-        while let Ok(more) = rx.try_recv() {
+        out.write_all(b"\n")?;
+        while let Some(more) = outbox.try_recv() {
             out.write_all(&more)?;
+            out.write_all(b"\n")?;
         }
         out.flush()?;
     }
-    // Stopping: write what was already queued, then flush.
-    while let Ok(more) = rx.try_recv() {
-        out.write_all(&more)?;
-    }
     out.flush()
+}
+
+/// This process's stdin and stdout as a supervised worker for a tree of
+/// yours: it serves until EOF on stdin and then ends normally, so it is
+/// not restarted (`Restart::Transient`); an I/O failure is restarted.
+/// A read of stdin cannot be interrupted: when its tree stops it before
+/// EOF, the worker is detached after its shutdown timeout.
+pub fn child_spec(engine: Arc<Engine>, options: StdioOptions) -> supervisor::ChildSpec {
+    supervisor::ChildSpec::worker("stdio", move |_| {
+        serve(&engine, options.clone()).map_err(Into::into)
+    })
+    .restart(supervisor::Restart::Transient)
 }

@@ -3,15 +3,14 @@
 //! reader (the connection's thread) and a writer thread, with the same size
 //! limits and error behaviour as stdio.
 
-use super::accept::Acceptor;
+use super::accept::{Acceptor, ServeFn};
 use super::stdio::{serve_io, StdioOptions};
 use crate::protocol::Engine;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicBool, AtomicUsize};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-use supervisor::{Strategy, Supervisor, SupervisorSpec};
+use supervisor::{ChildSpec, Strategy, Supervisor, SupervisorSpec};
 
 /// Default address: loopback, port 8809.
 pub const DEFAULT_TCP_BIND: &str = "127.0.0.1:8809";
@@ -31,6 +30,8 @@ pub struct TcpOptions {
     pub idle_timeout: Duration,
     /// Line limit and shutdown grace, as for stdio.
     pub lines: StdioOptions,
+    /// An already-bound listener to use instead of binding (socket activation).
+    pub listener: Option<Arc<TcpListener>>,
 }
 
 impl Default for TcpOptions {
@@ -40,6 +41,7 @@ impl Default for TcpOptions {
             max_connections: DEFAULT_TCP_MAX_CONNECTIONS,
             idle_timeout: DEFAULT_TCP_IDLE_TIMEOUT,
             lines: StdioOptions::default(),
+            listener: None,
         }
     }
 }
@@ -62,49 +64,23 @@ impl TcpOptions {
     }
 }
 
-/// A running TCP transport.
-pub struct TcpServer {
+impl TcpOptions {
+    /// Uses an already-bound listener (socket activation) instead of binding.
+    pub fn with_listener(mut self, listener: TcpListener) -> io::Result<Self> {
+        self.bind = listener.local_addr()?;
+        self.listener = Some(Arc::new(listener));
+        Ok(self)
+    }
+}
+
+/// What a TCP listener serves (cheap to clone): its address, its connections.
+#[derive(Clone)]
+pub struct TcpListenerHandle {
     addr: SocketAddr,
-    root: Supervisor,
     acceptor: Arc<Acceptor>,
 }
 
-impl TcpServer {
-    /// Binds and starts serving `engine`.
-    pub fn start(engine: Arc<Engine>, options: TcpOptions) -> io::Result<TcpServer> {
-        let socket = TcpListener::bind(options.bind)?;
-        let addr = socket.local_addr()?;
-        let (idle, lines) = (options.idle_timeout, options.lines.clone());
-        let acceptor = Arc::new(Acceptor {
-            name: "tcp",
-            serve: Arc::new(move |stream, peer| {
-                let _ = stream.set_nodelay(true);
-                let _ = stream.set_read_timeout(Some(idle));
-                let writer = match stream.try_clone() {
-                    Ok(w) => w,
-                    Err(_) => return,
-                };
-                if let Err(e) = serve_io(&engine, stream, writer, lines.clone()) {
-                    log::debug!("tcp: {peer}: {e}");
-                }
-            }),
-            refuse: |_| {},
-            max_connections: options.max_connections,
-            active: AtomicUsize::new(0),
-            stopping: Arc::new(AtomicBool::new(false)),
-            socket: Mutex::new(None),
-        });
-        let spec = SupervisorSpec::new("tcp", Strategy::OneForOne)
-            .intensity(10, Duration::from_secs(10))
-            .child(acceptor.worker(socket, addr));
-        let root = Supervisor::start(spec).map_err(io::Error::other)?;
-        log::info!("tcp: serving MCP on {addr}");
-        Ok(TcpServer {
-            addr,
-            root,
-            acceptor,
-        })
-    }
+impl TcpListenerHandle {
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
@@ -113,10 +89,73 @@ impl TcpServer {
     pub fn connection_count(&self) -> usize {
         self.acceptor.connections()
     }
+}
+
+/// A TCP transport running under a supervision tree of its own.
+pub struct TcpServer {
+    root: Supervisor,
+    handle: TcpListenerHandle,
+}
+
+impl std::ops::Deref for TcpServer {
+    type Target = TcpListenerHandle;
+    fn deref(&self) -> &TcpListenerHandle {
+        &self.handle
+    }
+}
+
+impl TcpServer {
+    /// Binds (or takes `options.listener`) and returns the listener as a
+    /// child spec (a supervisor over its accept loop) for a tree of yours.
+    pub fn child_spec(
+        engine: Arc<Engine>,
+        options: TcpOptions,
+    ) -> io::Result<(ChildSpec, TcpListenerHandle)> {
+        let socket = match &options.listener {
+            Some(l) => l.try_clone()?,
+            None => TcpListener::bind(options.bind)?,
+        };
+        let addr = socket.local_addr()?;
+        let (idle, lines) = (options.idle_timeout, options.lines.clone());
+        let serve: Arc<ServeFn> = Arc::new(move |stream, peer| {
+            let _ = stream.set_nodelay(true);
+            let _ = stream.set_read_timeout(Some(idle));
+            let writer = match stream.try_clone() {
+                Ok(w) => w,
+                Err(_) => return,
+            };
+            if let Err(e) = serve_io(&engine, stream, writer, lines.clone()) {
+                log::debug!("tcp: {peer}: {e}");
+            }
+        });
+        let acceptor = Arc::new(Acceptor::new(
+            "tcp",
+            serve,
+            |_| {},
+            options.max_connections,
+            Default::default(),
+        ));
+        let spec = SupervisorSpec::new("tcp", Strategy::OneForOne)
+            .intensity(10, Duration::from_secs(10))
+            .child(acceptor.worker(socket, addr));
+        log::info!("tcp: serving MCP on {addr}");
+        Ok((
+            ChildSpec::supervisor(spec),
+            TcpListenerHandle { addr, acceptor },
+        ))
+    }
+
+    /// Binds and starts serving `engine` under a tree of its own.
+    pub fn start(engine: Arc<Engine>, options: TcpOptions) -> io::Result<TcpServer> {
+        let (spec, handle) = Self::child_spec(engine, options)?;
+        let root =
+            Supervisor::start(SupervisorSpec::new("tcp-root", Strategy::OneForOne).child(spec))
+                .map_err(io::Error::other)?;
+        Ok(TcpServer { root, handle })
+    }
     /// Stops accepting and stops the supervision tree (open connections end
     /// when their peers leave or idle out).
     pub fn shutdown(self) -> io::Result<()> {
-        self.acceptor.stop(self.addr);
         self.root.shutdown().map(drop).map_err(io::Error::other)
     }
     /// Blocks until the transport's supervision tree ends.

@@ -12,7 +12,7 @@ pub fn config(test: &str) -> AmqpConfig {
         .is_test(true)
         .filter_module(mcpvisor::SECRET_LOGGING_MODULE, log::LevelFilter::Info)
         .try_init();
-    let tag = &mcpvisor::session::new_session_id()[..8];
+    let tag = &mcpvisor::protocol::new_session_id()[..8];
     let mut c = AmqpConfig::new(BROKER, format!("{test}-{tag}")).unwrap();
     c.reconnect.backoff.initial = Duration::from_millis(20);
     c.reconnect.backoff.max = Duration::from_millis(200);

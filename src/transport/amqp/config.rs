@@ -3,7 +3,7 @@
 //! credentials that never appear in `Display` or `Debug` output.
 
 use super::routing::{MethodRouting, RoutingStrategy};
-use crate::client::Reconnect;
+use crate::transport::reconnect::Reconnect;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +22,7 @@ pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(30 * 60);
 /// Default queue that collects dead letters (bound to the dead-letter exchange).
 pub const DEFAULT_DEAD_LETTER_QUEUE: &str = "mcp.dead-letters";
 /// Default most sessions one server instance owns.
-pub const DEFAULT_MAX_SESSIONS: usize = crate::session::table::DEFAULT_MAX_SESSIONS;
+pub const DEFAULT_MAX_SESSIONS: usize = crate::transport::session_table::DEFAULT_MAX_SESSIONS;
 /// Default AMQP heartbeat in seconds: a dead broker or network is noticed
 /// within about twice this.
 pub const DEFAULT_HEARTBEAT_SECS: u16 = 10;

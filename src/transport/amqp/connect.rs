@@ -50,9 +50,16 @@ pub fn open(url: &AmqpUrl, heartbeat_secs: u16) -> Result<Connection, ConnectErr
         .virtual_host(url.vhost.clone())
         .heartbeat(heartbeat_secs);
     if url.tls {
-        let stream =
-            super::tls::handshake(url, socket, CONNECT_TIMEOUT).map_err(ConnectError::Tls)?;
-        start(stream, options)
+        #[cfg(feature = "amqps")]
+        {
+            let stream =
+                super::tls::handshake(url, socket, CONNECT_TIMEOUT).map_err(ConnectError::Tls)?;
+            start(stream, options)
+        }
+        #[cfg(not(feature = "amqps"))]
+        Err(ConnectError::Tls(
+            "amqps:// needs mcpvisor built with the `amqps` feature".into(),
+        ))
     } else {
         start(
             mio::net::TcpStream::from_stream(socket).map_err(ConnectError::Io)?,
@@ -114,6 +121,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "amqps")]
     #[test]
     fn a_peer_that_does_not_speak_tls_fails_the_handshake_clearly() {
         // What a plain AMQP port answers to a TLS ClientHello.

@@ -17,7 +17,7 @@ use super::link::{self, Outcome};
 use super::topology;
 use crate::jsonrpc::{self, ErrorObject, Message, Parsed};
 use crate::protocol::{Engine, Outgoing, Session, Sink};
-use crate::session::table::{Expirable, SessionTable};
+use crate::transport::session_table::{Expirable, SessionTable};
 use amiquip::{Channel, Confirm, ConsumerMessage, ConsumerOptions, Delivery, Publish};
 use crossbeam_channel::{Receiver, Select, Sender};
 use std::collections::BTreeMap;
@@ -28,13 +28,13 @@ use std::time::Duration;
 use supervisor::{ChildSpec, Restart, Strategy, Supervisor, SupervisorSpec};
 
 /// A session owned by this instance.
-pub(crate) struct AmqpSession {
+pub(crate) struct SessionRoute {
     mcp: Arc<Session>,
     /// The client's reply queue (updated from every message's `reply_to`).
     reply_to: Mutex<String>,
 }
 
-impl Expirable for AmqpSession {
+impl Expirable for SessionRoute {
     fn busy(&self) -> bool {
         self.mcp.inflight() > 0
     }
@@ -67,7 +67,7 @@ enum Work {
 struct Shared {
     engine: Arc<Engine>,
     config: AmqpConfig,
-    sessions: Arc<SessionTable<AmqpSession>>,
+    sessions: Arc<SessionTable<SessionRoute>>,
     instance_queue: String,
     work: Sender<Work>,
     next_message: AtomicU64,
@@ -101,7 +101,7 @@ impl Shared {
 /// the response (or, if none comes, when the engine lets go of this sink).
 struct Reply {
     shared: Arc<Shared>,
-    session: Option<Arc<AmqpSession>>,
+    session: Option<Arc<SessionRoute>>,
     session_id: Option<String>,
     reply_to: Option<String>,
     correlation_id: Option<String>,
@@ -202,17 +202,68 @@ impl Sink for SessionSink {
     }
 }
 
-/// A running AMQP server instance.
-pub struct AmqpServer {
-    root: Supervisor,
+/// What an AMQP instance serves (cheap to clone): its queue and sessions.
+#[derive(Clone)]
+pub struct AmqpListener {
     shared: Arc<Shared>,
 }
 
+impl AmqpListener {
+    /// The queue this instance consumes its sessions' messages from.
+    pub fn instance_queue(&self) -> &str {
+        &self.shared.instance_queue
+    }
+    /// Number of sessions this instance owns.
+    pub fn session_count(&self) -> usize {
+        self.shared.sessions.len()
+    }
+    /// Expires idle sessions now (the sweeper does this periodically).
+    pub fn sweep_sessions(&self) -> usize {
+        self.shared.sessions.sweep()
+    }
+}
+
+/// `amqp://user:***@host:port as NAME (instance queue QUEUE)`: where and
+/// as what this instance serves, the password hidden.
+impl std::fmt::Display for AmqpListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let config = &self.shared.config;
+        write!(
+            f,
+            "{} as {} (instance queue {})",
+            config.url, config.server_name, self.shared.instance_queue
+        )
+    }
+}
+
+/// An AMQP instance running under a supervision tree of its own.
+pub struct AmqpServer {
+    root: Supervisor,
+    handle: AmqpListener,
+}
+
+impl std::ops::Deref for AmqpServer {
+    type Target = AmqpListener;
+    fn deref(&self) -> &AmqpListener {
+        &self.handle
+    }
+}
+
+impl std::fmt::Display for AmqpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.handle.fmt(f)
+    }
+}
+
 impl AmqpServer {
-    /// Connects to the broker, declares the topology and starts serving
-    /// `engine` under a supervisor (the link worker and a session sweeper).
-    /// Fails if the first connection cannot be made.
-    pub fn start(engine: Arc<Engine>, config: AmqpConfig) -> io::Result<AmqpServer> {
+    /// Connects to the broker and returns the instance as a child spec (a
+    /// supervisor over the link worker, which declares the topology and
+    /// serves, and a session sweeper) for a tree of yours. Fails if the
+    /// first connection cannot be made.
+    pub fn child_spec(
+        engine: Arc<Engine>,
+        config: AmqpConfig,
+    ) -> io::Result<(ChildSpec, AmqpListener)> {
         let first = super::connect::open(&config.url, config.heartbeat_secs)
             .map_err(|e| io::Error::new(io::ErrorKind::ConnectionRefused, e.to_string()))?;
         let (work_tx, work_rx) = crossbeam_channel::unbounded();
@@ -239,7 +290,7 @@ impl AmqpServer {
         let link = {
             let shared = shared.clone();
             ChildSpec::worker("amqp-link", move |ctx| {
-                let first = first.lock().unwrap_or_else(|p| p.into_inner()).take();
+                let first = crate::sync::lock(&first).take();
                 let mut pending = Pending::default();
                 link::run(
                     &shared.config,
@@ -264,23 +315,20 @@ impl AmqpServer {
             .intensity(3, Duration::from_secs(60))
             .child(SessionTable::sweeper(&sessions, "amqp-session-sweeper"))
             .child(link);
-        let root = Supervisor::start(spec).map_err(io::Error::other)?;
-        let server = AmqpServer { root, shared };
-        log::info!("amqp: serving MCP on {server}");
-        Ok(server)
+        let handle = AmqpListener { shared };
+        log::info!("amqp: serving MCP on {handle}");
+        Ok((ChildSpec::supervisor(spec), handle))
     }
 
-    /// The queue this instance consumes its sessions' messages from.
-    pub fn instance_queue(&self) -> &str {
-        &self.shared.instance_queue
-    }
-    /// Number of sessions this instance owns.
-    pub fn session_count(&self) -> usize {
-        self.shared.sessions.len()
-    }
-    /// Expires idle sessions now (the sweeper does this periodically).
-    pub fn sweep_sessions(&self) -> usize {
-        self.shared.sessions.sweep()
+    /// Connects to the broker, declares the topology and starts serving
+    /// `engine` under a tree of its own. Fails if the first connection
+    /// cannot be made.
+    pub fn start(engine: Arc<Engine>, config: AmqpConfig) -> io::Result<AmqpServer> {
+        let (spec, handle) = Self::child_spec(engine, config)?;
+        let root =
+            Supervisor::start(SupervisorSpec::new("amqp-root", Strategy::OneForOne).child(spec))
+                .map_err(io::Error::other)?;
+        Ok(AmqpServer { root, handle })
     }
     /// The supervision tree (link worker, session sweeper).
     pub fn supervisor(&self) -> supervisor::SupervisorRef {
@@ -289,26 +337,12 @@ impl AmqpServer {
     /// Ends every session, closes the broker connection (no reconnection
     /// follows) and stops the supervision tree.
     pub fn shutdown(self) -> io::Result<()> {
-        self.shared.sessions.clear();
         self.root.shutdown().map(drop).map_err(io::Error::other)
     }
     /// Blocks until the supervision tree ends: `Err` when the link gave up
     /// reconnecting more often than the restart intensity allows.
     pub fn wait(self) -> io::Result<()> {
         self.root.wait().map_err(io::Error::other)
-    }
-}
-
-/// `amqp://user:***@host:port as NAME (instance queue QUEUE)`: where and
-/// as what this instance serves, the password hidden.
-impl std::fmt::Display for AmqpServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let config = &self.shared.config;
-        write!(
-            f,
-            "{} as {} (instance queue {})",
-            config.url, config.server_name, self.shared.instance_queue
-        )
     }
 }
 
@@ -635,7 +669,7 @@ impl Link<'_> {
     }
 
     /// A session for an `initialize`: its id is the engine session's id.
-    fn open_session(&mut self) -> Option<Arc<AmqpSession>> {
+    fn open_session(&mut self) -> Option<Arc<SessionRoute>> {
         let shared = self.shared;
         let id_holder = Arc::new(Mutex::new(String::new()));
         let sink = {
@@ -652,7 +686,7 @@ impl Link<'_> {
         };
         let mcp = shared.engine.open_session(sink);
         *id_holder.lock().unwrap_or_else(|p| p.into_inner()) = mcp.id().to_owned();
-        let session = Arc::new(AmqpSession {
+        let session = Arc::new(SessionRoute {
             mcp: mcp.clone(),
             reply_to: Mutex::new(String::new()),
         });

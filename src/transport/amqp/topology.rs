@@ -38,7 +38,7 @@ fn dead_lettering(config: &AmqpConfig) -> FieldTable {
 
 /// A new random queue-name suffix (the session id generator's 128 bits).
 pub(crate) fn unique_suffix() -> String {
-    crate::session::new_session_id()
+    crate::protocol::new_session_id()
 }
 
 /// Declares a durable exchange of `kind` named `name`.

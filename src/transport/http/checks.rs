@@ -4,7 +4,7 @@
 
 use super::wire::{Request, Response};
 use crate::protocol::ProtocolVersion;
-use crate::session::table::Owner;
+use crate::transport::session_table::Owner;
 use serde_json::json;
 
 /// Who may talk to the endpoint, by `Origin` or `Host`.

@@ -3,12 +3,12 @@
 
 use super::checks::{self, origin_allowed, reject};
 use super::listener::Handler;
-use super::streams::{parse_event_id, Attached, Frame, HttpSession, ResumeError, STANDALONE};
+use super::streams::{parse_event_id, Attached, Frame, ResumeError, SessionStreams, STANDALONE};
 use super::wire::{write_response, ChunkedWriter, Request, Response};
 use super::{HttpOptions, ResponseMode};
 use crate::jsonrpc::{self, Message, Parsed};
 use crate::protocol::{Engine, ProtocolVersion};
-use crate::session::table::{Owner, SessionTable};
+use crate::transport::session_table::{Owner, SessionTable};
 use crossbeam_channel::RecvTimeoutError;
 use serde_json::json;
 use std::io::{self, Write};
@@ -24,7 +24,7 @@ const EXPOSE_HEADERS: &str = "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenti
 pub(crate) struct Endpoint {
     engine: Arc<Engine>,
     opts: HttpOptions,
-    sessions: Arc<SessionTable<HttpSession>>,
+    sessions: Arc<SessionTable<SessionStreams>>,
     tokens: Vec<[u8; 32]>,
 }
 
@@ -54,7 +54,7 @@ impl Endpoint {
     pub(crate) fn new(
         engine: Arc<Engine>,
         opts: HttpOptions,
-        sessions: Arc<SessionTable<HttpSession>>,
+        sessions: Arc<SessionTable<SessionStreams>>,
         tokens: Vec<[u8; 32]>,
     ) -> Self {
         Endpoint {
@@ -151,7 +151,7 @@ impl Endpoint {
             }
             None if is_init => {
                 let engine = self.engine.clone();
-                let s = HttpSession::new(self.opts.event_log_capacity, move |sink| {
+                let s = SessionStreams::new(self.opts.event_log_capacity, move |sink| {
                     engine.open_session(sink)
                 });
                 let sid = s.mcp().id().to_owned();
@@ -270,7 +270,7 @@ impl Endpoint {
     fn answer(
         &self,
         stream: &TcpStream,
-        session: &Arc<HttpSession>,
+        session: &Arc<SessionStreams>,
         attached: Attached,
         headers: Vec<(String, String)>,
         keep_alive: bool,
@@ -369,7 +369,7 @@ impl Endpoint {
     fn sse(
         &self,
         stream: &TcpStream,
-        session: &Arc<HttpSession>,
+        session: &Arc<SessionStreams>,
         attached: Attached,
         mut headers: Vec<(String, String)>,
         keep_alive: bool,

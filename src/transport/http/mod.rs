@@ -1,32 +1,34 @@
 //! Streamable HTTP server transport (MCP 2024-11-05 … 2025-11-25).
 //!
 //! One endpoint path (default `/mcp`) for POST, GET and DELETE, plus
-//! `GET /healthz`. Sessions live in a [`SessionTable`](crate::session::table::SessionTable)
+//! `GET /healthz`. Sessions live in the transports' session table
 //! swept by a supervised thread; the accept loop is a supervised worker too,
 //! so a listener that dies is restarted and rebound. The HTTP/1.1 layer is
 //! our own small one on `httparse` (see the README for why not tiny_http).
 
 mod checks;
+#[cfg(feature = "client")]
+mod client;
 mod endpoint;
 mod listener;
-pub mod streams;
+mod streams;
 mod wire;
 
 pub use checks::AllowList;
 pub use wire::WireLimits;
 
 use crate::protocol::Engine;
-use crate::session::table::SessionTable;
 use crate::transport::accept::Acceptor;
+use crate::transport::session_table::SessionTable;
 use endpoint::Endpoint;
 use listener::HttpConnections;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicBool, AtomicUsize};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
-use streams::HttpSession;
-use supervisor::{Clock, Strategy, Supervisor, SupervisorSpec, SystemClock};
+use streams::SessionStreams;
+use supervisor::{ChildSpec, Clock, Strategy, Supervisor, SupervisorSpec, SystemClock};
 
 /// Default address: loopback, port 8808.
 pub const DEFAULT_BIND: &str = "127.0.0.1:8808";
@@ -122,8 +124,8 @@ impl Default for HttpOptions {
             response_mode: ResponseMode::Auto,
             enable_get_stream: true,
             enable_delete: true,
-            session_idle_timeout: crate::session::table::DEFAULT_IDLE_TIMEOUT,
-            max_sessions: crate::session::table::DEFAULT_MAX_SESSIONS,
+            session_idle_timeout: crate::transport::session_table::DEFAULT_IDLE_TIMEOUT,
+            max_sessions: crate::transport::session_table::DEFAULT_MAX_SESSIONS,
             allowed_origins: AllowList::Loopback,
             allowed_hosts: AllowList::Loopback,
             bearer_tokens: Vec::new(),
@@ -236,17 +238,66 @@ impl HttpOptions {
     }
 }
 
-/// A running HTTP transport.
-pub struct HttpServer {
+/// What an HTTP listener serves (cheap to clone): its address, sessions
+/// and connections.
+#[derive(Clone)]
+pub struct HttpListener {
     addr: SocketAddr,
-    root: Supervisor,
+    path: String,
     acceptor: Arc<Acceptor>,
-    sessions: Arc<SessionTable<HttpSession>>,
+    sessions: Arc<SessionTable<SessionStreams>>,
+}
+
+impl HttpListener {
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+    /// The endpoint path.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+    /// Number of open sessions.
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+    /// Expires idle sessions now (the sweeper does this periodically).
+    pub fn sweep_sessions(&self) -> usize {
+        self.sessions.sweep()
+    }
+    /// Open connections.
+    pub fn connection_count(&self) -> usize {
+        self.acceptor.connections()
+    }
+    /// Test hook: makes the listening socket fail so that the supervisor
+    /// must restart the listener, which binds the address again.
+    #[doc(hidden)]
+    pub fn break_listener_for_tests(&self) {
+        self.acceptor.break_socket();
+    }
+}
+
+/// An HTTP transport running under a supervision tree of its own.
+pub struct HttpServer {
+    root: Supervisor,
+    handle: HttpListener,
+}
+
+impl std::ops::Deref for HttpServer {
+    type Target = HttpListener;
+    fn deref(&self) -> &HttpListener {
+        &self.handle
+    }
 }
 
 impl HttpServer {
-    /// Binds and starts serving `engine`.
-    pub fn start(engine: Arc<Engine>, options: HttpOptions) -> io::Result<HttpServer> {
+    /// Binds (or takes `options.listener`) and returns the transport as a
+    /// child spec (a supervisor over the session sweeper and the accept
+    /// loop) for a tree of yours. When the tree stops it, its sessions end.
+    pub fn child_spec(
+        engine: Arc<Engine>,
+        options: HttpOptions,
+    ) -> io::Result<(ChildSpec, HttpListener)> {
         let socket = match &options.listener {
             Some(l) => l.try_clone()?,
             None => TcpListener::bind(options.bind)?,
@@ -269,63 +320,43 @@ impl HttpServer {
             limits: options.limits.clone(),
             stopping: stopping.clone(),
         });
-        let acceptor = Arc::new(Acceptor {
-            name: "http",
-            serve: Arc::new(move |stream, peer| connections.serve_connection(stream, peer)),
-            refuse: listener::refuse,
-            max_connections: options.max_connections,
-            active: AtomicUsize::new(0),
+        let acceptor = Arc::new(Acceptor::new(
+            "http",
+            Arc::new(move |stream, peer| connections.serve_connection(stream, peer)),
+            listener::refuse,
+            options.max_connections,
             stopping,
-            socket: Mutex::new(None),
-        });
-        let accept = acceptor.worker(socket, addr);
-        let sweeper = SessionTable::sweeper(&sessions, "http-session-sweeper");
+        ));
         let spec = SupervisorSpec::new("http", Strategy::OneForOne)
             .intensity(10, Duration::from_secs(10))
-            .child(sweeper)
-            .child(accept);
-        let root = Supervisor::start(spec).map_err(io::Error::other)?;
+            .child(SessionTable::sweeper(&sessions, "http-session-sweeper"))
+            .child(acceptor.worker(socket, addr));
         log::info!("http: serving MCP on http://{addr}{}", options.path);
-        Ok(HttpServer {
+        let handle = HttpListener {
             addr,
-            root,
+            path: options.path.clone(),
             acceptor,
             sessions,
-        })
+        };
+        Ok((ChildSpec::supervisor(spec), handle))
     }
 
-    /// The bound address.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
+    /// Binds and starts serving `engine` under a tree of its own.
+    pub fn start(engine: Arc<Engine>, options: HttpOptions) -> io::Result<HttpServer> {
+        let (spec, handle) = Self::child_spec(engine, options)?;
+        let root =
+            Supervisor::start(SupervisorSpec::new("http-root", Strategy::OneForOne).child(spec))
+                .map_err(io::Error::other)?;
+        Ok(HttpServer { root, handle })
     }
-    /// Number of open sessions.
-    pub fn session_count(&self) -> usize {
-        self.sessions.len()
-    }
-    /// Expires idle sessions now (the sweeper does this periodically).
-    pub fn sweep_sessions(&self) -> usize {
-        self.sessions.sweep()
-    }
+
     /// The supervision tree of the transport (listener, session sweeper).
     pub fn supervisor(&self) -> supervisor::SupervisorRef {
         self.root.handle()
     }
-    /// Test hook: makes the listening socket fail so that the supervisor
-    /// must restart the listener, which binds the address again.
-    #[doc(hidden)]
-    pub fn break_listener_for_tests(&self) {
-        self.acceptor.break_socket();
-    }
-
-    /// Open connections.
-    pub fn connection_count(&self) -> usize {
-        self.acceptor.connections()
-    }
 
     /// Stops accepting, ends every session, stops the supervision tree.
     pub fn shutdown(self) -> io::Result<()> {
-        self.acceptor.stop(self.addr);
-        self.sessions.clear();
         self.root.shutdown().map(drop).map_err(io::Error::other)
     }
 

@@ -9,7 +9,7 @@
 //! connection resumes from the log.
 
 use crate::protocol::{Outgoing, Session, Sink};
-use crate::session::table::Expirable;
+use crate::transport::session_table::Expirable;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -103,7 +103,7 @@ pub struct Attached {
 }
 
 /// An MCP session reached over HTTP.
-pub struct HttpSession {
+pub struct SessionStreams {
     mcp: OnceLock<Arc<Session>>,
     streams: Mutex<Streams>,
     capacity: usize,
@@ -111,14 +111,14 @@ pub struct HttpSession {
 
 static TOKENS: AtomicU64 = AtomicU64::new(1);
 
-impl HttpSession {
+impl SessionStreams {
     /// A session whose engine side is opened by `open` with the standalone
     /// stream's sink.
     pub fn new(
         capacity: usize,
         open: impl FnOnce(Arc<dyn Sink>) -> Arc<Session>,
-    ) -> Arc<HttpSession> {
-        let s = Arc::new(HttpSession {
+    ) -> Arc<SessionStreams> {
+        let s = Arc::new(SessionStreams {
             mcp: OnceLock::new(),
             streams: Mutex::new(Streams::default()),
             capacity: capacity.max(1),
@@ -309,7 +309,7 @@ impl Streams {
     }
 }
 
-impl Expirable for HttpSession {
+impl Expirable for SessionStreams {
     fn busy(&self) -> bool {
         self.has_activity()
     }
@@ -338,7 +338,7 @@ pub fn parse_event_id(id: &str) -> Option<(u64, u64)> {
 
 /// The sink of one stream.
 struct StreamSink {
-    session: Weak<HttpSession>,
+    session: Weak<SessionStreams>,
     stream: u64,
 }
 

@@ -1,7 +1,7 @@
-//! Engine tests through an in-process sink: concurrency, panics, registry
-//! changes, subscriptions, pagination.
+//! Engine tests through the server API and an in-process sink: concurrency,
+//! panics, catalog changes, subscriptions, pagination.
 
-use super::{EngineOptions, Outgoing, Session, Sink};
+use crate::protocol::{EngineOptions, Outgoing, Session, Sink};
 use crate::server::{Resource, ResourceContents, Server, Tool, ToolResult};
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::{json, Value};

@@ -11,14 +11,14 @@
 //!   (the server drops a copy of a request it is still running);
 //! - the session is gone (its instance died, so the broker returns what is
 //!   sent to its queue, or the instance says it does not know the session):
-//!   the connection ends, and a [`Client`](super::Client) with reconnection
+//!   the connection ends, and a [`Client`](crate::client::Client) with reconnection
 //!   initializes again through the exchange, reaching another instance.
 
-use super::connection::{Connection, MessageReader, MessageWriter};
 use crate::jsonrpc::RequestId;
 use crate::transport::amqp::envelope::{accept, Envelope};
 use crate::transport::amqp::link::{self, Outcome};
 use crate::transport::amqp::{connect, topology, AmqpConfig};
+use crate::transport::connection::{Connection, MessageReader, MessageWriter};
 use amiquip::{Channel, ConsumerMessage, ConsumerOptions, Publish, Return};
 use crossbeam_channel::{Receiver, Select, Sender};
 use serde_json::Value;

@@ -8,7 +8,7 @@
 //! before its response is resumed with `GET` + `Last-Event-ID` after the
 //! server's `retry:` delay. Closing sends `DELETE`.
 
-use super::connection::{Connection, MessageReader, MessageWriter};
+use crate::transport::connection::{Connection, MessageReader, MessageWriter};
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
 use std::io::{self, BufRead, BufReader, Read, Write};

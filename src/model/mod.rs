@@ -1,0 +1,15 @@
+//! Data types of the protocol, with no behaviour beyond their JSON form:
+//! protocol revisions, log levels, content blocks and resource contents,
+//! completions. Every layer above may use them; they use only the wire
+//! layer's types.
+
+mod completion;
+mod content;
+mod logging;
+mod version;
+
+pub use completion::{Completion, CompletionRef, CompletionRequest, MAX_COMPLETION_VALUES};
+pub(crate) use content::insert_opt;
+pub use content::{base64, Content, ResourceContents};
+pub use logging::LogLevel;
+pub use version::ProtocolVersion;

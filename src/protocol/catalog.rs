@@ -1,0 +1,492 @@
+//! The catalog: everything a server offers (tools, resources, resource
+//! templates, prompts, completions), grouped by **source**.
+//!
+//! A source is whoever supplies a set of entries: the local builder
+//! (`Server`), the daemon's command tools, one upstream server of the
+//! gateway. A source is replaced or withdrawn as a whole, atomically: a
+//! reader sees either the old entries or the new ones, never a mix, and the
+//! engine sends one `notifications/*/list_changed` per kind whose listing
+//! actually changed.
+//!
+//! Entries are trait objects that speak JSON: a definition as the list shows
+//! it, and a call that returns the whole result object. The engine adds
+//! nothing and removes nothing, so a proxied entry passes its schema, its
+//! unknown members and its `_meta` through untouched. Schema validation and
+//! typed results are what the `Server` builders add on top.
+//!
+//! When two sources offer the same name (or URI), the source whose id sorts
+//! first wins, whatever the order the sources arrived in; the clash is
+//! logged when either side changes.
+
+use super::context::Context;
+use crate::jsonrpc::ErrorObject;
+use crate::model::{CompletionRef, CompletionRequest};
+use crate::sync::{lock, read, write};
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::{Arc, Mutex, RwLock};
+
+/// A tool: its definition and its call.
+pub trait ToolEntry: Send + Sync {
+    /// The definition as `tools/list` shows it; it must hold a string `name`.
+    fn definition(&self) -> &Value;
+    /// Runs the tool. `arguments` is the request's `arguments` object (`{}`
+    /// when absent); the answer is the whole `CallToolResult`.
+    fn call(&self, arguments: &Value, ctx: &Context) -> Result<Value, ErrorObject>;
+}
+
+/// A resource with a fixed URI.
+pub trait ResourceEntry: Send + Sync {
+    /// The definition as `resources/list` shows it; it must hold a string `uri`.
+    fn definition(&self) -> &Value;
+    /// Reads it; the answer is the whole `ReadResourceResult`.
+    fn read(&self, uri: &str, ctx: &Context) -> Result<Value, ErrorObject>;
+}
+
+/// A family of resources named by a URI template.
+pub trait TemplateEntry: Send + Sync {
+    /// The definition as `resources/templates/list` shows it; it must hold
+    /// a string `uriTemplate`.
+    fn definition(&self) -> &Value;
+    /// Whether `uri` belongs to this template.
+    fn matches(&self, uri: &str) -> bool;
+    /// Reads `uri` (one that [`TemplateEntry::matches`]); the whole `ReadResourceResult`.
+    fn read(&self, uri: &str, ctx: &Context) -> Result<Value, ErrorObject>;
+}
+
+/// A prompt.
+pub trait PromptEntry: Send + Sync {
+    /// The definition as `prompts/list` shows it; it must hold a string `name`.
+    fn definition(&self) -> &Value;
+    /// Renders it. `arguments` is the request's `arguments` object, every
+    /// value a string (`{}` when absent); the answer is the whole `GetPromptResult`.
+    fn get(&self, arguments: &Value, ctx: &Context) -> Result<Value, ErrorObject>;
+}
+
+/// Completions for one prompt's arguments or one template's variables.
+pub trait CompletionEntry: Send + Sync {
+    /// Completes; the answer is the whole `CompleteResult` (`{"completion": ...}`).
+    fn complete(
+        &self,
+        reference: &CompletionRef,
+        request: &CompletionRequest,
+        ctx: &Context,
+    ) -> Result<Value, ErrorObject>;
+}
+
+/// Serves requests whose method the engine does not know (custom methods).
+/// Run on the handler pool like any call.
+pub trait MethodFallback: Send + Sync {
+    /// Answers `method`, or `Err(ErrorObject::method_not_found(method))`.
+    fn handle(
+        &self,
+        method: &str,
+        params: Option<&Map<String, Value>>,
+        ctx: &Context,
+    ) -> Result<Value, ErrorObject>;
+}
+
+/// The entries of one source.
+#[derive(Clone, Default)]
+pub struct Source {
+    pub(crate) tools: Vec<Arc<dyn ToolEntry>>,
+    pub(crate) resources: Vec<Arc<dyn ResourceEntry>>,
+    pub(crate) templates: Vec<Arc<dyn TemplateEntry>>,
+    pub(crate) prompts: Vec<Arc<dyn PromptEntry>>,
+    pub(crate) completions: Vec<(CompletionRef, Arc<dyn CompletionEntry>)>,
+}
+
+impl Source {
+    /// A source with no entries.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Adds a tool.
+    pub fn tool(mut self, tool: Arc<dyn ToolEntry>) -> Self {
+        self.tools.push(tool);
+        self
+    }
+    /// Adds a resource.
+    pub fn resource(mut self, resource: Arc<dyn ResourceEntry>) -> Self {
+        self.resources.push(resource);
+        self
+    }
+    /// Adds a resource template.
+    pub fn template(mut self, template: Arc<dyn TemplateEntry>) -> Self {
+        self.templates.push(template);
+        self
+    }
+    /// Adds a prompt.
+    pub fn prompt(mut self, prompt: Arc<dyn PromptEntry>) -> Self {
+        self.prompts.push(prompt);
+        self
+    }
+    /// Adds a completion provider for `reference`.
+    pub fn completion(mut self, reference: CompletionRef, entry: Arc<dyn CompletionEntry>) -> Self {
+        self.completions.push((reference, entry));
+        self
+    }
+    /// Whether it offers nothing.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+            && self.resources.is_empty()
+            && self.templates.is_empty()
+            && self.prompts.is_empty()
+            && self.completions.is_empty()
+    }
+}
+
+/// Why a source was refused; nothing changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CatalogError(pub String);
+
+impl fmt::Display for CatalogError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CatalogError {}
+
+/// Which lists changed, for `notifications/*/list_changed`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ListKind {
+    /// tools
+    Tools,
+    /// resources and resource templates
+    Resources,
+    /// prompts
+    Prompts,
+}
+
+/// Which lists a change touched.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// `tools/list` answers differently.
+    pub tools: bool,
+    /// `resources/list` or `resources/templates/list` answers differently.
+    pub resources: bool,
+    /// `prompts/list` answers differently.
+    pub prompts: bool,
+}
+
+impl Changes {
+    /// The kinds that changed, in a fixed order.
+    pub fn kinds(&self) -> impl Iterator<Item = ListKind> {
+        [
+            (self.tools, ListKind::Tools),
+            (self.resources, ListKind::Resources),
+            (self.prompts, ListKind::Prompts),
+        ]
+        .into_iter()
+        .filter_map(|(on, k)| on.then_some(k))
+    }
+}
+
+/// Which kinds the server advertises even while it offers none yet (so that
+/// entries added later reach clients through `list_changed`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Enabled {
+    pub(crate) tools: bool,
+    pub(crate) resources: bool,
+    pub(crate) prompts: bool,
+}
+
+/// The merged, read-only view the engine answers from: every source's
+/// entries by key. Replaced as a whole on each change.
+#[derive(Default)]
+pub(crate) struct View {
+    pub(crate) tools: BTreeMap<String, Arc<dyn ToolEntry>>,
+    pub(crate) resources: BTreeMap<String, Arc<dyn ResourceEntry>>,
+    pub(crate) templates: BTreeMap<String, Arc<dyn TemplateEntry>>,
+    pub(crate) prompts: BTreeMap<String, Arc<dyn PromptEntry>>,
+    pub(crate) completions: HashMap<CompletionRef, Arc<dyn CompletionEntry>>,
+}
+
+/// Something with a definition, keyed by one of its string members.
+trait Defined {
+    fn def(&self) -> &Value;
+}
+macro_rules! defined {
+    ($($t:ident),*) => {$(impl Defined for dyn $t { fn def(&self) -> &Value { self.definition() } })*};
+}
+defined!(ToolEntry, ResourceEntry, TemplateEntry, PromptEntry);
+
+fn key_of<T: Defined + ?Sized>(
+    entry: &T,
+    member: &str,
+    kind: &str,
+) -> Result<String, CatalogError> {
+    entry
+        .def()
+        .get(member)
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            CatalogError(format!(
+                "a {kind} definition must hold a string {member:?}: {}",
+                entry.def()
+            ))
+        })
+}
+
+/// Merges `entries` of `source` into `into`; earlier sources keep a clashing key.
+fn merge<T: Defined + ?Sized>(
+    into: &mut BTreeMap<String, (Arc<T>, String)>,
+    entries: &[Arc<T>],
+    source: &str,
+    changed: &str,
+    (member, kind): (&str, &str),
+) {
+    for e in entries {
+        // Keys were checked when the source was accepted.
+        let Ok(key) = key_of(&**e, member, kind) else {
+            continue;
+        };
+        match into.get(&key) {
+            Some((_, owner)) if owner != source => {
+                if source == changed || owner == changed {
+                    log::warn!(
+                        "catalog: {kind} {key:?} of source {source:?} is hidden by source {owner:?}"
+                    );
+                }
+            }
+            // Within one source, the later entry replaces the earlier.
+            _ => {
+                into.insert(key, (e.clone(), source.to_owned()));
+            }
+        }
+    }
+}
+
+fn strip<T: ?Sized>(m: BTreeMap<String, (Arc<T>, String)>) -> BTreeMap<String, Arc<T>> {
+    m.into_iter().map(|(k, (e, _))| (k, e)).collect()
+}
+
+/// Whether two listings answer the same (same keys, same definitions).
+fn same<T: Defined + ?Sized>(a: &BTreeMap<String, Arc<T>>, b: &BTreeMap<String, Arc<T>>) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|((ka, ea), (kb, eb))| ka == kb && (Arc::ptr_eq(ea, eb) || ea.def() == eb.def()))
+}
+
+fn build(sources: &BTreeMap<String, Arc<Source>>, changed: &str) -> View {
+    let (mut tools, mut resources, mut templates, mut prompts) = (
+        BTreeMap::new(),
+        BTreeMap::new(),
+        BTreeMap::new(),
+        BTreeMap::new(),
+    );
+    let mut completions = HashMap::new();
+    for (id, s) in sources {
+        merge(&mut tools, &s.tools, id, changed, ("name", "tool"));
+        merge(
+            &mut resources,
+            &s.resources,
+            id,
+            changed,
+            ("uri", "resource"),
+        );
+        merge(
+            &mut templates,
+            &s.templates,
+            id,
+            changed,
+            ("uriTemplate", "resource template"),
+        );
+        merge(&mut prompts, &s.prompts, id, changed, ("name", "prompt"));
+        for (r, c) in &s.completions {
+            completions.entry(r.clone()).or_insert_with(|| c.clone());
+        }
+    }
+    View {
+        tools: strip(tools),
+        resources: strip(resources),
+        templates: strip(templates),
+        prompts: strip(prompts),
+        completions,
+    }
+}
+
+fn check(source: &Source) -> Result<(), CatalogError> {
+    for t in &source.tools {
+        key_of(&**t, "name", "tool")?;
+    }
+    for r in &source.resources {
+        key_of(&**r, "uri", "resource")?;
+    }
+    for t in &source.templates {
+        key_of(&**t, "uriTemplate", "resource template")?;
+    }
+    for p in &source.prompts {
+        key_of(&**p, "name", "prompt")?;
+    }
+    Ok(())
+}
+
+/// Sources and the merged view the engine serves.
+#[derive(Default)]
+pub(crate) struct Catalog {
+    // Held while a change is computed, so changes apply one at a time.
+    sources: Mutex<BTreeMap<String, Arc<Source>>>,
+    view: RwLock<Arc<View>>,
+    pub(crate) enabled: Enabled,
+    fallback: RwLock<Option<Arc<dyn MethodFallback>>>,
+}
+
+impl Catalog {
+    pub(crate) fn new(enabled: Enabled) -> Catalog {
+        Catalog {
+            enabled,
+            ..Default::default()
+        }
+    }
+
+    /// The current view (cheap: one reference count).
+    pub(crate) fn view(&self) -> Arc<View> {
+        read(&self.view).clone()
+    }
+
+    /// Replaces (or adds) the source `id` with `source`, atomically.
+    pub(crate) fn replace(&self, id: &str, source: Source) -> Result<Changes, CatalogError> {
+        check(&source)?;
+        let mut sources = lock(&self.sources);
+        sources.insert(id.to_owned(), Arc::new(source));
+        Ok(self.rebuild(&sources, id))
+    }
+
+    /// Removes the source `id` and all its entries.
+    pub(crate) fn withdraw(&self, id: &str) -> Changes {
+        let mut sources = lock(&self.sources);
+        if sources.remove(id).is_none() {
+            return Changes::default();
+        }
+        self.rebuild(&sources, id)
+    }
+
+    /// The entries of source `id`, if present.
+    pub(crate) fn source(&self, id: &str) -> Option<Arc<Source>> {
+        lock(&self.sources).get(id).cloned()
+    }
+
+    fn rebuild(&self, sources: &BTreeMap<String, Arc<Source>>, changed: &str) -> Changes {
+        let new = build(sources, changed);
+        let old = self.view();
+        let changes = Changes {
+            tools: !same(&old.tools, &new.tools),
+            resources: !same(&old.resources, &new.resources)
+                || !same(&old.templates, &new.templates),
+            prompts: !same(&old.prompts, &new.prompts),
+        };
+        *write(&self.view) = Arc::new(new);
+        changes
+    }
+
+    pub(crate) fn set_fallback(&self, fallback: Option<Arc<dyn MethodFallback>>) {
+        *write(&self.fallback) = fallback;
+    }
+
+    pub(crate) fn fallback(&self) -> Option<Arc<dyn MethodFallback>> {
+        read(&self.fallback).clone()
+    }
+
+    /// Whether the server offers a capability (`tools`, `resources`,
+    /// `prompts`, `logging`, `completions`).
+    pub(crate) fn has_capability(&self, name: &str) -> bool {
+        let v = self.view();
+        match name {
+            "tools" => self.enabled.tools || !v.tools.is_empty(),
+            "resources" => {
+                self.enabled.resources || !v.resources.is_empty() || !v.templates.is_empty()
+            }
+            "prompts" => self.enabled.prompts || !v.prompts.is_empty(),
+            "logging" => true,
+            "completions" => !v.completions.is_empty(),
+            _ => false,
+        }
+    }
+
+    /// The `capabilities` object of the initialize result, derived from what
+    /// is offered. Every capability is an object, never a boolean.
+    pub(crate) fn capabilities(&self) -> Value {
+        let all = [
+            ("tools", serde_json::json!({"listChanged": true})),
+            (
+                "resources",
+                serde_json::json!({"subscribe": true, "listChanged": true}),
+            ),
+            ("prompts", serde_json::json!({"listChanged": true})),
+            ("logging", serde_json::json!({})),
+            ("completions", serde_json::json!({})),
+        ];
+        Value::Object(
+            all.into_iter()
+                .filter(|(name, _)| self.has_capability(name))
+                .map(|(n, v)| (n.to_owned(), v))
+                .collect(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    struct T(Value);
+    impl ToolEntry for T {
+        fn definition(&self) -> &Value {
+            &self.0
+        }
+        fn call(&self, _: &Value, _: &Context) -> Result<Value, ErrorObject> {
+            Ok(json!({"content": []}))
+        }
+    }
+    fn tool(name: &str) -> Arc<dyn ToolEntry> {
+        Arc::new(T(json!({"name": name, "inputSchema": {"type": "object"}})))
+    }
+
+    #[test]
+    fn sources_swap_atomically_and_report_only_real_changes() {
+        let c = Catalog::default();
+        let ch = c
+            .replace("b", Source::new().tool(tool("x")).tool(tool("y")))
+            .unwrap();
+        assert_eq!(
+            ch,
+            Changes {
+                tools: true,
+                ..Default::default()
+            }
+        );
+        // The same definitions again: nothing to announce.
+        let ch = c
+            .replace("b", Source::new().tool(tool("x")).tool(tool("y")))
+            .unwrap();
+        assert_eq!(ch, Changes::default());
+        // Source "a" sorts first: its "x" hides b's, and the listing keeps one "x".
+        c.replace("a", Source::new().tool(tool("x"))).unwrap();
+        assert_eq!(c.view().tools.keys().collect::<Vec<_>>(), ["x", "y"]);
+        assert_eq!(
+            c.withdraw("b"),
+            Changes {
+                tools: true,
+                ..Default::default()
+            }
+        );
+        assert_eq!(c.view().tools.keys().collect::<Vec<_>>(), ["x"]);
+        assert_eq!(c.withdraw("nope"), Changes::default());
+    }
+
+    #[test]
+    fn a_definition_without_its_key_is_refused_and_nothing_changes() {
+        let c = Catalog::default();
+        c.replace("a", Source::new().tool(tool("x"))).unwrap();
+        let bad: Arc<dyn ToolEntry> = Arc::new(T(json!({"title": "no name"})));
+        let e = c.replace("a", Source::new().tool(bad)).unwrap_err();
+        assert!(e.0.contains("\"name\""), "{e}");
+        assert!(c.view().tools.contains_key("x"));
+    }
+}

@@ -1,0 +1,362 @@
+//! The one path for requests to the peer, used by a handler's [`Context`]
+//! (sampling, elicitation, roots) and by the `Client` alike: the pending
+//! table, the per-call timeout that progress restarts, an optional total
+//! limit, cancellation that tells the peer with `notifications/cancelled`,
+//! and late answers dropped.
+//!
+//! A call may carry an **association**: a function that answers the
+//! requests the peer sends back while this call runs (the gateway passes
+//! the downstream [`Context`] there, so an upstream's sampling during a
+//! proxied call reaches the session that made the call).
+//!
+//! [`Context`]: super::Context
+
+use super::sink::Outgoing;
+use crate::jsonrpc::{self, ErrorObject, Request, RequestId, Response};
+use crate::sync::lock;
+use crossbeam_channel::{Receiver, Sender};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Receives progress of a call: (progress, total, message).
+pub type ProgressHandler = Arc<dyn Fn(f64, Option<f64>, Option<&str>) + Send + Sync>;
+
+/// Answers a request from the peer (method, params).
+pub type PeerRequestHandler = Arc<dyn Fn(&str, Value) -> Result<Value, ErrorObject> + Send + Sync>;
+
+/// How one call waits.
+#[derive(Clone, Default)]
+pub(crate) struct Wait {
+    /// Per-request timeout; each progress notification restarts it.
+    pub(crate) timeout: Duration,
+    /// A limit progress cannot extend.
+    pub(crate) total: Option<Duration>,
+    /// Ready (or disconnected) when the caller gives up.
+    pub(crate) cancel: Option<Receiver<()>>,
+    /// Receives the call's progress; asks the peer for it with a progress token.
+    pub(crate) progress: Option<ProgressHandler>,
+    /// Answers the peer's requests that belong to this call.
+    pub(crate) association: Option<PeerRequestHandler>,
+}
+
+/// Why a call failed.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum CallError {
+    /// Closed before or while waiting.
+    Closed,
+    /// No answer within the timeout (the peer was told).
+    Timeout(RequestId, Duration),
+    /// The caller cancelled (the peer was told).
+    Cancelled,
+    /// The peer answered with an error.
+    Rpc(ErrorObject),
+    /// The request could not be sent.
+    Send(String),
+}
+
+type Answer = Result<Value, ErrorObject>;
+
+struct Pending {
+    tx: Sender<Answer>,
+    // Each progress notification is a tick that restarts the timeout.
+    tick: Sender<()>,
+    progress: Option<ProgressHandler>,
+    association: Option<PeerRequestHandler>,
+}
+
+/// Requests in flight to the peer.
+pub(crate) struct Outbound {
+    pending: Mutex<HashMap<RequestId, Pending>>,
+    next_id: AtomicI64,
+    closed: AtomicBool,
+}
+
+impl Default for Outbound {
+    fn default() -> Self {
+        Outbound {
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicI64::new(1),
+            closed: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Outbound {
+    /// Sends `method` through `send` and blocks for the answer.
+    pub(crate) fn call(
+        &self,
+        method: &str,
+        mut params: Value,
+        wait: Wait,
+        send: &dyn Fn(Outgoing) -> Result<(), String>,
+    ) -> Result<Value, CallError> {
+        let id = RequestId::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
+        if wait.progress.is_some() {
+            if let Some(p) = params.as_object_mut() {
+                let meta = p.entry("_meta").or_insert_with(|| json!({}));
+                if let Some(m) = meta.as_object_mut() {
+                    m.insert("progressToken".into(), id.to_value());
+                }
+            }
+        }
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let (tick, ticks) = crossbeam_channel::unbounded();
+        {
+            let mut pending = lock(&self.pending);
+            if self.closed.load(Ordering::SeqCst) {
+                return Err(CallError::Closed);
+            }
+            pending.insert(
+                id.clone(),
+                Pending {
+                    tx,
+                    tick,
+                    progress: wait.progress.clone(),
+                    association: wait.association.clone(),
+                },
+            );
+        }
+        let request = Request::new(id.clone(), method, Some(params)).into_value();
+        if let Err(e) = send(Outgoing::Request(request)) {
+            self.forget(&id);
+            return Err(CallError::Send(e));
+        }
+        let outcome = waiting(&id, &rx, &ticks, &wait);
+        if let Err(e @ (CallError::Timeout(..) | CallError::Cancelled)) = &outcome {
+            self.forget(&id);
+            let reason = match e {
+                CallError::Timeout(_, d) => format!("timed out after {d:?}"),
+                _ => "cancelled by the caller".to_owned(),
+            };
+            let _ = send(Outgoing::Notification(jsonrpc::notification(
+                "notifications/cancelled",
+                json!({"requestId": id.to_value(), "reason": reason}),
+            )));
+        }
+        outcome
+    }
+
+    fn forget(&self, id: &RequestId) {
+        lock(&self.pending).remove(id);
+    }
+
+    /// Hands a response to its waiting call; false (and logged) when nobody
+    /// waits for it any more (a late answer).
+    pub(crate) fn answer(&self, response: Response, who: &str) -> bool {
+        let waiter = response.id().and_then(|id| lock(&self.pending).remove(id));
+        match waiter {
+            Some(p) => {
+                let _ = p.tx.send(response.into_outcome());
+                true
+            }
+            None => {
+                log::warn!(
+                    "{who}: response to unknown or abandoned request {:?} dropped",
+                    response.id()
+                );
+                false
+            }
+        }
+    }
+
+    /// Routes `notifications/progress`: restarts the call's timeout and
+    /// runs its progress callback (outside any lock).
+    pub(crate) fn progress(&self, params: &Map<String, Value>) {
+        let Some(id) = params.get("progressToken").and_then(RequestId::from_value) else {
+            return;
+        };
+        let callback = {
+            let pending = lock(&self.pending);
+            let Some(p) = pending.get(&id) else {
+                return;
+            };
+            let _ = p.tick.send(());
+            p.progress.clone()
+        };
+        if let (Some(cb), Some(progress)) =
+            (callback, params.get("progress").and_then(Value::as_f64))
+        {
+            cb(
+                progress,
+                params.get("total").and_then(Value::as_f64),
+                params.get("message").and_then(Value::as_str),
+            );
+        }
+    }
+
+    /// The association for a request the peer sent: the one of the call
+    /// named by `related` (a transport that knows, e.g. an HTTP response
+    /// stream), else the only associated call in flight. With several and
+    /// no hint there is no telling which: `None`.
+    pub(crate) fn association(&self, related: Option<&RequestId>) -> Option<PeerRequestHandler> {
+        let pending = lock(&self.pending);
+        if let Some(p) = related.and_then(|id| pending.get(id)) {
+            return p.association.clone();
+        }
+        let mut associated = pending.values().filter_map(|p| p.association.as_ref());
+        match (associated.next(), associated.next()) {
+            (Some(a), None) => Some(a.clone()),
+            _ => None,
+        }
+    }
+
+    /// Fails every waiting call with `Closed` (the connection was lost);
+    /// new calls may follow.
+    pub(crate) fn fail_all(&self) {
+        lock(&self.pending).clear();
+    }
+
+    /// Fails every waiting call and refuses new ones.
+    pub(crate) fn close(&self) {
+        let mut pending = lock(&self.pending);
+        self.closed.store(true, Ordering::SeqCst);
+        pending.clear();
+    }
+}
+
+fn waiting(
+    id: &RequestId,
+    rx: &Receiver<Answer>,
+    ticks: &Receiver<()>,
+    wait: &Wait,
+) -> Result<Value, CallError> {
+    let hard = wait.total.map(|t| Instant::now() + t);
+    let never = crossbeam_channel::never();
+    let cancel = wait.cancel.as_ref().unwrap_or(&never);
+    let mut deadline = Instant::now() + wait.timeout;
+    loop {
+        let until = hard.map_or(deadline, |h| h.min(deadline));
+        let left = until.saturating_duration_since(Instant::now());
+        crossbeam_channel::select! {
+            recv(rx) -> answer => return match answer {
+                Ok(Ok(v)) => Ok(v),
+                Ok(Err(e)) => Err(CallError::Rpc(e)),
+                Err(_) => Err(CallError::Closed),
+            },
+            recv(ticks) -> _ => deadline = Instant::now() + wait.timeout,
+            recv(cancel) -> _ => return Err(CallError::Cancelled),
+            default(left) => return Err(CallError::Timeout(id.clone(), wait.timeout)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    fn response(id: i64) -> Response {
+        match crate::jsonrpc::parse(
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"ok":true}}}}"#).as_bytes(),
+        ) {
+            Ok(crate::jsonrpc::Parsed::Single(crate::jsonrpc::Message::Response(r))) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn answered_timed_out_and_late() {
+        let out = Arc::new(Outbound::default());
+        let o = out.clone();
+        let send = move |m: Outgoing| -> Result<(), String> {
+            if let Outgoing::Request(r) = m {
+                let id = r["id"].as_i64().unwrap_or_default();
+                if id == 1 {
+                    o.answer(response(id), "test");
+                }
+            }
+            Ok(())
+        };
+        let wait = Wait {
+            timeout: Duration::from_millis(50),
+            ..Default::default()
+        };
+        assert_eq!(
+            out.call("a", json!({}), wait.clone(), &send),
+            Ok(json!({"ok": true}))
+        );
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let s = sent.clone();
+        let record = move |m: Outgoing| -> Result<(), String> {
+            lock(&s).push(m);
+            Ok(())
+        };
+        let e = out.call("b", json!({}), wait, &record).unwrap_err();
+        assert!(
+            matches!(e, CallError::Timeout(RequestId::Number(2), _)),
+            "{e:?}"
+        );
+        let sent = lock(&sent);
+        assert_eq!(
+            sent[1].message().unwrap()["method"],
+            "notifications/cancelled"
+        );
+        assert_eq!(sent[1].message().unwrap()["params"]["requestId"], 2);
+        assert!(
+            !out.answer(response(2), "test"),
+            "the late answer is dropped"
+        );
+    }
+
+    #[test]
+    fn progress_restarts_the_timeout_but_not_the_total() {
+        let out = Arc::new(Outbound::default());
+        let seen = Arc::new(AtomicUsize::new(0));
+        let (o, s) = (out.clone(), seen.clone());
+        let send = move |m: Outgoing| -> Result<(), String> {
+            if let Outgoing::Request(r) = m {
+                let token = r["params"]["_meta"]["progressToken"].clone();
+                let o = o.clone();
+                std::thread::spawn(move || {
+                    for i in 0..1000 {
+                        let p = json!({"progressToken": token, "progress": i});
+                        o.progress(p.as_object().unwrap());
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                });
+            }
+            Ok(())
+        };
+        let progress: ProgressHandler = Arc::new(move |_, _, _| {
+            s.fetch_add(1, Ordering::SeqCst);
+        });
+        let wait = Wait {
+            timeout: Duration::from_millis(100),
+            total: Some(Duration::from_millis(400)),
+            progress: Some(progress),
+            ..Default::default()
+        };
+        let e = out.call("long", json!({}), wait, &send).unwrap_err();
+        assert!(matches!(e, CallError::Timeout(..)));
+        assert!(
+            seen.load(Ordering::SeqCst) > 10,
+            "progress kept the call alive past its timeout"
+        );
+    }
+
+    #[test]
+    fn association_by_hint_or_the_only_candidate() {
+        let out = Outbound::default();
+        assert!(out.association(None).is_none());
+        let a: PeerRequestHandler = Arc::new(|_, _| Ok(json!("a")));
+        let (tx, _rx) = crossbeam_channel::bounded(1);
+        let (tick, _ticks) = crossbeam_channel::unbounded();
+        lock(&out.pending).insert(
+            RequestId::Number(7),
+            Pending {
+                tx,
+                tick,
+                progress: None,
+                association: Some(a),
+            },
+        );
+        let found = out.association(None).expect("the only associated call");
+        assert_eq!(found("x", json!({})), Ok(json!("a")));
+        assert!(out.association(Some(&RequestId::Number(7))).is_some());
+        out.close();
+        assert!(out.association(None).is_none());
+    }
+}

@@ -1,0 +1,173 @@
+//! Conveniences that run transports for a [`Server`]: `serve_*` (blocking)
+//! and `start_*` (in the background, under a supervision tree of their
+//! own), and [`Server::listener`], which turns a [`Listen`] into a child
+//! spec for a tree of yours.
+//!
+//! They sit above both the server builder and the transports, so neither
+//! of those names the other.
+
+use crate::server::Server;
+use crate::transport::listen::Listen;
+use crate::transport::stdio::{self, StdioOptions};
+use std::io;
+use supervisor::{ChildSpec, Strategy, Supervisor, SupervisorSpec};
+
+#[cfg(feature = "amqp")]
+use crate::transport::amqp::{AmqpConfig, AmqpListener, AmqpServer};
+#[cfg(feature = "http")]
+use crate::transport::http::{HttpListener, HttpOptions, HttpServer};
+#[cfg(feature = "tcp")]
+use crate::transport::tcp::{TcpListenerHandle, TcpOptions, TcpServer};
+
+impl Server {
+    /// Serves MCP over this process's stdin and stdout until EOF on stdin.
+    pub fn serve_stdio(&self) -> io::Result<()> {
+        self.serve_stdio_with(StdioOptions::default())
+    }
+
+    /// [`Server::serve_stdio`] with options.
+    pub fn serve_stdio_with(&self, options: StdioOptions) -> io::Result<()> {
+        stdio::serve(self.engine(), options)
+    }
+
+    /// Serves one end of an in-process pair on a new thread; returns at once.
+    pub fn serve_memory(&self, end: crate::transport::memory::MemoryEnd) -> io::Result<()> {
+        let engine = self.engine().clone();
+        std::thread::Builder::new()
+            .name("mcpvisor-memory".into())
+            .spawn(move || {
+                crate::transport::memory::serve(&engine, end, stdio::DEFAULT_SHUTDOWN_GRACE)
+            })?;
+        Ok(())
+    }
+
+    /// Serves MCP over Streamable HTTP until the transport fails (blocking).
+    #[cfg(feature = "http")]
+    pub fn serve_http(&self, options: HttpOptions) -> io::Result<()> {
+        self.start_http(options)?.wait()
+    }
+
+    /// Starts the Streamable HTTP transport in the background.
+    #[cfg(feature = "http")]
+    pub fn start_http(&self, options: HttpOptions) -> io::Result<HttpServer> {
+        HttpServer::start(self.engine().clone(), options)
+    }
+
+    /// Starts an instance of this server on AMQP in the background: it
+    /// shares new sessions with the other instances of `config.server_name`.
+    #[cfg(feature = "amqp")]
+    pub fn start_amqp(&self, config: AmqpConfig) -> io::Result<AmqpServer> {
+        AmqpServer::start(self.engine().clone(), config)
+    }
+
+    /// Serves on AMQP until the transport's supervision tree ends.
+    #[cfg(feature = "amqp")]
+    pub fn serve_amqp(&self, config: AmqpConfig) -> io::Result<()> {
+        self.start_amqp(config)?.wait()
+    }
+
+    /// Starts the TCP transport (newline-delimited JSON-RPC) in the background.
+    #[cfg(feature = "tcp")]
+    pub fn start_tcp(&self, options: TcpOptions) -> io::Result<TcpServer> {
+        TcpServer::start(self.engine().clone(), options)
+    }
+
+    /// The listener `listen` names, as a child spec for a supervision tree
+    /// of yours, and a handle to what it serves. Sockets are bound (and
+    /// the first broker connection made) here, so an address in use is
+    /// this call's error; the tree then owns the listener's threads and
+    /// restarts them as its strategy says.
+    pub fn listener(&self, listen: &Listen) -> io::Result<(ChildSpec, Listener)> {
+        let engine = self.engine().clone();
+        match listen {
+            Listen::Stdio => Ok((stdio::child_spec(engine, StdioOptions::default()), Listener::Stdio)),
+            #[cfg(feature = "tcp")]
+            Listen::Tcp(addr) => {
+                let (spec, handle) =
+                    TcpServer::child_spec(engine, TcpOptions::default().with_bind(*addr))?;
+                Ok((spec, Listener::Tcp(handle)))
+            }
+            #[cfg(feature = "http")]
+            Listen::Http { addr, path } => {
+                let options = HttpOptions::default().with_bind(*addr).with_path(path.clone());
+                let (spec, handle) = HttpServer::child_spec(engine, options)?;
+                Ok((spec, Listener::Http(handle)))
+            }
+            #[cfg(feature = "amqp")]
+            Listen::Amqp { url, name } => {
+                let config = AmqpConfig::new(url.as_str(), name.as_str()).map_err(io::Error::other)?;
+                let (spec, handle) = AmqpServer::child_spec(engine, config)?;
+                Ok((spec, Listener::Amqp(handle)))
+            }
+            #[allow(unreachable_patterns)]
+            other => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("{other}: this build of mcpvisor has no such transport (see its Cargo features)"),
+            )),
+        }
+    }
+
+    /// Starts the listener `listen` names under a supervision tree of its
+    /// own; [`Running::wait`] blocks until that tree ends.
+    pub fn start(&self, listen: &Listen) -> io::Result<Running> {
+        let (spec, listener) = self.listener(listen)?;
+        let root =
+            Supervisor::start(SupervisorSpec::new("mcpvisor", Strategy::OneForOne).child(spec))
+                .map_err(io::Error::other)?;
+        Ok(Running { root, listener })
+    }
+}
+
+/// What a started listener serves, for status and tests.
+#[derive(Clone)]
+pub enum Listener {
+    /// This process's stdin and stdout.
+    Stdio,
+    /// A TCP listener.
+    #[cfg(feature = "tcp")]
+    Tcp(TcpListenerHandle),
+    /// A Streamable HTTP listener.
+    #[cfg(feature = "http")]
+    Http(HttpListener),
+    /// An AMQP instance.
+    #[cfg(feature = "amqp")]
+    Amqp(AmqpListener),
+}
+
+impl std::fmt::Display for Listener {
+    /// Where it serves, as a [`Listen`] string with the bound address
+    /// (the AMQP password hidden).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Listener::Stdio => f.write_str("stdio"),
+            #[cfg(feature = "tcp")]
+            Listener::Tcp(t) => write!(f, "tcp://{}", t.local_addr()),
+            #[cfg(feature = "http")]
+            Listener::Http(h) => write!(f, "http://{}{}", h.local_addr(), h.path()),
+            #[cfg(feature = "amqp")]
+            Listener::Amqp(a) => a.fmt(f),
+        }
+    }
+}
+
+/// A listener running under a tree of its own.
+pub struct Running {
+    root: Supervisor,
+    listener: Listener,
+}
+
+impl Running {
+    /// What it serves.
+    pub fn listener(&self) -> &Listener {
+        &self.listener
+    }
+    /// Blocks until its tree ends: for stdio at EOF, for the others when
+    /// the listener fails beyond its restart intensity (`Err`).
+    pub fn wait(self) -> io::Result<()> {
+        self.root.wait().map_err(io::Error::other)
+    }
+    /// Stops the listener and its tree.
+    pub fn shutdown(self) -> io::Result<()> {
+        self.root.shutdown().map(drop).map_err(io::Error::other)
+    }
+}

@@ -1,0 +1,223 @@
+//! The builder's tools, resources, templates, prompts and completions as
+//! catalog entries: each definition rendered once, arguments checked
+//! against the tool's schema, typed results turned into JSON, and the
+//! handler's errors mapped to what the spec asks for.
+
+use super::prompt::{CompletionHandler, Prompt};
+use super::resource::{Resource, ResourceTemplate};
+use super::schema::Schema;
+use super::tool::{ErrorKind, Tool, ToolError, ToolResult};
+use crate::jsonrpc::ErrorObject;
+use crate::model::{CompletionRef, CompletionRequest, ResourceContents};
+use crate::protocol::catalog::{
+    CompletionEntry, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry,
+};
+use crate::protocol::Context;
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A tool with its compiled schemas and its definition, built once.
+pub(crate) struct LocalTool {
+    tool: Tool,
+    input: Schema,
+    output: Option<Schema>,
+    definition: Value,
+}
+
+impl LocalTool {
+    pub(crate) fn compile(tool: Tool) -> Result<LocalTool, String> {
+        if tool.input_schema.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(format!(
+                "tool {:?}: inputSchema must be a JSON Schema object with \"type\": \"object\"",
+                tool.name
+            ));
+        }
+        let input = Schema::compile(&tool.input_schema)
+            .map_err(|e| format!("tool {:?}: invalid inputSchema: {e}", tool.name))?;
+        let output = match &tool.output_schema {
+            Some(s) => Some(
+                Schema::compile(s)
+                    .map_err(|e| format!("tool {:?}: invalid outputSchema: {e}", tool.name))?,
+            ),
+            None => None,
+        };
+        let definition = tool.listing();
+        Ok(LocalTool {
+            tool,
+            input,
+            output,
+            definition,
+        })
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.tool.name
+    }
+
+    fn checked(&self, result: ToolResult) -> Result<Value, ErrorObject> {
+        let name = &self.tool.name;
+        if let (Some(schema), false) = (&self.output, result.is_error) {
+            let structured = result.structured_content.as_ref().ok_or_else(|| {
+                ErrorObject::internal(format!(
+                    "tool {name} declares an outputSchema but returned no structuredContent"
+                ))
+            })?;
+            schema.check(structured).map_err(|e| {
+                ErrorObject::internal(format!(
+                    "tool {name} returned structuredContent that violates its outputSchema: {e}"
+                ))
+            })?;
+        }
+        Ok(result.to_value())
+    }
+}
+
+impl ToolEntry for LocalTool {
+    fn definition(&self) -> &Value {
+        &self.definition
+    }
+
+    fn call(&self, arguments: &Value, ctx: &Context) -> Result<Value, ErrorObject> {
+        let name = &self.tool.name;
+        // Validate the arguments where they are; copy them only once valid.
+        self.input.check(arguments).map_err(|e| {
+            ErrorObject::invalid_params(format!("Invalid arguments for tool {name}: {e}"))
+        })?;
+        let args = arguments.as_object().cloned().unwrap_or_default();
+        match (self.tool.handler)(args, ctx) {
+            Ok(result) => self.checked(result),
+            Err(ToolError(ErrorKind::Failed(m))) => Ok(ToolResult::error(m).to_value()),
+            Err(ToolError(ErrorKind::Rpc(e))) => Err(e),
+        }
+    }
+}
+
+fn contents(result: Result<Vec<ResourceContents>, ToolError>) -> Result<Value, ErrorObject> {
+    let contents = result.map_err(ToolError::into_rpc)?;
+    Ok(json!({"contents": contents.iter().map(ResourceContents::to_value).collect::<Vec<_>>()}))
+}
+
+/// A builder item with its definition rendered once.
+pub(crate) struct Local<T> {
+    pub(crate) item: T,
+    definition: Value,
+}
+
+impl Local<Resource> {
+    pub(crate) fn new(item: Resource) -> Self {
+        let definition = item.listing();
+        Local { item, definition }
+    }
+}
+
+impl ResourceEntry for Local<Resource> {
+    fn definition(&self) -> &Value {
+        &self.definition
+    }
+    fn read(&self, uri: &str, ctx: &Context) -> Result<Value, ErrorObject> {
+        contents((self.item.handler)(uri, ctx))
+    }
+}
+
+impl Local<ResourceTemplate> {
+    pub(crate) fn new(item: ResourceTemplate) -> Self {
+        let definition = item.listing();
+        Local { item, definition }
+    }
+}
+
+impl TemplateEntry for Local<ResourceTemplate> {
+    fn definition(&self) -> &Value {
+        &self.definition
+    }
+    fn matches(&self, uri: &str) -> bool {
+        self.item.matcher.matches(uri).is_some()
+    }
+    fn read(&self, uri: &str, ctx: &Context) -> Result<Value, ErrorObject> {
+        let vars = self.item.matcher.matches(uri).unwrap_or_default();
+        contents((self.item.handler)(uri, &vars, ctx))
+    }
+}
+
+impl Local<Prompt> {
+    pub(crate) fn new(item: Prompt) -> Self {
+        let definition = item.listing();
+        Local { item, definition }
+    }
+}
+
+impl PromptEntry for Local<Prompt> {
+    fn definition(&self) -> &Value {
+        &self.definition
+    }
+    fn get(&self, arguments: &Value, ctx: &Context) -> Result<Value, ErrorObject> {
+        // The engine checked that every value is a string.
+        let args: HashMap<String, String> = arguments
+            .as_object()
+            .into_iter()
+            .flat_map(Map::iter)
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+            .collect();
+        let prompt = &self.item;
+        if let Some(missing) = prompt
+            .arguments
+            .iter()
+            .find(|a| a.required && !args.contains_key(&a.name))
+        {
+            return Err(ErrorObject::invalid_params(format!(
+                "prompt {}: missing required argument {:?}",
+                prompt.name, missing.name
+            )));
+        }
+        (prompt.handler)(&args, ctx)
+            .map(|r| r.to_value())
+            .map_err(ToolError::into_rpc)
+    }
+}
+
+/// A completion handler of the builder.
+pub(crate) struct LocalCompletion(pub(crate) Arc<CompletionHandler>);
+
+impl CompletionEntry for LocalCompletion {
+    fn complete(
+        &self,
+        _: &CompletionRef,
+        request: &CompletionRequest,
+        ctx: &Context,
+    ) -> Result<Value, ErrorObject> {
+        let completion = (self.0)(request, ctx).map_err(ToolError::into_rpc)?;
+        Ok(json!({"completion": completion.to_value()}))
+    }
+}
+
+/// A tool whose definition and results pass through untouched: no schema
+/// check, no rewriting, unknown members and `_meta` kept. What a proxy
+/// offers for a tool of another server.
+pub struct PassThroughTool<F> {
+    definition: Value,
+    call: F,
+}
+
+impl<F> PassThroughTool<F>
+where
+    F: Fn(&Value, &Context) -> Result<Value, ErrorObject> + Send + Sync + 'static,
+{
+    /// A tool listed as `definition` (which must hold a string `name`) and
+    /// answered by `call` (arguments in, the whole `CallToolResult` out).
+    pub fn new(definition: Value, call: F) -> Self {
+        PassThroughTool { definition, call }
+    }
+}
+
+impl<F> ToolEntry for PassThroughTool<F>
+where
+    F: Fn(&Value, &Context) -> Result<Value, ErrorObject> + Send + Sync + 'static,
+{
+    fn definition(&self) -> &Value {
+        &self.definition
+    }
+    fn call(&self, arguments: &Value, ctx: &Context) -> Result<Value, ErrorObject> {
+        (self.call)(arguments, ctx)
+    }
+}

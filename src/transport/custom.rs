@@ -1,0 +1,194 @@
+//! The seam for a transport of your own: hand in complete messages, get
+//! back what to send. Session handling, the size limit, JSON-RPC parsing
+//! and validation, and every error answer are applied for you; stdio, TCP
+//! and the in-process pair are built on the same type.
+//!
+//! ```no_run
+//! use mcpvisor::transport::custom::{ConnectionOptions, ServerConnection};
+//! # fn frames() -> Vec<Vec<u8>> { vec![] }
+//! # let server = mcpvisor::Server::builder("s", "1").build().unwrap();
+//! let (connection, outbox) = ServerConnection::open(server.engine(), ConnectionOptions::default());
+//! let writer = std::thread::spawn(move || {
+//!     while let Some(message) = outbox.recv() {
+//!         // write `message` (one JSON-RPC message, no framing) to your peer
+//!     }
+//! });
+//! for frame in frames() {
+//!     connection.receive(&frame); // one whole message per call
+//! }
+//! connection.close(); // input ended: in-flight work gets its grace, then the outbox ends
+//! writer.join().unwrap();
+//! ```
+
+use crate::jsonrpc::ParseError;
+use crate::protocol::{Engine, Outgoing, Session, Sink};
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Default largest message: 16 MiB.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// Default capacity of the outbox (messages).
+pub const DEFAULT_OUTBOX_CAPACITY: usize = 1024;
+/// Default time in-flight work may take to finish after the input ended,
+/// before it is cancelled.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Options of a [`ServerConnection`].
+#[derive(Clone, Debug)]
+pub struct ConnectionOptions {
+    /// Largest accepted message; a larger one is answered -32600 and
+    /// dropped (default [`DEFAULT_MAX_MESSAGE_BYTES`]).
+    pub max_message_bytes: usize,
+    /// Messages the outbox holds before handlers wait for your writer
+    /// (default [`DEFAULT_OUTBOX_CAPACITY`]).
+    pub outbox_capacity: usize,
+    /// Grace after [`ServerConnection::close`] (default [`DEFAULT_SHUTDOWN_GRACE`]).
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ConnectionOptions {
+    fn default() -> Self {
+        ConnectionOptions {
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            outbox_capacity: DEFAULT_OUTBOX_CAPACITY,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+        }
+    }
+}
+
+impl ConnectionOptions {
+    /// Sets the message size limit.
+    pub fn with_max_message_bytes(mut self, bytes: usize) -> Self {
+        self.max_message_bytes = bytes;
+        self
+    }
+    /// Sets the grace period.
+    pub fn with_shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+}
+
+/// One peer of a transport of your own: one MCP session.
+pub struct ServerConnection {
+    session: Arc<Session>,
+    sink: Arc<dyn Sink>,
+    max: usize,
+    grace: Duration,
+    // Dropped by `close`: the outbox then ends once it is drained.
+    _stop: Sender<()>,
+}
+
+/// The messages to send to the peer, in order, each one serialized
+/// JSON-RPC message without framing.
+pub struct Outbox {
+    rx: Receiver<Vec<u8>>,
+    stop: Receiver<()>,
+}
+
+/// Serializes each outgoing message into the outbox.
+struct OutboxSink(Sender<Vec<u8>>);
+
+impl Sink for OutboxSink {
+    fn send(&self, out: Outgoing) {
+        if let Some(m) = out.message() {
+            let mut bytes = Vec::with_capacity(128);
+            if serde_json::to_writer(&mut bytes, m).is_ok() {
+                // A dropped outbox means the peer is gone: nowhere to deliver.
+                let _ = self.0.send(bytes);
+            }
+        }
+    }
+}
+
+impl ServerConnection {
+    /// Opens a session on `engine`; its messages arrive in the [`Outbox`].
+    pub fn open(engine: &Arc<Engine>, options: ConnectionOptions) -> (ServerConnection, Outbox) {
+        // Producers: the session's sink (handlers, the reader); consumer: your writer.
+        let (tx, rx) = crossbeam_channel::bounded(options.outbox_capacity.max(1));
+        let (stop_tx, stop_rx) = crossbeam_channel::bounded(0);
+        let conn = Self::with_sink(engine, Arc::new(OutboxSink(tx)), &options, stop_tx);
+        (conn, Outbox { rx, stop: stop_rx })
+    }
+
+    /// A connection whose messages go to `sink` (for in-crate transports
+    /// that deliver without a queue).
+    pub(crate) fn with_sink(
+        engine: &Arc<Engine>,
+        sink: Arc<dyn Sink>,
+        options: &ConnectionOptions,
+        stop: Sender<()>,
+    ) -> ServerConnection {
+        ServerConnection {
+            session: engine.open_session(sink.clone()),
+            sink,
+            max: options.max_message_bytes,
+            grace: options.shutdown_grace,
+            _stop: stop,
+        }
+    }
+
+    /// Handles one whole message from the peer: too large, unreadable or
+    /// invalid input is answered with the right error and logged once;
+    /// the connection keeps serving.
+    pub fn receive(&self, message: &[u8]) {
+        if message.len() > self.max {
+            return self.too_large(message.len());
+        }
+        self.session.receive(message, &self.sink);
+    }
+
+    /// Tells the peer that a message of `len` bytes was too large (for a
+    /// framer that discarded it without holding it whole).
+    pub fn too_large(&self, len: usize) {
+        log::warn!(
+            "session {}: discarded a message of {len} bytes (limit {})",
+            self.session.id(),
+            self.max
+        );
+        self.session
+            .reject(ParseError::too_large(self.max), &self.sink);
+    }
+
+    /// The session's id.
+    pub fn session_id(&self) -> &str {
+        self.session.id()
+    }
+
+    /// The input ended: in-flight work gets the grace period, then is
+    /// cancelled; the session closes and the outbox ends once drained.
+    pub fn close(self) {
+        let session = &self.session;
+        if !session.wait_idle(self.grace) {
+            log::warn!(
+                "session {}: {} request(s) still running after the grace period; cancelling",
+                session.id(),
+                session.inflight()
+            );
+        }
+        session.close();
+    }
+}
+
+impl Outbox {
+    /// The next message, waiting for it; `None` once the connection is
+    /// closed and everything queued before was taken.
+    pub fn recv(&self) -> Option<Vec<u8>> {
+        if let Ok(m) = crate::wait::spin(&self.rx) {
+            return Some(m);
+        }
+        crossbeam_channel::select! {
+            recv(self.rx) -> m => m.ok(),
+            recv(self.stop) -> _ => self.try_recv(),
+        }
+    }
+
+    /// The next message if one is queued now.
+    pub fn try_recv(&self) -> Option<Vec<u8>> {
+        match self.rx.try_recv() {
+            Ok(m) => Some(m),
+            Err(TryRecvError::Empty | TryRecvError::Disconnected) => None,
+        }
+    }
+}

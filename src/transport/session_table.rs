@@ -1,0 +1,212 @@
+//! The session table shared by the transports that keep sessions across
+//! connections (HTTP, AMQP): ids, idle expiry on an injectable clock, a
+//! maximum count, and binding to the credential that created each session.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use supervisor::Clock;
+
+/// Default idle time after which a session expires: 30 minutes.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// Default maximum number of sessions.
+pub const DEFAULT_MAX_SESSIONS: usize = 10_000;
+
+/// What the table needs from a session.
+pub trait Expirable: Send + Sync {
+    /// Whether the session has work in flight or open streams (not idle).
+    fn busy(&self) -> bool;
+    /// Ends the session: cancels its in-flight work, closes its streams.
+    fn end(&self);
+}
+
+/// The identity a session is bound to (e.g. a digest of a bearer token).
+pub type Owner = Option<[u8; 32]>;
+
+struct Entry<T> {
+    value: Arc<T>,
+    last_seen: Instant,
+    owner: Owner,
+}
+
+/// The table is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Full;
+
+/// Sessions by id.
+pub struct SessionTable<T> {
+    entries: Mutex<HashMap<String, Entry<T>>>,
+    max: usize,
+    idle: Duration,
+    clock: Arc<dyn Clock>,
+}
+
+impl<T: Expirable> SessionTable<T> {
+    /// A table holding at most `max` sessions that expire after `idle`.
+    pub fn new(max: usize, idle: Duration, clock: Arc<dyn Clock>) -> Self {
+        SessionTable {
+            entries: Mutex::new(HashMap::new()),
+            max,
+            idle,
+            clock,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry<T>>> {
+        crate::sync::lock(&self.entries)
+    }
+
+    /// Adds a session under `id` (from [`new_session_id`]).
+    pub fn insert(&self, id: String, value: Arc<T>, owner: Owner) -> Result<(), Full> {
+        let mut entries = self.lock();
+        if entries.len() >= self.max {
+            return Err(Full);
+        }
+        entries.insert(
+            id,
+            Entry {
+                value,
+                last_seen: self.clock.now(),
+                owner,
+            },
+        );
+        Ok(())
+    }
+
+    /// The session with `id` if `owner` may use it; pushes its expiry back.
+    /// Another owner's session is reported as absent.
+    pub fn get(&self, id: &str, owner: &Owner) -> Option<Arc<T>> {
+        let now = self.clock.now();
+        let mut entries = self.lock();
+        let e = entries.get_mut(id).filter(|e| e.owner == *owner)?;
+        e.last_seen = now;
+        Some(e.value.clone())
+    }
+
+    /// Removes and ends a session (DELETE).
+    pub fn remove(&self, id: &str, owner: &Owner) -> bool {
+        let removed = {
+            let mut entries = self.lock();
+            match entries.get(id) {
+                Some(e) if e.owner == *owner => entries.remove(id),
+                _ => None,
+            }
+        };
+        removed.map(|e| e.value.end()).is_some()
+    }
+
+    /// Ends every session idle for longer than the idle timeout and not
+    /// busy. Returns how many expired.
+    pub fn sweep(&self) -> usize {
+        let now = self.clock.now();
+        let expired: Vec<Arc<T>> = {
+            let mut entries = self.lock();
+            let ids: Vec<String> = entries
+                .iter()
+                .filter(|(_, e)| {
+                    now.saturating_duration_since(e.last_seen) > self.idle && !e.value.busy()
+                })
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.iter()
+                .filter_map(|id| entries.remove(id))
+                .map(|e| e.value)
+                .collect()
+        };
+        for s in &expired {
+            s.end();
+        }
+        expired.len()
+    }
+
+    /// Ends and removes every session.
+    pub fn clear(&self) {
+        let all: Vec<Arc<T>> = self.lock().drain().map(|(_, e)| e.value).collect();
+        for s in all {
+            s.end();
+        }
+    }
+
+    /// Number of sessions.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+impl<T: Expirable + 'static> SessionTable<T> {
+    /// A supervised worker named `name` that sweeps `table` every tenth
+    /// of its idle timeout (between 100 ms and 60 s) until stopped, and
+    /// then ends every session left.
+    pub fn sweeper(table: &Arc<Self>, name: &'static str) -> supervisor::ChildSpec {
+        let table = table.clone();
+        let every = (table.idle / 10).clamp(Duration::from_millis(100), Duration::from_secs(60));
+        supervisor::ChildSpec::worker(name, move |ctx| {
+            while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
+                ctx.stop_signal().recv_timeout(every)
+            {
+                let n = table.sweep();
+                if n > 0 {
+                    log::info!("{name}: {n} idle session(s) expired");
+                }
+            }
+            // Stopped with its transport: the transport's sessions end too.
+            table.clear();
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::new_session_id;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use supervisor::ManualClock;
+
+    #[derive(Default)]
+    struct S {
+        busy: AtomicBool,
+        ended: AtomicBool,
+    }
+    impl Expirable for S {
+        fn busy(&self) -> bool {
+            self.busy.load(Ordering::SeqCst)
+        }
+        fn end(&self) {
+            self.ended.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn expiry_capacity_and_owners() {
+        let clock = ManualClock::new();
+        let t = SessionTable::new(2, Duration::from_secs(60), Arc::new(clock.clone()));
+        let a = Arc::new(S::default());
+        let owner = Some([1u8; 32]);
+        let (id_a, id_b) = (new_session_id(), new_session_id());
+        t.insert(id_a.clone(), a.clone(), owner).unwrap();
+        t.insert(id_b.clone(), Arc::new(S::default()), None)
+            .unwrap();
+        assert_eq!(
+            t.insert(new_session_id(), Arc::new(S::default()), None),
+            Err(Full)
+        );
+        assert!(
+            t.get(&id_a, &None).is_none(),
+            "another credential sees nothing"
+        );
+        assert!(t.get(&id_a, &owner).is_some());
+        clock.advance(Duration::from_secs(45));
+        assert!(t.get(&id_a, &owner).is_some(), "use pushes expiry back");
+        clock.advance(Duration::from_secs(45));
+        assert_eq!(t.sweep(), 1, "b idled 90 s");
+        assert!(t.get(&id_b, &None).is_none());
+        a.busy.store(true, Ordering::SeqCst);
+        clock.advance(Duration::from_secs(120));
+        assert_eq!(t.sweep(), 0, "busy sessions do not expire");
+        a.busy.store(false, Ordering::SeqCst);
+        assert_eq!(t.sweep(), 1);
+        assert!(a.ended.load(Ordering::SeqCst));
+        assert_eq!(t.len(), 0);
+    }
+}
