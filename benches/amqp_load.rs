@@ -199,7 +199,8 @@ fn main() {
         }
     }
     let name = format!("bench-{}", &mcpvisor::protocol::new_session_id()[..8]);
-    let (mut child, _) = common::spawn_echo(&["--amqp", &url, "--amqp-name", &name]);
+    let listen = format!("{url}?name={name}");
+    let (mut child, _) = common::spawn_echo(&["--listen", &listen]);
     let config = AmqpConfig::new(&url, name.as_str()).expect("--url");
     common::header("clients");
     for clients in client_counts {

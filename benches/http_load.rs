@@ -143,8 +143,8 @@ fn idle_sessions(addr: SocketAddr, n: usize) {
 
 fn spawn_ours(max_sessions: usize) -> (Child, SocketAddr) {
     let (child, what) = common::spawn_echo(&[
-        "--http",
-        "127.0.0.1:0",
+        "--listen",
+        "http://127.0.0.1:0/mcp",
         "--max-sessions",
         &max_sessions.to_string(),
     ]);

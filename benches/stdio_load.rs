@@ -99,7 +99,7 @@ fn run(command: &[String], inflight: usize, calls: usize) -> Stats {
 /// `connections` TCP connections to `echo --tcp`, each calling back to back.
 fn run_tcp(echo: &str, connections: usize, calls: usize) -> Stats {
     let mut child = Command::new(echo)
-        .args(["--tcp", "127.0.0.1:0"])
+        .args(["--listen", "tcp://127.0.0.1:0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

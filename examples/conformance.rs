@@ -3,21 +3,25 @@
 //! resources, prompts and completions.
 //!
 //! ```text
-//! conformance [--stdio | --tcp ADDR | --http ADDR [--response-mode sse|json|auto] | --amqp URL [--amqp-name NAME]] [--peer-timeout-ms N]
+//! conformance [--listen LISTEN] [--response-mode sse|json|auto] [--peer-timeout-ms N]
 //! ```
+//! `LISTEN` is `stdio` (the default), `tcp://ADDR`, `http://ADDR/mcp` or
+//! `amqp://USER:PASS@HOST/VHOST?name=NAME`; the bound listener is printed
+//! as `listening on ...`.
 //! Over HTTP every answer is an SSE stream by default: the suite's
 //! multiple-streams check counts SSE streams (`--response-mode auto` answers
 //! JSON whenever the response comes first).
 //! `--peer-timeout-ms` bounds how long a tool waits for the client's answer
 //! to sampling / elicitation (default 60000).
 
+use mcpvisor::serve::ListenOptions;
 use mcpvisor::server::{
     base64, Completion, CompletionRef, Content, Prompt, PromptArgument, PromptResult, Resource,
     ResourceContents, ResourceTemplate, Role, Server, Tool, ToolError, ToolResult,
 };
-use mcpvisor::transport::amqp::AmqpConfig;
-use mcpvisor::transport::http::{HttpOptions, ResponseMode};
-use mcpvisor::transport::tcp::TcpOptions;
+#[cfg(feature = "http")]
+use mcpvisor::transport::http::ResponseMode;
+use mcpvisor::transport::listen::Listen;
 use mcpvisor::{Context, LogLevel};
 use serde_json::{json, Value};
 use std::process::ExitCode;
@@ -320,35 +324,27 @@ fn build(peer_timeout: Duration) -> Result<Server, mcpvisor::server::BuildError>
 fn main() -> ExitCode {
     mcpvisor::init_logging("warn");
     let mut peer_timeout = Duration::from_secs(60);
-    let mut http: Option<std::net::SocketAddr> = None;
-    let mut tcp: Option<std::net::SocketAddr> = None;
-    let mut mode = ResponseMode::SseOnly;
-    let mut amqp: Option<String> = None;
-    let mut amqp_name = "mcpvisor-conformance".to_owned();
+    let mut listen = Listen::Stdio;
+    #[allow(unused_mut)]
+    let mut options = ListenOptions::default();
+    // Every answer as SSE: the suite's multiple-streams check counts streams.
+    #[cfg(feature = "http")]
+    {
+        options.http.response_mode = ResponseMode::SseOnly;
+    }
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "--stdio" => {}
-            "--tcp" => match args.next().and_then(|v| v.parse().ok()) {
-                Some(addr) => tcp = Some(addr),
-                None => return usage("--tcp needs an address such as 127.0.0.1:8809"),
-            },
-            "--http" => match args.next().and_then(|v| v.parse().ok()) {
-                Some(addr) => http = Some(addr),
-                None => return usage("--http needs an address such as 127.0.0.1:8808"),
-            },
-            "--amqp" => match args.next() {
-                Some(url) => amqp = Some(url),
+            "--listen" => match args.next().map(|v| v.parse::<Listen>()) {
+                Some(Ok(l)) => listen = l,
+                Some(Err(e)) => return usage(&format!("--listen: {e}")),
                 None => {
-                    return usage("--amqp needs a URL such as amqp://guest:guest@127.0.0.1:5672")
+                    return usage("--listen needs a listener such as http://127.0.0.1:8808/mcp")
                 }
             },
-            "--amqp-name" => match args.next() {
-                Some(name) => amqp_name = name,
-                None => return usage("--amqp-name needs the logical server's name"),
-            },
+            #[cfg(feature = "http")]
             "--response-mode" => {
-                mode = match args.next().as_deref() {
+                options.http.response_mode = match args.next().as_deref() {
                     Some("sse") => ResponseMode::SseOnly,
                     Some("json") => ResponseMode::JsonOnly,
                     Some("auto") => ResponseMode::Auto,
@@ -369,36 +365,14 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let served = match (tcp, http) {
-        _ if amqp.is_some() => {
-            let url = amqp.as_deref().unwrap_or_default();
-            let config = match AmqpConfig::new(url, amqp_name) {
-                Ok(c) => c,
-                Err(e) => return usage(&e.to_string()),
-            };
-            server.start_amqp(config).and_then(|a| {
-                println!("listening on {a}");
-                a.wait()
-            })
-        }
-        (Some(addr), _) => server
-            .start_tcp(TcpOptions::default().with_bind(addr))
-            .and_then(|t| {
-                println!("listening on tcp://{}", t.local_addr());
-                t.wait()
-            }),
-        (None, Some(addr)) => server
-            .start_http(
-                HttpOptions::default()
-                    .with_bind(addr)
-                    .with_response_mode(mode),
-            )
-            .and_then(|h| {
-                // The bound address (port 0 picks one), for scripts and tests.
-                println!("listening on http://{}/mcp", h.local_addr());
-                h.wait()
-            }),
-        (None, None) => server.serve_stdio(),
+    let served = if listen == Listen::Stdio {
+        server.serve_stdio()
+    } else {
+        server.start_with(&listen, &options).and_then(|running| {
+            // The bound address (port 0 picks one), for scripts and tests.
+            println!("listening on {}", running.listener());
+            running.wait()
+        })
     };
     match served {
         Ok(()) => ExitCode::SUCCESS,
@@ -410,6 +384,6 @@ fn main() -> ExitCode {
 }
 
 fn usage(problem: &str) -> ExitCode {
-    eprintln!("conformance: {problem}\nusage: conformance [--stdio | --tcp ADDR | --http ADDR [--response-mode sse|json|auto] | --amqp URL [--amqp-name NAME]] [--peer-timeout-ms N]");
+    eprintln!("conformance: {problem}\nusage: conformance [--listen stdio|tcp://ADDR|http://ADDR/PATH|amqp://URL?name=NAME] [--response-mode sse|json|auto] [--peer-timeout-ms N]");
     ExitCode::from(2)
 }

@@ -1,44 +1,41 @@
 //! One tool, `echo` ({message} -> that message as text): the benchmark target.
 //!
 //! ```text
-//! echo [--stdio | --tcp ADDR | --http ADDR [--max-sessions N] | --amqp URL [--amqp-name NAME]]
+//! echo [--listen LISTEN] [--max-sessions N]
 //! ```
+//! `LISTEN` is `stdio` (the default), `tcp://ADDR`, `http://ADDR/mcp` or
+//! `amqp://USER:PASS@HOST/VHOST?name=NAME`; port 0 picks a free port. The
+//! bound listener is printed as `listening on ...`.
 
+use mcpvisor::serve::ListenOptions;
+use mcpvisor::transport::listen::Listen;
 use mcpvisor::{Server, Tool, ToolResult};
 use serde_json::json;
 use std::process::ExitCode;
 
+const USAGE: &str = "usage: echo [--listen stdio|tcp://ADDR|http://ADDR/PATH|amqp://URL?name=NAME] [--max-sessions N]";
+
 fn main() -> ExitCode {
     mcpvisor::init_logging("warn");
-    let mut http: Option<std::net::SocketAddr> = None;
-    let mut tcp: Option<std::net::SocketAddr> = None;
-    let mut max_sessions = mcpvisor::transport::DEFAULT_MAX_SESSIONS;
-    let mut amqp: Option<String> = None;
-    let mut amqp_name = "mcpvisor-echo".to_owned();
+    let mut listen = Listen::Stdio;
+    let mut max_sessions: Option<usize> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let parsed = match a.as_str() {
-            "--stdio" => Some(()),
-            "--tcp" => args
+            "--listen" => args
                 .next()
-                .and_then(|v| v.parse().ok())
-                .map(|addr| tcp = Some(addr)),
-            "--http" => args
-                .next()
-                .and_then(|v| v.parse().ok())
-                .map(|addr| http = Some(addr)),
-            "--amqp" => args.next().map(|url| amqp = Some(url)),
-            "--amqp-name" => args.next().map(|name| amqp_name = name),
+                .ok_or_else(|| "--listen needs a listener".to_owned())
+                .and_then(|v| v.parse().map_err(|e| format!("--listen: {e}")))
+                .map(|l| listen = l),
             "--max-sessions" => args
                 .next()
                 .and_then(|v| v.parse().ok())
-                .map(|n| max_sessions = n),
-            _ => None,
+                .ok_or_else(|| "--max-sessions needs a number".to_owned())
+                .map(|n| max_sessions = Some(n)),
+            other => Err(format!("unknown argument {other:?}")),
         };
-        if parsed.is_none() {
-            eprintln!(
-                "echo: bad argument {a:?}\nusage: echo [--stdio | --tcp ADDR | --http ADDR [--max-sessions N] | --amqp URL [--amqp-name NAME]]"
-            );
+        if let Err(e) = parsed {
+            eprintln!("echo: {e}\n{USAGE}");
             return ExitCode::from(2);
         }
     }
@@ -52,45 +49,36 @@ fn main() -> ExitCode {
             .description("Returns the message it is given"),
         )
         .build();
-    let served = server.map(|s| match (tcp, http) {
-        _ if amqp.is_some() => {
-            let url = amqp.as_deref().unwrap_or_default();
-            mcpvisor::transport::amqp::AmqpConfig::new(url, amqp_name.as_str())
-                .map_err(std::io::Error::other)
-                .and_then(|mut config| {
-                    config.max_sessions = max_sessions;
-                    let a = s.start_amqp(config)?;
-                    println!("listening on {a}");
-                    a.wait()
-                })
+    let served = server.map_err(std::io::Error::other).and_then(|s| {
+        if listen == Listen::Stdio {
+            return s.serve_stdio();
         }
-        (Some(addr), _) => s
-            .start_tcp(mcpvisor::transport::tcp::TcpOptions::default().with_bind(addr))
-            .and_then(|t| {
-                println!("listening on tcp://{}", t.local_addr());
-                t.wait()
-            }),
-        (None, Some(addr)) => s
-            .start_http(
-                mcpvisor::transport::http::HttpOptions::default()
-                    .with_bind(addr)
-                    .with_max_sessions(max_sessions),
-            )
-            .and_then(|h| {
-                println!("listening on http://{}/mcp", h.local_addr());
-                h.wait()
-            }),
-        (None, None) => s.serve_stdio(),
+        let running = s.start_with(&listen, &options(max_sessions))?;
+        println!("listening on {}", running.listener());
+        running.wait()
     });
     match served {
-        Ok(Ok(())) => ExitCode::SUCCESS,
-        Ok(Err(e)) => {
-            eprintln!("echo: {e}");
-            ExitCode::FAILURE
-        }
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("echo: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+#[allow(unused_mut, unused_variables)]
+fn options(max_sessions: Option<usize>) -> ListenOptions {
+    let mut options = ListenOptions::default();
+    if let Some(n) = max_sessions {
+        #[cfg(feature = "http")]
+        {
+            options.http = options.http.with_max_sessions(n);
+        }
+        #[cfg(feature = "amqp")]
+        if let Ok(mut c) = mcpvisor::transport::amqp::AmqpConfig::new("amqp://localhost", "echo") {
+            c.max_sessions = n;
+            options.amqp = Some(c);
+        }
+    }
+    options
 }

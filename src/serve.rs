@@ -72,30 +72,52 @@ impl Server {
         TcpServer::start(self.engine().clone(), options)
     }
 
-    /// The listener `listen` names, as a child spec for a supervision tree
-    /// of yours, and a handle to what it serves. Sockets are bound (and
-    /// the first broker connection made) here, so an address in use is
-    /// this call's error; the tree then owns the listener's threads and
-    /// restarts them as its strategy says.
+    /// The listener `listen` names, with default options, as a child spec
+    /// for a supervision tree of yours: see [`Server::listener_with`].
     pub fn listener(&self, listen: &Listen) -> io::Result<(ChildSpec, Listener)> {
+        self.listener_with(listen, &ListenOptions::default())
+    }
+
+    /// The listener `listen` names, as a child spec for a supervision tree
+    /// of yours, and a handle to what it serves; `options` supplies what a
+    /// listener string does not say. Sockets are bound (and the first
+    /// broker connection made) here, so an address in use is this call's
+    /// error; the tree then owns the listener's threads and restarts them
+    /// as its strategy says.
+    pub fn listener_with(
+        &self,
+        listen: &Listen,
+        options: &ListenOptions,
+    ) -> io::Result<(ChildSpec, Listener)> {
         let engine = self.engine().clone();
         match listen {
-            Listen::Stdio => Ok((stdio::child_spec(engine, StdioOptions::default()), Listener::Stdio)),
+            Listen::Stdio => Ok((
+                stdio::child_spec(engine, options.stdio.clone()),
+                Listener::Stdio,
+            )),
             #[cfg(feature = "tcp")]
             Listen::Tcp(addr) => {
                 let (spec, handle) =
-                    TcpServer::child_spec(engine, TcpOptions::default().with_bind(*addr))?;
+                    TcpServer::child_spec(engine, options.tcp.clone().with_bind(*addr))?;
                 Ok((spec, Listener::Tcp(handle)))
             }
             #[cfg(feature = "http")]
             Listen::Http { addr, path } => {
-                let options = HttpOptions::default().with_bind(*addr).with_path(path.clone());
-                let (spec, handle) = HttpServer::child_spec(engine, options)?;
+                let http = options.http.clone().with_bind(*addr).with_path(path.clone());
+                let (spec, handle) = HttpServer::child_spec(engine, http)?;
                 Ok((spec, Listener::Http(handle)))
             }
             #[cfg(feature = "amqp")]
             Listen::Amqp { url, name } => {
-                let config = AmqpConfig::new(url.as_str(), name.as_str()).map_err(io::Error::other)?;
+                let named = AmqpConfig::new(url.as_str(), name.as_str()).map_err(io::Error::other)?;
+                let config = match &options.amqp {
+                    Some(template) => AmqpConfig {
+                        url: named.url,
+                        server_name: named.server_name,
+                        ..template.clone()
+                    },
+                    None => named,
+                };
                 let (spec, handle) = AmqpServer::child_spec(engine, config)?;
                 Ok((spec, Listener::Amqp(handle)))
             }
@@ -110,12 +132,37 @@ impl Server {
     /// Starts the listener `listen` names under a supervision tree of its
     /// own; [`Running::wait`] blocks until that tree ends.
     pub fn start(&self, listen: &Listen) -> io::Result<Running> {
-        let (spec, listener) = self.listener(listen)?;
+        self.start_with(listen, &ListenOptions::default())
+    }
+
+    /// [`Server::start`] with options.
+    pub fn start_with(&self, listen: &Listen, options: &ListenOptions) -> io::Result<Running> {
+        let (spec, listener) = self.listener_with(listen, options)?;
         let root =
             Supervisor::start(SupervisorSpec::new("mcpvisor", Strategy::OneForOne).child(spec))
                 .map_err(io::Error::other)?;
         Ok(Running { root, listener })
     }
+}
+
+/// What a listener string does not say: each transport's own options.
+/// The address (and path, URL, server name) always come from the
+/// [`Listen`]; everything else from here.
+#[derive(Clone, Default)]
+pub struct ListenOptions {
+    /// For `stdio` (default [`StdioOptions::default`]).
+    pub stdio: StdioOptions,
+    /// For `tcp://` (default [`TcpOptions::default`]).
+    #[cfg(feature = "tcp")]
+    pub tcp: TcpOptions,
+    /// For `http://` (default [`HttpOptions::default`]; the Origin and Host
+    /// defaults follow the listener's address as [`HttpOptions::with_bind`] says).
+    #[cfg(feature = "http")]
+    pub http: HttpOptions,
+    /// For `amqp://`: every field but `url` and `server_name` (default
+    /// `None`: [`AmqpConfig::new`]'s defaults).
+    #[cfg(feature = "amqp")]
+    pub amqp: Option<AmqpConfig>,
 }
 
 /// What a started listener serves, for status and tests.

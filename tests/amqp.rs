@@ -704,7 +704,8 @@ fn killing_an_instance_moves_its_clients_to_another() {
     // The example serves on the default exchange.
     config.exchange = mcpvisor::transport::amqp::config::DEFAULT_EXCHANGE.into();
     let _cleanup = Cleanup(config.clone());
-    let args = ["--amqp", BROKER, "--amqp-name", config.server_name.as_str()];
+    let listen = format!("{BROKER}?name={}", config.server_name);
+    let args = ["--listen", listen.as_str()];
     let mut doomed = KillOnDrop(common::spawn_listening("echo", &args).0);
     let cfg = config.clone();
     let (reconnected_tx, reconnected_rx) = crossbeam_channel::bounded(4);
@@ -768,7 +769,8 @@ fn s3_the_environment_is_never_read() {
         ("AMQP_EXCHANGE", "elsewhere"),
         ("AMQP_PREFETCH", "not a number"),
     ];
-    let args = ["--amqp", BROKER, "--amqp-name", config.server_name.as_str()];
+    let listen = format!("{BROKER}?name={}", config.server_name);
+    let args = ["--listen", listen.as_str()];
     let _server = KillOnDrop(common::spawn_listening_with_env("echo", &args, &env).0);
     let c = client(&config);
     let r = c

@@ -14,7 +14,8 @@ fn chromium_initializes_and_calls_a_tool_across_origins() {
         std::path::Path::new("/usr/bin/chromium").exists(),
         "install Debian's chromium (apt-get install chromium); .ci/run does"
     );
-    let (mut server, url) = common::spawn_listening("echo", &["--http", "127.0.0.1:0"]);
+    let (mut server, url) =
+        common::spawn_listening("echo", &["--listen", "http://127.0.0.1:0/mcp"]);
     let out = Command::new("node")
         .arg(js.join("browser.mjs"))
         .arg(&url)

@@ -321,7 +321,8 @@ mod reconnection {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn echo_tcp(addr: &str) -> (Child, SocketAddr) {
-        let (child, url) = common::spawn_listening("echo", &["--tcp", addr]);
+        let listen = format!("tcp://{addr}");
+        let (child, url) = common::spawn_listening("echo", &["--listen", &listen]);
         (child, url.trim_start_matches("tcp://").parse().unwrap())
     }
 

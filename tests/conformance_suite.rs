@@ -31,7 +31,8 @@ fn conformance(dir: &Path, args: &[&str]) -> Output {
 #[test]
 fn official_conformance_suite_passes_over_http() {
     let dir = suite();
-    let (mut server, url) = common::spawn_listening("conformance", &["--http", "127.0.0.1:0"]);
+    let (mut server, url) =
+        common::spawn_listening("conformance", &["--listen", "http://127.0.0.1:0/mcp"]);
     let out = conformance(&dir, &["server", "--url", &url]);
     let _ = server.kill();
     let _ = server.wait();

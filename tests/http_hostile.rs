@@ -47,7 +47,7 @@ fn child_server(nofile: Option<u32>) -> (Child, SocketAddr) {
         None => Command::new(exe),
     };
     let mut child = cmd
-        .args(["--http", "127.0.0.1:0"])
+        .args(["--listen", "http://127.0.0.1:0/mcp"])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

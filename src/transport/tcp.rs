@@ -111,6 +111,15 @@ impl TcpServer {
         engine: Arc<Engine>,
         options: TcpOptions,
     ) -> io::Result<(ChildSpec, TcpListenerHandle)> {
+        let (spec, handle) = Self::tree(engine, options)?;
+        Ok((ChildSpec::supervisor(spec), handle))
+    }
+
+    /// The transport's supervision tree, and its handle.
+    fn tree(
+        engine: Arc<Engine>,
+        options: TcpOptions,
+    ) -> io::Result<(SupervisorSpec, TcpListenerHandle)> {
         let socket = match &options.listener {
             Some(l) => l.try_clone()?,
             None => TcpListener::bind(options.bind)?,
@@ -139,18 +148,13 @@ impl TcpServer {
             .intensity(10, Duration::from_secs(10))
             .child(acceptor.worker(socket, addr));
         log::info!("tcp: serving MCP on {addr}");
-        Ok((
-            ChildSpec::supervisor(spec),
-            TcpListenerHandle { addr, acceptor },
-        ))
+        Ok((spec, TcpListenerHandle { addr, acceptor }))
     }
 
     /// Binds and starts serving `engine` under a tree of its own.
     pub fn start(engine: Arc<Engine>, options: TcpOptions) -> io::Result<TcpServer> {
-        let (spec, handle) = Self::child_spec(engine, options)?;
-        let root =
-            Supervisor::start(SupervisorSpec::new("tcp-root", Strategy::OneForOne).child(spec))
-                .map_err(io::Error::other)?;
+        let (spec, handle) = Self::tree(engine, options)?;
+        let root = Supervisor::start(spec).map_err(io::Error::other)?;
         Ok(TcpServer { root, handle })
     }
     /// Stops accepting and stops the supervision tree (open connections end

@@ -11,7 +11,7 @@
 //!   (the server drops a copy of a request it is still running);
 //! - the session is gone (its instance died, so the broker returns what is
 //!   sent to its queue, or the instance says it does not know the session):
-//!   the connection ends, and a [`Client`](crate::client::Client) with reconnection
+//!   the connection ends, and a client (`mcpvisor::client::Client`) with reconnection
 //!   initializes again through the exchange, reaching another instance.
 
 use crate::jsonrpc::RequestId;

@@ -264,6 +264,12 @@ impl AmqpServer {
         engine: Arc<Engine>,
         config: AmqpConfig,
     ) -> io::Result<(ChildSpec, AmqpListener)> {
+        let (spec, handle) = Self::tree(engine, config)?;
+        Ok((ChildSpec::supervisor(spec), handle))
+    }
+
+    /// The transport's supervision tree, and its handle.
+    fn tree(engine: Arc<Engine>, config: AmqpConfig) -> io::Result<(SupervisorSpec, AmqpListener)> {
         let first = super::connect::open(&config.url, config.heartbeat_secs)
             .map_err(|e| io::Error::new(io::ErrorKind::ConnectionRefused, e.to_string()))?;
         let (work_tx, work_rx) = crossbeam_channel::unbounded();
@@ -317,17 +323,15 @@ impl AmqpServer {
             .child(link);
         let handle = AmqpListener { shared };
         log::info!("amqp: serving MCP on {handle}");
-        Ok((ChildSpec::supervisor(spec), handle))
+        Ok((spec, handle))
     }
 
     /// Connects to the broker, declares the topology and starts serving
     /// `engine` under a tree of its own. Fails if the first connection
     /// cannot be made.
     pub fn start(engine: Arc<Engine>, config: AmqpConfig) -> io::Result<AmqpServer> {
-        let (spec, handle) = Self::child_spec(engine, config)?;
-        let root =
-            Supervisor::start(SupervisorSpec::new("amqp-root", Strategy::OneForOne).child(spec))
-                .map_err(io::Error::other)?;
+        let (spec, handle) = Self::tree(engine, config)?;
+        let root = Supervisor::start(spec).map_err(io::Error::other)?;
         Ok(AmqpServer { root, handle })
     }
     /// The supervision tree (link worker, session sweeper).

@@ -298,6 +298,15 @@ impl HttpServer {
         engine: Arc<Engine>,
         options: HttpOptions,
     ) -> io::Result<(ChildSpec, HttpListener)> {
+        let (spec, handle) = Self::tree(engine, options)?;
+        Ok((ChildSpec::supervisor(spec), handle))
+    }
+
+    /// The transport's supervision tree, and its handle.
+    fn tree(
+        engine: Arc<Engine>,
+        options: HttpOptions,
+    ) -> io::Result<(SupervisorSpec, HttpListener)> {
         let socket = match &options.listener {
             Some(l) => l.try_clone()?,
             None => TcpListener::bind(options.bind)?,
@@ -338,15 +347,13 @@ impl HttpServer {
             acceptor,
             sessions,
         };
-        Ok((ChildSpec::supervisor(spec), handle))
+        Ok((spec, handle))
     }
 
     /// Binds and starts serving `engine` under a tree of its own.
     pub fn start(engine: Arc<Engine>, options: HttpOptions) -> io::Result<HttpServer> {
-        let (spec, handle) = Self::child_spec(engine, options)?;
-        let root =
-            Supervisor::start(SupervisorSpec::new("http-root", Strategy::OneForOne).child(spec))
-                .map_err(io::Error::other)?;
+        let (spec, handle) = Self::tree(engine, options)?;
+        let root = Supervisor::start(spec).map_err(io::Error::other)?;
         Ok(HttpServer { root, handle })
     }
 

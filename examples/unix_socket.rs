@@ -1,0 +1,83 @@
+//! A transport of your own, on the custom-transport seam: MCP over a
+//! Unix-domain socket, one JSON-RPC message per line, one session per
+//! connection. The seam does sessions, size limits, validation and error
+//! answers; this file only moves bytes.
+//!
+//! ```text
+//! unix_socket PATH
+//! ```
+
+use mcpvisor::transport::custom::{ConnectionOptions, ServerConnection};
+use mcpvisor::transport::lines::{Frame, LineReader};
+use mcpvisor::{Server, Tool, ToolResult};
+use serde_json::json;
+use std::io::{self, BufWriter, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::process::ExitCode;
+
+/// Serves one connection until the peer closes it.
+fn serve(server: &Server, stream: UnixStream) -> io::Result<()> {
+    let options = ConnectionOptions::default();
+    let max = options.max_message_bytes;
+    let (connection, outbox) = ServerConnection::open(server.engine(), options);
+    let mut out = BufWriter::new(stream.try_clone()?);
+    let writer = std::thread::spawn(move || -> io::Result<()> {
+        while let Some(message) = outbox.recv() {
+            out.write_all(&message)?;
+            out.write_all(b"\n")?;
+            // Flush when nothing else is waiting.
+            while let Some(more) = outbox.try_recv() {
+                out.write_all(&more)?;
+                out.write_all(b"\n")?;
+            }
+            out.flush()?;
+        }
+        Ok(())
+    });
+    let mut lines = LineReader::new(stream, max);
+    while let Some(frame) = lines.next_frame()? {
+        match frame {
+            Frame::Line(line) if line.iter().all(u8::is_ascii_whitespace) => {}
+            Frame::Line(line) => connection.receive(line),
+            Frame::TooLong { len } => connection.too_large(len),
+        }
+    }
+    connection.close();
+    writer
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("writer panicked")))
+}
+
+fn main() -> ExitCode {
+    mcpvisor::init_logging("warn");
+    let Some(path) = std::env::args().nth(1) else {
+        eprintln!("usage: unix_socket PATH");
+        return ExitCode::from(2);
+    };
+    let server = Server::builder("unix-echo", env!("CARGO_PKG_VERSION"))
+        .tool(Tool::new(
+            "echo",
+            json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}),
+            |args, _| Ok(ToolResult::text(args["message"].as_str().unwrap_or_default())),
+        ))
+        .build()
+        .expect("a valid server");
+    let _ = std::fs::remove_file(&path);
+    let listener = match UnixListener::bind(&path) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("unix_socket: {path}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("listening on unix:{path}");
+    for stream in listener.incoming().flatten() {
+        let server = server.clone();
+        std::thread::spawn(move || {
+            if let Err(e) = serve(&server, stream) {
+                log::debug!("unix_socket: connection ended: {e}");
+            }
+        });
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,141 @@
+//! Listeners as child specs: a tree of the caller's owns them, restarts
+//! them when they fail, and a listener can be handed a socket that is
+//! already bound (socket activation).
+
+use mcpvisor::client::{Client, ClientOptions, Connection};
+use mcpvisor::serve::{ListenOptions, Listener};
+use mcpvisor::server::{Server, Tool, ToolResult};
+use mcpvisor::transport::listen::Listen;
+use mcpvisor::transport::tcp::TcpOptions;
+use serde_json::json;
+use std::time::Duration;
+use supervisor::{EventKind, Strategy, Supervisor, SupervisorSpec};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn echo() -> Server {
+    Server::builder("listeners-test", "1")
+        .tool(Tool::new("echo", json!({"type": "object"}), |a, _| {
+            Ok(ToolResult::text(a["message"].as_str().unwrap_or("")))
+        }))
+        .build()
+        .unwrap()
+}
+
+fn call(connection: Connection) -> String {
+    let client = Client::connect(connection, ClientOptions::default()).unwrap();
+    let r = client.call_tool("echo", json!({"message": "hi"})).unwrap();
+    client.close();
+    r["content"][0]["text"].as_str().unwrap().to_owned()
+}
+
+/// Waits for the next event that `want` accepts; the others are skipped.
+fn wait_for(
+    events: &crossbeam_channel::Receiver<supervisor::Event>,
+    want: impl Fn(&supervisor::Event) -> bool,
+) -> supervisor::Event {
+    loop {
+        let e = events
+            .recv_timeout(WAIT)
+            .expect("the event within the wait");
+        if want(&e) {
+            return e;
+        }
+    }
+}
+
+fn started(child: &'static str) -> impl Fn(&supervisor::Event) -> bool {
+    move |e| matches!(&e.kind, EventKind::Started { child: c } if c == child)
+}
+
+fn restarting(child: &'static str) -> impl Fn(&supervisor::Event) -> bool {
+    move |e| matches!(&e.kind, EventKind::Restarting { child: c, .. } if c == child)
+}
+
+#[test]
+fn an_http_listener_runs_under_a_callers_tree_which_restarts_it() {
+    let server = echo();
+    let listen: Listen = "http://127.0.0.1:0/mcp".parse().unwrap();
+    let (spec, listener) = server.listener(&listen).unwrap();
+    let Listener::Http(http) = listener.clone() else {
+        panic!("{listener}")
+    };
+    let (tx, events) = crossbeam_channel::unbounded();
+    let root = Supervisor::start(
+        SupervisorSpec::new("daemon", Strategy::OneForOne)
+            .intensity(5, Duration::from_secs(60))
+            .on_event(move |e| {
+                let _ = tx.send(e.clone());
+            })
+            .child(spec),
+    )
+    .unwrap();
+    let url = listener.to_string();
+    assert_eq!(url, format!("http://{}/mcp", http.local_addr()));
+    assert_eq!(call(Connection::http(&url).unwrap()), "hi");
+    let tree = root.handle().snapshot().unwrap().to_string();
+    assert!(
+        tree.contains("daemon") && tree.contains("http-listener"),
+        "the listener is part of the caller's tree:\n{tree}"
+    );
+
+    // The listener's own supervisor restarts its accept loop, which rebinds.
+    http.break_listener_for_tests();
+    wait_for(&events, restarting("http-listener"));
+    wait_for(&events, started("http-listener"));
+    assert_eq!(call(Connection::http(&url).unwrap()), "hi");
+
+    // Failing faster than its own intensity (10 in 10 s), the listener's
+    // supervisor gives up; the caller's tree restarts the whole listener.
+    let by_the_caller = |e: &supervisor::Event| {
+        e.supervisor == "daemon"
+            && matches!(&e.kind, EventKind::Restarting { child, .. } if child == "http")
+    };
+    let mut breaks = 0;
+    let restarted = loop {
+        http.break_listener_for_tests();
+        breaks += 1;
+        let e = wait_for(&events, |e| {
+            restarting("http-listener")(e) || by_the_caller(e)
+        });
+        if by_the_caller(&e) {
+            break e;
+        }
+        wait_for(&events, started("http-listener"));
+        assert!(breaks <= 11, "the listener's supervisor never gave up");
+    };
+    assert!(matches!(
+        restarted.kind,
+        EventKind::Restarting { restarts: 1, .. }
+    ));
+    wait_for(&events, |e| e.supervisor == "daemon" && started("http")(e));
+    assert_eq!(call(Connection::http(&url).unwrap()), "hi");
+    root.shutdown().unwrap();
+}
+
+#[test]
+fn a_tcp_listener_takes_an_already_bound_socket() {
+    let server = echo();
+    let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = socket.local_addr().unwrap();
+    let options = ListenOptions {
+        tcp: TcpOptions::default().with_listener(socket).unwrap(),
+        ..Default::default()
+    };
+    let running = server.start_with(&Listen::Tcp(addr), &options).unwrap();
+    assert_eq!(running.listener().to_string(), format!("tcp://{addr}"));
+    assert_eq!(call(Connection::tcp(addr).unwrap()), "hi");
+    running.shutdown().unwrap();
+}
+
+#[test]
+fn a_listener_that_cannot_bind_is_the_callers_error() {
+    let server = echo();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listen = Listen::Tcp(taken.local_addr().unwrap());
+    let e = server
+        .listener(&listen)
+        .err()
+        .expect("the address is in use");
+    assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse);
+}
