@@ -34,6 +34,7 @@ pub(crate) fn recv<T>(rx: &Receiver<T>) -> Option<T> {
 }
 
 /// Selects with a short spin before blocking.
+#[cfg(feature = "amqp")]
 pub(crate) fn select<'a>(
     sel: &mut crossbeam_channel::Select<'a>,
 ) -> crossbeam_channel::SelectedOperation<'a> {

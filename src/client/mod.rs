@@ -529,7 +529,7 @@ fn spawn_reader(shared: &Arc<Shared>, reader: Box<dyn MessageReader>) -> Result<
 
 fn read_loop(shared: Arc<Shared>, mut reader: Box<dyn MessageReader>) {
     let why = loop {
-        let bytes = match reader.read() {
+        let (bytes, related) = match reader.read_related() {
             Ok(Some(b)) => b,
             Ok(None) => break ClientError::Closed,
             Err(e) => break ClientError::Io(e.to_string()),
@@ -543,7 +543,7 @@ fn read_loop(shared: Arc<Shared>, mut reader: Box<dyn MessageReader>) {
             }
         };
         for m in messages {
-            dispatch(&shared, m);
+            dispatch(&shared, m, related.as_ref());
         }
     };
     connection_lost(&shared, why);
@@ -630,7 +630,9 @@ fn give_up(shared: &Arc<Shared>, why: ClientError) {
     }
 }
 
-fn dispatch(shared: &Arc<Shared>, message: Message) {
+/// Handles one message; `related` names our request whose response stream
+/// carried it, when the transport knows.
+fn dispatch(shared: &Arc<Shared>, message: Message, related: Option<&RequestId>) {
     match message {
         Message::Response(r) => {
             shared.outbound.answer(r, "client");
@@ -645,7 +647,7 @@ fn dispatch(shared: &Arc<Shared>, message: Message) {
                 }
             }
         },
-        Message::Request(r) => serve_peer_request(shared, r, None),
+        Message::Request(r) => serve_peer_request(shared, r, related),
     }
 }
 

@@ -2,6 +2,7 @@
 //! batch's requests go back together as one array.
 
 use super::sink::{Outgoing, Sink};
+use crate::sync::lock;
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 
@@ -25,7 +26,7 @@ impl Collector {
 impl Sink for Collector {
     fn send(&self, out: Outgoing) {
         let done = {
-            let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            let mut st = lock(&self.state);
             match out {
                 Outgoing::Response { message, .. } => st.1.push(message),
                 Outgoing::Suppressed { .. } => {}

@@ -1,6 +1,7 @@
 //! Cancellation tokens: a flag that long handlers check, and a channel they
 //! can `select!` on.
 
+use crate::sync::lock;
 use crossbeam_channel::{Receiver, Sender};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -36,7 +37,7 @@ impl CancelToken {
     /// Cancels: sets the flag and wakes every receiver. Idempotent.
     pub fn cancel(&self) {
         self.0.flag.store(true, Ordering::SeqCst);
-        self.0.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        lock(&self.0.tx).take();
     }
 
     /// Whether the work was cancelled.

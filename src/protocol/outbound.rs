@@ -64,6 +64,8 @@ struct Pending {
     // Each progress notification is a tick that restarts the timeout.
     tick: Sender<()>,
     progress: Option<ProgressHandler>,
+    // Read when the client side routes the peer's requests.
+    #[cfg_attr(not(feature = "client"), allow(dead_code))]
     association: Option<PeerRequestHandler>,
 }
 
@@ -191,6 +193,7 @@ impl Outbound {
     /// named by `related` (a transport that knows, e.g. an HTTP response
     /// stream), else the only associated call in flight. With several and
     /// no hint there is no telling which: `None`.
+    #[cfg_attr(not(feature = "client"), allow(dead_code))]
     pub(crate) fn association(&self, related: Option<&RequestId>) -> Option<PeerRequestHandler> {
         let pending = lock(&self.pending);
         if let Some(p) = related.and_then(|id| pending.get(id)) {
@@ -205,6 +208,7 @@ impl Outbound {
 
     /// Fails every waiting call with `Closed` (the connection was lost);
     /// new calls may follow.
+    #[cfg_attr(not(feature = "client"), allow(dead_code))]
     pub(crate) fn fail_all(&self) {
         lock(&self.pending).clear();
     }

@@ -1,6 +1,7 @@
 //! What a client talks through: a message writer and a message reader, made
 //! from any byte stream (stdio of a child process, TCP) or an in-process pair.
 
+use crate::jsonrpc::RequestId;
 use crate::transport::lines::{Frame, LineReader};
 use serde_json::Value;
 use std::io::{self, BufWriter, Read, Write};
@@ -24,6 +25,12 @@ pub trait MessageWriter: Send {
 pub trait MessageReader: Send {
     /// The next message's bytes, or `None` at end of stream.
     fn read(&mut self) -> io::Result<Option<Vec<u8>>>;
+    /// The next message and, when the transport knows it, the id of our
+    /// request whose response stream carried it (Streamable HTTP): the
+    /// server's requests made while serving that call. By default: unknown.
+    fn read_related(&mut self) -> io::Result<Option<(Vec<u8>, Option<RequestId>)>> {
+        Ok(self.read()?.map(|m| (m, None)))
+    }
 }
 
 /// A connection to a server.

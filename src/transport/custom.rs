@@ -22,7 +22,7 @@
 
 use crate::jsonrpc::ParseError;
 use crate::protocol::{Engine, Outgoing, Session, Sink};
-use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -186,9 +186,6 @@ impl Outbox {
 
     /// The next message if one is queued now.
     pub fn try_recv(&self) -> Option<Vec<u8>> {
-        match self.rx.try_recv() {
-            Ok(m) => Some(m),
-            Err(TryRecvError::Empty | TryRecvError::Disconnected) => None,
-        }
+        self.rx.try_recv().ok()
     }
 }

@@ -141,6 +141,7 @@ pub fn assert_valid(version: &str, def: &str, message: &Value) {
     );
 }
 
+#[cfg(feature = "amqp")]
 pub mod amqp;
 pub mod http;
 

@@ -17,6 +17,7 @@ use super::link::{self, Outcome};
 use super::topology;
 use crate::jsonrpc::{self, ErrorObject, Message, Parsed};
 use crate::protocol::{Engine, Outgoing, Session, Sink};
+use crate::sync::lock;
 use crate::transport::session_table::{Expirable, SessionTable};
 use amiquip::{Channel, Confirm, ConsumerMessage, ConsumerOptions, Delivery, Publish};
 use crossbeam_channel::{Receiver, Select, Sender};
@@ -113,7 +114,7 @@ struct Reply {
 
 impl Reply {
     fn take_ticket(&self) -> Option<Ticket> {
-        let ticket = self.ticket.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let ticket = lock(&self.ticket).take();
         if ticket.is_some() {
             self.shared.answering.fetch_sub(1, Ordering::Relaxed);
         }
@@ -140,7 +141,7 @@ impl Sink for Reply {
         let reply_to = self
             .session
             .as_ref()
-            .map(|s| s.reply_to.lock().unwrap_or_else(|p| p.into_inner()).clone())
+            .map(|s| lock(&s.reply_to).clone())
             .or_else(|| self.reply_to.clone());
         let (Some(message), Some(reply_to)) = (out.message(), reply_to) else {
             if let Some(t) = ticket {
@@ -296,7 +297,7 @@ impl AmqpServer {
         let link = {
             let shared = shared.clone();
             ChildSpec::worker("amqp-link", move |ctx| {
-                let first = crate::sync::lock(&first).take();
+                let first = lock(&first).take();
                 let mut pending = Pending::default();
                 link::run(
                     &shared.config,
@@ -637,7 +638,7 @@ impl Link<'_> {
             None => (None, false),
         };
         if let (Some(s), Some(r)) = (&session, &envelope.reply_to) {
-            let mut reply_to = s.reply_to.lock().unwrap_or_else(|p| p.into_inner());
+            let mut reply_to = lock(&s.reply_to);
             if *reply_to != *r {
                 r.clone_into(&mut reply_to);
             }
@@ -680,7 +681,7 @@ impl Link<'_> {
             let holder = id_holder.clone();
             let weak = Arc::downgrade(shared);
             Arc::new(move |out: Outgoing| {
-                let session_id = holder.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                let session_id = lock(&holder).clone();
                 SessionSink {
                     shared: weak.clone(),
                     session_id,
@@ -689,7 +690,7 @@ impl Link<'_> {
             })
         };
         let mcp = shared.engine.open_session(sink);
-        *id_holder.lock().unwrap_or_else(|p| p.into_inner()) = mcp.id().to_owned();
+        *lock(&id_holder) = mcp.id().to_owned();
         let session = Arc::new(SessionRoute {
             mcp: mcp.clone(),
             reply_to: Mutex::new(String::new()),

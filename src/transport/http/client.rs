@@ -8,6 +8,8 @@
 //! before its response is resumed with `GET` + `Last-Event-ID` after the
 //! server's `retry:` delay. Closing sends `DELETE`.
 
+use crate::jsonrpc::RequestId;
+use crate::sync::lock;
 use crate::transport::connection::{Connection, MessageReader, MessageWriter};
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
@@ -32,7 +34,10 @@ struct Target {
     host: String,
     path: String,
     session: Mutex<SessionState>,
-    incoming: Sender<Vec<u8>>,
+    // Each message with the id of our request whose response stream carried
+    // it (None: a JSON body, the standalone stream). An empty message marks
+    // the end of the session.
+    incoming: Sender<(Vec<u8>, Option<RequestId>)>,
 }
 
 /// Parses `http://host:port/path`.
@@ -166,7 +171,7 @@ impl Target {
             self.path, self.host
         );
         {
-            let s = self.session.lock().unwrap_or_else(|p| p.into_inner());
+            let s = lock(&self.session);
             if let Some(id) = &s.id {
                 head.push_str(&format!("Mcp-Session-Id: {id}\r\n"));
             }
@@ -218,32 +223,28 @@ impl Target {
             &[("Accept", "application/json, text/event-stream".into())],
         )?;
         if let Some(id) = head.header("mcp-session-id") {
-            self.session.lock().unwrap_or_else(|p| p.into_inner()).id = Some(id.to_owned());
+            lock(&self.session).id = Some(id.to_owned());
         }
         let ct = head.header("content-type").unwrap_or("").to_owned();
         match head.status {
             202 => Ok(()),
             200 if ct.starts_with("text/event-stream") => {
-                let expects_answer = message.get("id").is_some() && message.get("method").is_some();
-                self.follow(body, expects_answer);
+                // A request's stream carries its answer, and the server's
+                // requests made while serving it.
+                let request = message.get("method").and_then(|_| message.get("id"));
+                self.follow(body, request.and_then(RequestId::from_value));
                 Ok(())
             }
             200 => {
                 let mut text = Vec::new();
                 body.read_to_end(&mut text)?;
-                self.deliver(text);
+                self.deliver(text, None);
                 Ok(())
             }
-            404 if self
-                .session
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .id
-                .is_some() =>
-            {
+            404 if lock(&self.session).id.is_some() => {
                 // The session is gone (expired, deleted, server restarted):
                 // end this connection so the client can start a new one.
-                let _ = self.incoming.send(Vec::new());
+                let _ = self.incoming.send((Vec::new(), None));
                 Err(io::Error::new(
                     io::ErrorKind::NotFound,
                     "the server no longer knows this session (404)",
@@ -256,7 +257,7 @@ impl Target {
                 if serde_json::from_slice::<Value>(&text).is_ok_and(|v| {
                     v.get("error").is_some() && v.get("id").is_some_and(|i| !i.is_null())
                 }) {
-                    self.deliver(text);
+                    self.deliver(text, None);
                     return Ok(());
                 }
                 Err(io::Error::other(format!(
@@ -267,31 +268,30 @@ impl Target {
         }
     }
 
-    fn deliver(&self, bytes: Vec<u8>) {
+    fn deliver(&self, bytes: Vec<u8>, related: Option<RequestId>) {
         if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
             // Remember the negotiated revision for the MCP-Protocol-Version header.
             if let Some(pv) = v.pointer("/result/protocolVersion").and_then(Value::as_str) {
                 if v.pointer("/result/serverInfo").is_some() {
-                    self.session
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .version = Some(pv.to_owned());
+                    lock(&self.session).version = Some(pv.to_owned());
                 }
             }
         }
-        let _ = self.incoming.send(bytes);
+        let _ = self.incoming.send((bytes, related));
     }
 
-    /// Reads an SSE stream; if it ends before a response and `expects_answer`,
-    /// resumes it with GET + Last-Event-ID after the server's retry delay.
-    fn follow(self: &Arc<Self>, body: Body<BufReader<TcpStream>>, expects_answer: bool) {
+    /// Reads the SSE stream of `request` (none for a notification's); if it
+    /// ends before the response, resumes it with GET + Last-Event-ID after
+    /// the server's retry delay.
+    fn follow(self: &Arc<Self>, body: Body<BufReader<TcpStream>>, request: Option<RequestId>) {
         let target = self.clone();
         let _ = std::thread::Builder::new().name("mcpvisor-client-sse".into()).spawn(move || {
             let mut body = body;
             let mut attempts = 0;
             loop {
-                let (last_id, retry, answered) = target.read_events(BufReader::new(body));
-                if answered || !expects_answer {
+                let (last_id, retry, answered) =
+                    target.read_events(BufReader::new(body), request.as_ref());
+                if answered || request.is_none() {
                     return;
                 }
                 let Some(last) = last_id else {
@@ -333,7 +333,7 @@ impl Target {
                     }
                     match self.request("GET", None, &extra) {
                         Ok((head, body)) if head.status == 200 => {
-                            let (id, retry, _) = self.read_events(BufReader::new(body));
+                            let (id, retry, _) = self.read_events(BufReader::new(body), None);
                             last = id.or(last);
                             std::thread::sleep(retry.unwrap_or(DEFAULT_RECONNECT_DELAY));
                         }
@@ -344,8 +344,13 @@ impl Target {
             });
     }
 
-    /// Delivers every event's message; returns (last event id, retry, whether a response came).
-    fn read_events(&self, mut r: impl BufRead) -> (Option<String>, Option<Duration>, bool) {
+    /// Delivers every event's message, as related to `request`; returns
+    /// (last event id, retry, whether a response came).
+    fn read_events(
+        &self,
+        mut r: impl BufRead,
+        request: Option<&RequestId>,
+    ) -> (Option<String>, Option<Duration>, bool) {
         let (mut last_id, mut retry, mut answered) = (None, None, false);
         let mut data = String::new();
         let mut line = String::new();
@@ -361,7 +366,7 @@ impl Target {
                     let msg = std::mem::take(&mut data);
                     answered |= serde_json::from_str::<Value>(&msg)
                         .is_ok_and(|v| v.get("method").is_none() && v.get("id").is_some());
-                    self.deliver(msg.into_bytes());
+                    self.deliver(msg.into_bytes(), request.cloned());
                 }
                 continue;
             }
@@ -417,13 +422,7 @@ impl MessageWriter for HttpWriter {
         if std::mem::replace(&mut self.closed, true) {
             return;
         }
-        let has_session = self
-            .target
-            .session
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .id
-            .is_some();
+        let has_session = lock(&self.target.session).id.is_some();
         if has_session {
             // Tell the server the session is over (405 means it keeps it; fine).
             let _ = self.target.request("DELETE", None, &[]);
@@ -431,12 +430,15 @@ impl MessageWriter for HttpWriter {
     }
 }
 
-struct HttpReader(Receiver<Vec<u8>>);
+struct HttpReader(Receiver<(Vec<u8>, Option<RequestId>)>);
 
 impl MessageReader for HttpReader {
     fn read(&mut self) -> io::Result<Option<Vec<u8>>> {
+        Ok(self.read_related()?.map(|(m, _)| m))
+    }
+    fn read_related(&mut self) -> io::Result<Option<(Vec<u8>, Option<RequestId>)>> {
         // An empty message marks the end of the session (404).
-        Ok(self.0.recv().ok().filter(|m| !m.is_empty()))
+        Ok(self.0.recv().ok().filter(|(m, _)| !m.is_empty()))
     }
 }
 

@@ -137,7 +137,7 @@ impl SessionStreams {
     }
 
     fn lock(&self) -> MutexGuard<'_, Streams> {
-        self.streams.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.streams)
     }
 
     /// The engine session.

@@ -1,0 +1,190 @@
+//! Requests the server sends back during a call, through the one outbound
+//! path both sides share: the client answers them on a bounded pool of
+//! named threads, a call's association answers those that belong to it,
+//! and a failing callback costs one error answer, nothing more.
+
+use mcpvisor::client::{CallOptions, Client, ClientOptions, Connection, PeerRequestHandler};
+use mcpvisor::server::{Server, Tool, ToolResult};
+use mcpvisor::transport::tcp::{TcpOptions, TcpServer};
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A server whose `ask` tool asks the client's LLM and returns the answer.
+fn server() -> (Server, TcpServer) {
+    let server = Server::builder("outbound-test", "1")
+        .tool(Tool::new("ask", json!({"type": "object"}), |_, ctx| {
+            let r = ctx
+                .sample(
+                    json!({"messages": [], "maxTokens": 1}),
+                    Duration::from_secs(20),
+                )
+                .map_err(mcpvisor::ToolError::from)?;
+            Ok(ToolResult::text(
+                r["content"]["text"].as_str().unwrap_or("?"),
+            ))
+        }))
+        .build()
+        .unwrap();
+    let tcp = server
+        .start_tcp(TcpOptions::default().with_bind("127.0.0.1:0".parse().unwrap()))
+        .unwrap();
+    (server, tcp)
+}
+
+fn sampled(text: &str) -> Value {
+    json!({"role": "assistant", "content": {"type": "text", "text": text}, "model": "m"})
+}
+
+fn answer(r: &Value) -> &str {
+    r["content"][0]["text"].as_str().unwrap_or_default()
+}
+
+#[test]
+fn server_requests_run_on_a_bounded_pool_of_named_threads() {
+    let (_server, tcp) = server();
+    let threads = Arc::new(Mutex::new(HashSet::new()));
+    let t = threads.clone();
+    let options = ClientOptions {
+        callback_threads: 2,
+        sampling: Some(Arc::new(move |_| {
+            let name = std::thread::current().name().unwrap_or("").to_owned();
+            t.lock().unwrap().insert(name);
+            Ok(sampled("pooled"))
+        })),
+        ..Default::default()
+    };
+    let client = Client::connect(Connection::tcp(tcp.local_addr()).unwrap(), options).unwrap();
+    let calls: Vec<_> = (0..12)
+        .map(|_| {
+            let c = client.clone();
+            std::thread::spawn(move || c.call_tool("ask", json!({})).unwrap())
+        })
+        .collect();
+    for call in calls {
+        assert_eq!(answer(&call.join().unwrap()), "pooled");
+    }
+    let threads = threads.lock().unwrap();
+    assert!(
+        !threads.is_empty() && threads.len() <= 2,
+        "at most the pool's two threads: {threads:?}"
+    );
+    assert!(
+        threads
+            .iter()
+            .all(|n| n.starts_with("mcpvisor-client-callback-")),
+        "{threads:?}"
+    );
+}
+
+#[test]
+fn a_calls_association_answers_the_servers_requests_during_it() {
+    let (_server, tcp) = server();
+    let options = ClientOptions {
+        sampling: Some(Arc::new(|_| Ok(sampled("the client's callback")))),
+        ..Default::default()
+    };
+    let client = Client::connect(Connection::tcp(tcp.local_addr()).unwrap(), options).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let associated: PeerRequestHandler = Arc::new(move |method, params| {
+        s.lock()
+            .unwrap()
+            .push((method.to_owned(), params["maxTokens"].clone()));
+        Ok(sampled("the call's association"))
+    });
+    let with = CallOptions {
+        on_request: Some(associated),
+        ..Default::default()
+    };
+    let r = client.call_tool_with("ask", json!({}), with).unwrap();
+    assert_eq!(answer(&r), "the call's association");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [("sampling/createMessage".to_owned(), json!(1))]
+    );
+    // A call without one: the client's own callback answers.
+    let r = client.call_tool("ask", json!({})).unwrap();
+    assert_eq!(answer(&r), "the client's callback");
+}
+
+#[test]
+fn a_panicking_callback_costs_one_error_answer() {
+    let (_server, tcp) = server();
+    let options = ClientOptions {
+        callback_threads: 1,
+        sampling: Some(Arc::new(|p| {
+            if p["maxTokens"] == 1 {
+                panic!("a callback bug");
+            }
+            Ok(sampled("never"))
+        })),
+        ..Default::default()
+    };
+    let client = Client::connect(Connection::tcp(tcp.local_addr()).unwrap(), options).unwrap();
+    for _ in 0..3 {
+        // The server's sample() fails with the client's error; the tool
+        // reports it; the one pool thread lives on for the next call.
+        let r = client.call_tool("ask", json!({})).unwrap();
+        assert_eq!(r["isError"], true, "{r}");
+        assert!(answer(&r).contains("callback failed"), "{r}");
+    }
+}
+
+#[test]
+fn over_http_each_calls_requests_reach_its_own_association() {
+    // Both calls are in flight before either tool asks: only the stream
+    // each request arrived on can tell them apart.
+    let barrier = Arc::new(std::sync::Barrier::new(2));
+    let server = Server::builder("outbound-http", "1")
+        .tool(Tool::new(
+            "ask",
+            json!({"type": "object"}),
+            move |_, ctx| {
+                barrier.wait();
+                let r = ctx
+                    .sample(
+                        json!({"messages": [], "maxTokens": 1}),
+                        Duration::from_secs(20),
+                    )
+                    .map_err(mcpvisor::ToolError::from)?;
+                Ok(ToolResult::text(
+                    r["content"]["text"].as_str().unwrap_or("?"),
+                ))
+            },
+        ))
+        .build()
+        .unwrap();
+    let http = server
+        .start_http(
+            mcpvisor::transport::http::HttpOptions::default()
+                .with_bind("127.0.0.1:0".parse().unwrap()),
+        )
+        .unwrap();
+    let url = format!("http://{}/mcp", http.local_addr());
+    let options = ClientOptions {
+        sampling: Some(Arc::new(|_| Ok(sampled("unassociated")))),
+        ..Default::default()
+    };
+    let client = Client::connect(Connection::http(&url).unwrap(), options).unwrap();
+    let calls: Vec<_> = ["first", "second"]
+        .into_iter()
+        .map(|label| {
+            let c = client.clone();
+            std::thread::spawn(move || {
+                let mine: PeerRequestHandler = Arc::new(move |_, _| Ok(sampled(label)));
+                let with = CallOptions {
+                    on_request: Some(mine),
+                    ..Default::default()
+                };
+                (label, c.call_tool_with("ask", json!({}), with).unwrap())
+            })
+        })
+        .collect();
+    for call in calls {
+        let (label, result) = call.join().unwrap();
+        assert_eq!(answer(&result), label);
+    }
+    http.shutdown().unwrap();
+}
