@@ -159,9 +159,9 @@ pub struct CallOptions {
     pub cancel: Option<CancelToken>,
     /// Answers the server's requests (sampling, elicitation, roots, ...)
     /// that belong to this call, instead of the client's callbacks: those
-    /// that arrive on this call's own response stream (HTTP), or any while
-    /// this is the only call in flight with such a handler. A gateway
-    /// passes the downstream request's context here.
+    /// that arrive on this call's own response stream (HTTP), or, where the
+    /// transport cannot tell, any that arrive while this is the only call
+    /// in flight. A gateway passes the downstream request's context here.
     pub on_request: Option<PeerRequestHandler>,
 }
 

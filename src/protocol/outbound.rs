@@ -191,17 +191,16 @@ impl Outbound {
 
     /// The association for a request the peer sent: the one of the call
     /// named by `related` (a transport that knows, e.g. an HTTP response
-    /// stream), else the only associated call in flight. With several and
-    /// no hint there is no telling which: `None`.
+    /// stream), else that of the only call in flight. With several calls
+    /// in flight and no hint there is no telling which: `None`.
     #[cfg_attr(not(feature = "client"), allow(dead_code))]
     pub(crate) fn association(&self, related: Option<&RequestId>) -> Option<PeerRequestHandler> {
         let pending = lock(&self.pending);
         if let Some(p) = related.and_then(|id| pending.get(id)) {
             return p.association.clone();
         }
-        let mut associated = pending.values().filter_map(|p| p.association.as_ref());
-        match (associated.next(), associated.next()) {
-            (Some(a), None) => Some(a.clone()),
+        match pending.len() {
+            1 => pending.values().next().and_then(|p| p.association.clone()),
             _ => None,
         }
     }
@@ -342,7 +341,7 @@ mod tests {
     }
 
     #[test]
-    fn association_by_hint_or_the_only_candidate() {
+    fn association_by_hint_or_the_only_call() {
         let out = Outbound::default();
         assert!(out.association(None).is_none());
         let a: PeerRequestHandler = Arc::new(|_, _| Ok(json!("a")));
@@ -357,8 +356,22 @@ mod tests {
                 association: Some(a),
             },
         );
-        let found = out.association(None).expect("the only associated call");
+        let found = out.association(None).expect("the only call in flight");
         assert_eq!(found("x", json!({})), Ok(json!("a")));
+        assert!(out.association(Some(&RequestId::Number(7))).is_some());
+        // A second call in flight, without an association: no guessing.
+        let (tx, _rx2) = crossbeam_channel::bounded(1);
+        let (tick, _ticks2) = crossbeam_channel::unbounded();
+        lock(&out.pending).insert(
+            RequestId::Number(8),
+            Pending {
+                tx,
+                tick,
+                progress: None,
+                association: None,
+            },
+        );
+        assert!(out.association(None).is_none());
         assert!(out.association(Some(&RequestId::Number(7))).is_some());
         out.close();
         assert!(out.association(None).is_none());
