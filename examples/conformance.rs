@@ -3,7 +3,7 @@
 //! resources, prompts and completions.
 //!
 //! ```text
-//! conformance [--listen LISTEN] [--response-mode sse|json|auto] [--peer-timeout-ms N]
+//! conformance [--listen LISTEN | --stdio | --tcp ADDR | --http ADDR] [--response-mode sse|json|auto] [--peer-timeout-ms N]
 //! ```
 //! `LISTEN` is `stdio` (the default), `tcp://ADDR`, `http://ADDR/mcp` or
 //! `amqp://USER:PASS@HOST/VHOST?name=NAME`; the bound listener is printed
@@ -14,6 +14,10 @@
 //! `--peer-timeout-ms` bounds how long a tool waits for the client's answer
 //! to sampling / elicitation (default 60000).
 
+#[path = "common/listen_args.rs"]
+mod listen_args;
+
+use listen_args::{listen_flag, LISTEN_USAGE};
 use mcpvisor::serve::ListenOptions;
 use mcpvisor::server::{
     base64, Completion, CompletionRef, Content, Prompt, PromptArgument, PromptResult, Resource,
@@ -334,14 +338,14 @@ fn main() -> ExitCode {
     }
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
+        if let Some(l) = listen_flag(&arg, &mut args) {
+            match l {
+                Ok(l) => listen = l,
+                Err(e) => return usage(&e),
+            }
+            continue;
+        }
         match arg.as_str() {
-            "--listen" => match args.next().map(|v| v.parse::<Listen>()) {
-                Some(Ok(l)) => listen = l,
-                Some(Err(e)) => return usage(&format!("--listen: {e}")),
-                None => {
-                    return usage("--listen needs a listener such as http://127.0.0.1:8808/mcp")
-                }
-            },
             #[cfg(feature = "http")]
             "--response-mode" => {
                 options.http.response_mode = match args.next().as_deref() {
@@ -384,6 +388,6 @@ fn main() -> ExitCode {
 }
 
 fn usage(problem: &str) -> ExitCode {
-    eprintln!("conformance: {problem}\nusage: conformance [--listen stdio|tcp://ADDR|http://ADDR/PATH|amqp://URL?name=NAME] [--response-mode sse|json|auto] [--peer-timeout-ms N]");
+    eprintln!("conformance: {problem}\nusage: conformance {LISTEN_USAGE} [--response-mode sse|json|auto] [--peer-timeout-ms N]");
     ExitCode::from(2)
 }

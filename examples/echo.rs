@@ -1,19 +1,21 @@
 //! One tool, `echo` ({message} -> that message as text): the benchmark target.
 //!
 //! ```text
-//! echo [--listen LISTEN] [--max-sessions N]
+//! echo [--listen LISTEN | --stdio | --tcp ADDR | --http ADDR] [--max-sessions N]
 //! ```
 //! `LISTEN` is `stdio` (the default), `tcp://ADDR`, `http://ADDR/mcp` or
 //! `amqp://USER:PASS@HOST/VHOST?name=NAME`; port 0 picks a free port. The
 //! bound listener is printed as `listening on ...`.
 
+#[path = "common/listen_args.rs"]
+mod listen_args;
+
+use listen_args::{listen_flag, LISTEN_USAGE};
 use mcpvisor::serve::ListenOptions;
 use mcpvisor::transport::listen::Listen;
 use mcpvisor::{Server, Tool, ToolResult};
 use serde_json::json;
 use std::process::ExitCode;
-
-const USAGE: &str = "usage: echo [--listen stdio|tcp://ADDR|http://ADDR/PATH|amqp://URL?name=NAME] [--max-sessions N]";
 
 fn main() -> ExitCode {
     mcpvisor::init_logging("warn");
@@ -21,21 +23,17 @@ fn main() -> ExitCode {
     let mut max_sessions: Option<usize> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
-        let parsed = match a.as_str() {
-            "--listen" => args
-                .next()
-                .ok_or_else(|| "--listen needs a listener".to_owned())
-                .and_then(|v| v.parse().map_err(|e| format!("--listen: {e}")))
-                .map(|l| listen = l),
-            "--max-sessions" => args
+        let parsed = match listen_flag(&a, &mut args) {
+            Some(l) => l.map(|l| listen = l),
+            None if a == "--max-sessions" => args
                 .next()
                 .and_then(|v| v.parse().ok())
                 .ok_or_else(|| "--max-sessions needs a number".to_owned())
                 .map(|n| max_sessions = Some(n)),
-            other => Err(format!("unknown argument {other:?}")),
+            None => Err(format!("unknown argument {a:?}")),
         };
         if let Err(e) = parsed {
-            eprintln!("echo: {e}\n{USAGE}");
+            eprintln!("echo: {e}\nusage: echo {LISTEN_USAGE} [--max-sessions N]");
             return ExitCode::from(2);
         }
     }
@@ -50,11 +48,11 @@ fn main() -> ExitCode {
         )
         .build();
     let served = server.map_err(std::io::Error::other).and_then(|s| {
-        if listen == Listen::Stdio {
-            return s.serve_stdio();
-        }
         let running = s.start_with(&listen, &options(max_sessions))?;
-        println!("listening on {}", running.listener());
+        // On stdio, stdout carries MCP and nothing else.
+        if listen != Listen::Stdio {
+            println!("listening on {}", running.listener());
+        }
         running.wait()
     });
     match served {

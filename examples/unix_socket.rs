@@ -11,7 +11,7 @@ use mcpvisor::transport::custom::{ConnectionOptions, ServerConnection};
 use mcpvisor::transport::lines::{Frame, LineReader};
 use mcpvisor::{Server, Tool, ToolResult};
 use serde_json::json;
-use std::io::{self, BufWriter, Write};
+use std::io;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::process::ExitCode;
 
@@ -20,20 +20,20 @@ fn serve(server: &Server, stream: UnixStream) -> io::Result<()> {
     let options = ConnectionOptions::default();
     let max = options.max_message_bytes;
     let (connection, outbox) = ServerConnection::open(server.engine(), options);
-    let mut out = BufWriter::new(stream.try_clone()?);
-    let writer = std::thread::spawn(move || -> io::Result<()> {
-        while let Some(message) = outbox.recv() {
-            out.write_all(&message)?;
-            out.write_all(b"\n")?;
-            // Flush when nothing else is waiting.
-            while let Some(more) = outbox.try_recv() {
-                out.write_all(&more)?;
-                out.write_all(b"\n")?;
-            }
-            out.flush()?;
-        }
-        Ok(())
-    });
+    let output = stream.try_clone()?;
+    let writer = std::thread::spawn(move || outbox.write_lines(output));
+    let read = read_frames(&connection, stream, max);
+    // Input ended (or failed): in-flight work gets its grace, then the
+    // outbox ends and the writer with it.
+    connection.close();
+    let written = writer
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("writer panicked")));
+    read.and(written)
+}
+
+/// Hands each line to the connection; a line over the limit is refused whole.
+fn read_frames(connection: &ServerConnection, stream: UnixStream, max: usize) -> io::Result<()> {
     let mut lines = LineReader::new(stream, max);
     while let Some(frame) = lines.next_frame()? {
         match frame {
@@ -42,10 +42,7 @@ fn serve(server: &Server, stream: UnixStream) -> io::Result<()> {
             Frame::TooLong { len } => connection.too_large(len),
         }
     }
-    connection.close();
-    writer
-        .join()
-        .unwrap_or_else(|_| Err(io::Error::other("writer panicked")))
+    Ok(())
 }
 
 fn main() -> ExitCode {

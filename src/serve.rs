@@ -9,8 +9,9 @@
 use crate::server::Server;
 use crate::transport::listen::Listen;
 use crate::transport::stdio::{self, StdioOptions};
+use crate::transport::tree::Tree;
 use std::io;
-use supervisor::{ChildSpec, Strategy, Supervisor, SupervisorSpec};
+use supervisor::{ChildSpec, Strategy, SupervisorSpec};
 
 #[cfg(feature = "amqp")]
 use crate::transport::amqp::{AmqpConfig, AmqpListener, AmqpServer};
@@ -130,18 +131,23 @@ impl Server {
     }
 
     /// Starts the listener `listen` names under a supervision tree of its
-    /// own; [`Running::wait`] blocks until that tree ends.
+    /// own; [`Running::wait`] blocks until it ends (stdio: at EOF).
     pub fn start(&self, listen: &Listen) -> io::Result<Running> {
         self.start_with(listen, &ListenOptions::default())
     }
 
     /// [`Server::start`] with options.
     pub fn start_with(&self, listen: &Listen, options: &ListenOptions) -> io::Result<Running> {
+        let root = SupervisorSpec::new("mcpvisor", Strategy::OneForOne);
+        if *listen == Listen::Stdio {
+            // stdio ends normally at EOF and is not restarted: the tree's
+            // wait ends with it.
+            let (done_tx, done) = crossbeam_channel::bounded(1);
+            let spec = stdio::worker(self.engine().clone(), options.stdio.clone(), Some(done_tx));
+            return Ok(Tree::run(root.child(spec), Listener::Stdio)?.ending_with(done));
+        }
         let (spec, listener) = self.listener_with(listen, options)?;
-        let root =
-            Supervisor::start(SupervisorSpec::new("mcpvisor", Strategy::OneForOne).child(spec))
-                .map_err(io::Error::other)?;
-        Ok(Running { root, listener })
+        Tree::run(root.child(spec), listener)
     }
 }
 
@@ -198,23 +204,11 @@ impl std::fmt::Display for Listener {
 }
 
 /// A listener running under a tree of its own.
-pub struct Running {
-    root: Supervisor,
-    listener: Listener,
-}
+pub type Running = Tree<Listener>;
 
-impl Running {
+impl Tree<Listener> {
     /// What it serves.
     pub fn listener(&self) -> &Listener {
-        &self.listener
-    }
-    /// Blocks until its tree ends: for stdio at EOF, for the others when
-    /// the listener fails beyond its restart intensity (`Err`).
-    pub fn wait(self) -> io::Result<()> {
-        self.root.wait().map_err(io::Error::other)
-    }
-    /// Stops the listener and its tree.
-    pub fn shutdown(self) -> io::Result<()> {
-        self.root.shutdown().map(drop).map_err(io::Error::other)
+        self.handle()
     }
 }

@@ -2,6 +2,8 @@
 //! them when they fail, and a listener can be handed a socket that is
 //! already bound (socket activation).
 
+mod common;
+
 use mcpvisor::client::{Client, ClientOptions, Connection};
 use mcpvisor::serve::{ListenOptions, Listener};
 use mcpvisor::server::{Server, Tool, ToolResult};
@@ -138,4 +140,40 @@ fn a_listener_that_cannot_bind_is_the_callers_error() {
         .err()
         .expect("the address is in use");
     assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse);
+}
+
+#[test]
+fn a_started_stdio_listener_ends_at_eof() {
+    use std::io::{BufRead, BufReader, Write};
+    // `examples/echo` serves stdio through `Server::start(&Listen::Stdio)`.
+    let mut child = std::process::Command::new(common::example("echo"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}}}}}}"#
+    )
+    .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(
+        line.contains(r#""id":1"#) && line.contains("result"),
+        "{line}"
+    );
+    drop(stdin);
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let status = rx
+        .recv_timeout(WAIT)
+        .expect("the server exits after EOF")
+        .unwrap();
+    assert!(status.success(), "{status}");
 }

@@ -13,7 +13,9 @@
 //! Ids are the client's own integers; responses are matched by id; a late
 //! response to a request that timed out or was cancelled is dropped and
 //! logged. Server-initiated requests (sampling, elicitation, roots) are
-//! answered by the callbacks in [`ClientOptions`], on their own thread.
+//! answered by the callbacks in [`ClientOptions`] (or a call's own
+//! [`CallOptions::on_request`]) on a bounded pool of callback threads;
+//! `ping` is answered at once.
 
 pub use crate::protocol::{PeerRequestHandler, ProgressHandler};
 #[cfg(feature = "amqp")]
@@ -161,7 +163,8 @@ pub struct CallOptions {
     /// that belong to this call, instead of the client's callbacks: those
     /// that arrive on this call's own response stream (HTTP), or, where the
     /// transport cannot tell, any that arrive while this is the only call
-    /// in flight. A gateway passes the downstream request's context here.
+    /// in flight with such a handler (`ping` is always answered by the
+    /// client itself). A gateway passes the downstream request's context here.
     pub on_request: Option<PeerRequestHandler>,
 }
 
@@ -369,6 +372,7 @@ impl Client {
             cancel: opts.cancel.as_ref().map(CancelToken::receiver),
             progress: opts.progress,
             association: opts.on_request,
+            cancel_reason: "cancelled by the client",
         };
         // The write's own error, kept whole for the caller.
         let failed = RefCell::new(None);
@@ -665,7 +669,6 @@ fn peer_handler(
         "sampling/createMessage" => shared.options.sampling.clone(),
         "elicitation/create" => shared.options.elicitation.clone(),
         "roots/list" => shared.options.roots.clone(),
-        "ping" => return Some(Arc::new(|_: &str, _| Ok(json!({})))),
         _ => None,
     }?;
     Some(Arc::new(move |_: &str, params| callback(params)))
@@ -674,7 +677,6 @@ fn peer_handler(
 /// Answers a request of the server's on the callback pool: callbacks may
 /// block (a user deciding), never on the reader thread.
 fn serve_peer_request(shared: &Arc<Shared>, r: Request, related: Option<&RequestId>) {
-    let handler = peer_handler(shared, r.method(), related);
     let reply = |shared: &Shared, outcome: Result<Value, ErrorObject>, id: &RequestId| {
         let message = match outcome {
             Ok(v) => jsonrpc::result_response(id, v),
@@ -682,7 +684,11 @@ fn serve_peer_request(shared: &Arc<Shared>, r: Request, related: Option<&Request
         };
         let _ = shared.write(&message);
     };
-    let Some(handler) = handler else {
+    // `ping` runs no user code: answered at once, never queued behind callbacks.
+    if r.method() == "ping" {
+        return reply(shared, Ok(json!({})), r.id());
+    }
+    let Some(handler) = peer_handler(shared, r.method(), related) else {
         return reply(
             shared,
             Err(ErrorObject::method_not_found(r.method())),

@@ -193,86 +193,124 @@ pub(crate) struct Enabled {
     pub(crate) prompts: bool,
 }
 
+/// An entry with its key and its definition, taken once when its source
+/// is accepted (outside any lock: `definition` is the entry's own code).
+pub(crate) struct Listed<T: ?Sized> {
+    pub(crate) key: String,
+    pub(crate) definition: Value,
+    pub(crate) entry: Arc<T>,
+}
+
+type Listing<T> = BTreeMap<String, Arc<Listed<T>>>;
+
 /// The merged, read-only view the engine answers from: every source's
 /// entries by key. Replaced as a whole on each change.
 #[derive(Default)]
 pub(crate) struct View {
-    pub(crate) tools: BTreeMap<String, Arc<dyn ToolEntry>>,
-    pub(crate) resources: BTreeMap<String, Arc<dyn ResourceEntry>>,
-    pub(crate) templates: BTreeMap<String, Arc<dyn TemplateEntry>>,
-    pub(crate) prompts: BTreeMap<String, Arc<dyn PromptEntry>>,
+    pub(crate) tools: Listing<dyn ToolEntry>,
+    pub(crate) resources: Listing<dyn ResourceEntry>,
+    pub(crate) templates: Listing<dyn TemplateEntry>,
+    pub(crate) prompts: Listing<dyn PromptEntry>,
     pub(crate) completions: HashMap<CompletionRef, Arc<dyn CompletionEntry>>,
 }
 
-/// Something with a definition, keyed by one of its string members.
-trait Defined {
-    fn def(&self) -> &Value;
+/// A source with every entry's key and definition taken.
+struct Prepared {
+    source: Source,
+    tools: Vec<Arc<Listed<dyn ToolEntry>>>,
+    resources: Vec<Arc<Listed<dyn ResourceEntry>>>,
+    templates: Vec<Arc<Listed<dyn TemplateEntry>>>,
+    prompts: Vec<Arc<Listed<dyn PromptEntry>>>,
 }
-macro_rules! defined {
-    ($($t:ident),*) => {$(impl Defined for dyn $t { fn def(&self) -> &Value { self.definition() } })*};
-}
-defined!(ToolEntry, ResourceEntry, TemplateEntry, PromptEntry);
 
-fn key_of<T: Defined + ?Sized>(
-    entry: &T,
-    member: &str,
-    kind: &str,
-) -> Result<String, CatalogError> {
-    entry
-        .def()
+/// The key member and the name of each kind, for keys and messages.
+const TOOL: (&str, &str) = ("name", "tool");
+const RESOURCE: (&str, &str) = ("uri", "resource");
+const TEMPLATE: (&str, &str) = ("uriTemplate", "resource template");
+const PROMPT: (&str, &str) = ("name", "prompt");
+
+/// The string `member` of a definition: its name or URI.
+pub(crate) fn key_of(definition: &Value, member: &str) -> Option<String> {
+    definition
         .get(member)
         .and_then(Value::as_str)
         .map(str::to_owned)
-        .ok_or_else(|| {
-            CatalogError(format!(
-                "a {kind} definition must hold a string {member:?}: {}",
-                entry.def()
-            ))
+}
+
+fn listed<T: ?Sized>(
+    entries: &[Arc<T>],
+    definition: impl Fn(&T) -> &Value,
+    (member, kind): (&str, &str),
+) -> Result<Vec<Arc<Listed<T>>>, CatalogError> {
+    entries
+        .iter()
+        .map(|e| {
+            let definition = definition(e).clone();
+            let key = key_of(&definition, member).ok_or_else(|| {
+                CatalogError(format!(
+                    "a {kind} definition must hold a string {member:?}: {definition}"
+                ))
+            })?;
+            Ok(Arc::new(Listed {
+                key,
+                definition,
+                entry: e.clone(),
+            }))
         })
+        .collect()
+}
+
+impl Prepared {
+    fn new(source: Source) -> Result<Prepared, CatalogError> {
+        Ok(Prepared {
+            tools: listed(&source.tools, |e| e.definition(), TOOL)?,
+            resources: listed(&source.resources, |e| e.definition(), RESOURCE)?,
+            templates: listed(&source.templates, |e| e.definition(), TEMPLATE)?,
+            prompts: listed(&source.prompts, |e| e.definition(), PROMPT)?,
+            source,
+        })
+    }
 }
 
 /// Merges `entries` of `source` into `into`; earlier sources keep a clashing key.
-fn merge<T: Defined + ?Sized>(
-    into: &mut BTreeMap<String, (Arc<T>, String)>,
-    entries: &[Arc<T>],
+fn merge<T: ?Sized>(
+    into: &mut BTreeMap<String, (Arc<Listed<T>>, String)>,
+    entries: &[Arc<Listed<T>>],
     source: &str,
     changed: &str,
-    (member, kind): (&str, &str),
+    kind: &str,
 ) {
     for e in entries {
-        // Keys were checked when the source was accepted.
-        let Ok(key) = key_of(&**e, member, kind) else {
-            continue;
-        };
-        match into.get(&key) {
+        match into.get(&e.key) {
             Some((_, owner)) if owner != source => {
                 if source == changed || owner == changed {
                     log::warn!(
-                        "catalog: {kind} {key:?} of source {source:?} is hidden by source {owner:?}"
+                        "catalog: {kind} {:?} of source {source:?} is hidden by source {owner:?}",
+                        e.key
                     );
                 }
             }
             // Within one source, the later entry replaces the earlier.
             _ => {
-                into.insert(key, (e.clone(), source.to_owned()));
+                into.insert(e.key.clone(), (e.clone(), source.to_owned()));
             }
         }
     }
 }
 
-fn strip<T: ?Sized>(m: BTreeMap<String, (Arc<T>, String)>) -> BTreeMap<String, Arc<T>> {
+fn strip<T: ?Sized>(m: BTreeMap<String, (Arc<Listed<T>>, String)>) -> Listing<T> {
     m.into_iter().map(|(k, (e, _))| (k, e)).collect()
 }
 
 /// Whether two listings answer the same (same keys, same definitions).
-fn same<T: Defined + ?Sized>(a: &BTreeMap<String, Arc<T>>, b: &BTreeMap<String, Arc<T>>) -> bool {
+fn same<T: ?Sized>(a: &Listing<T>, b: &Listing<T>) -> bool {
     a.len() == b.len()
-        && a.iter()
-            .zip(b)
-            .all(|((ka, ea), (kb, eb))| ka == kb && (Arc::ptr_eq(ea, eb) || ea.def() == eb.def()))
+        && a.iter().zip(b).all(|((ka, ea), (kb, eb))| {
+            ka == kb && (Arc::ptr_eq(ea, eb) || ea.definition == eb.definition)
+        })
 }
 
-fn build(sources: &BTreeMap<String, Arc<Source>>, changed: &str) -> View {
+fn build(sources: &BTreeMap<String, Arc<Prepared>>, changed: &str) -> View {
     let (mut tools, mut resources, mut templates, mut prompts) = (
         BTreeMap::new(),
         BTreeMap::new(),
@@ -281,23 +319,11 @@ fn build(sources: &BTreeMap<String, Arc<Source>>, changed: &str) -> View {
     );
     let mut completions = HashMap::new();
     for (id, s) in sources {
-        merge(&mut tools, &s.tools, id, changed, ("name", "tool"));
-        merge(
-            &mut resources,
-            &s.resources,
-            id,
-            changed,
-            ("uri", "resource"),
-        );
-        merge(
-            &mut templates,
-            &s.templates,
-            id,
-            changed,
-            ("uriTemplate", "resource template"),
-        );
-        merge(&mut prompts, &s.prompts, id, changed, ("name", "prompt"));
-        for (r, c) in &s.completions {
+        merge(&mut tools, &s.tools, id, changed, TOOL.1);
+        merge(&mut resources, &s.resources, id, changed, RESOURCE.1);
+        merge(&mut templates, &s.templates, id, changed, TEMPLATE.1);
+        merge(&mut prompts, &s.prompts, id, changed, PROMPT.1);
+        for (r, c) in &s.source.completions {
             completions.entry(r.clone()).or_insert_with(|| c.clone());
         }
     }
@@ -310,27 +336,11 @@ fn build(sources: &BTreeMap<String, Arc<Source>>, changed: &str) -> View {
     }
 }
 
-fn check(source: &Source) -> Result<(), CatalogError> {
-    for t in &source.tools {
-        key_of(&**t, "name", "tool")?;
-    }
-    for r in &source.resources {
-        key_of(&**r, "uri", "resource")?;
-    }
-    for t in &source.templates {
-        key_of(&**t, "uriTemplate", "resource template")?;
-    }
-    for p in &source.prompts {
-        key_of(&**p, "name", "prompt")?;
-    }
-    Ok(())
-}
-
 /// Sources and the merged view the engine serves.
 #[derive(Default)]
 pub(crate) struct Catalog {
     // Held while a change is computed, so changes apply one at a time.
-    sources: Mutex<BTreeMap<String, Arc<Source>>>,
+    sources: Mutex<BTreeMap<String, Arc<Prepared>>>,
     view: RwLock<Arc<View>>,
     pub(crate) enabled: Enabled,
     fallback: RwLock<Option<Arc<dyn MethodFallback>>>,
@@ -351,9 +361,9 @@ impl Catalog {
 
     /// Replaces (or adds) the source `id` with `source`, atomically.
     pub(crate) fn replace(&self, id: &str, source: Source) -> Result<Changes, CatalogError> {
-        check(&source)?;
+        let prepared = Arc::new(Prepared::new(source)?);
         let mut sources = lock(&self.sources);
-        sources.insert(id.to_owned(), Arc::new(source));
+        sources.insert(id.to_owned(), prepared);
         Ok(self.rebuild(&sources, id))
     }
 
@@ -367,11 +377,11 @@ impl Catalog {
     }
 
     /// The entries of source `id`, if present.
-    pub(crate) fn source(&self, id: &str) -> Option<Arc<Source>> {
-        lock(&self.sources).get(id).cloned()
+    pub(crate) fn source(&self, id: &str) -> Option<Source> {
+        lock(&self.sources).get(id).map(|p| p.source.clone())
     }
 
-    fn rebuild(&self, sources: &BTreeMap<String, Arc<Source>>, changed: &str) -> Changes {
+    fn rebuild(&self, sources: &BTreeMap<String, Arc<Prepared>>, changed: &str) -> Changes {
         let new = build(sources, changed);
         let old = self.view();
         let changes = Changes {
@@ -395,7 +405,10 @@ impl Catalog {
     /// Whether the server offers a capability (`tools`, `resources`,
     /// `prompts`, `logging`, `completions`).
     pub(crate) fn has_capability(&self, name: &str) -> bool {
-        let v = self.view();
+        self.offers(&self.view(), name)
+    }
+
+    fn offers(&self, v: &View, name: &str) -> bool {
         match name {
             "tools" => self.enabled.tools || !v.tools.is_empty(),
             "resources" => {
@@ -421,9 +434,10 @@ impl Catalog {
             ("logging", serde_json::json!({})),
             ("completions", serde_json::json!({})),
         ];
+        let view = self.view();
         Value::Object(
             all.into_iter()
-                .filter(|(name, _)| self.has_capability(name))
+                .filter(|(name, _)| self.offers(&view, name))
                 .map(|(n, v)| (n.to_owned(), v))
                 .collect(),
         )

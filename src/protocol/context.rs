@@ -288,6 +288,7 @@ impl Context {
         let wait = Wait {
             timeout,
             cancel: Some(self.cancel.receiver()),
+            cancel_reason: "the originating request was cancelled",
             ..Default::default()
         };
         self.exchange

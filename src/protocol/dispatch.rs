@@ -150,45 +150,29 @@ fn listing(
 
 fn list_tools(session: &Arc<Session>, req: &Request) -> Result<Value, ErrorObject> {
     listing(session, req, "tools", "tools", |r, c, n| {
-        page(&r.tools, c, n).map(|(v, next)| {
-            (
-                v.into_iter().map(|t| t.definition().clone()).collect(),
-                next,
-            )
-        })
+        page(&r.tools, c, n)
+            .map(|(v, next)| (v.into_iter().map(|t| t.definition.clone()).collect(), next))
     })
 }
 
 fn list_resources(session: &Arc<Session>, req: &Request) -> Result<Value, ErrorObject> {
     listing(session, req, "resources", "resources", |r, c, n| {
-        page(&r.resources, c, n).map(|(v, next)| {
-            (
-                v.into_iter().map(|t| t.definition().clone()).collect(),
-                next,
-            )
-        })
+        page(&r.resources, c, n)
+            .map(|(v, next)| (v.into_iter().map(|t| t.definition.clone()).collect(), next))
     })
 }
 
 fn list_templates(session: &Arc<Session>, req: &Request) -> Result<Value, ErrorObject> {
     listing(session, req, "resources", "resourceTemplates", |r, c, n| {
-        page(&r.templates, c, n).map(|(v, next)| {
-            (
-                v.into_iter().map(|t| t.definition().clone()).collect(),
-                next,
-            )
-        })
+        page(&r.templates, c, n)
+            .map(|(v, next)| (v.into_iter().map(|t| t.definition.clone()).collect(), next))
     })
 }
 
 fn list_prompts(session: &Arc<Session>, req: &Request) -> Result<Value, ErrorObject> {
     listing(session, req, "prompts", "prompts", |r, c, n| {
-        page(&r.prompts, c, n).map(|(v, next)| {
-            (
-                v.into_iter().map(|t| t.definition().clone()).collect(),
-                next,
-            )
-        })
+        page(&r.prompts, c, n)
+            .map(|(v, next)| (v.into_iter().map(|t| t.definition.clone()).collect(), next))
     })
 }
 
@@ -221,17 +205,17 @@ fn call_tool(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
             ))
         }
     };
-    tool.call(arguments, ctx)
+    tool.entry.call(arguments, ctx)
 }
 
 fn read_resource(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
     let uri = required_str(params(req), "uri")?;
     let view = ctx.engine().catalog.view();
     if let Some(r) = view.resources.get(uri) {
-        return r.read(uri, ctx);
+        return r.entry.read(uri, ctx);
     }
-    match view.templates.values().find(|t| t.matches(uri)) {
-        Some(t) => t.read(uri, ctx),
+    match view.templates.values().find(|t| t.entry.matches(uri)) {
+        Some(t) => t.entry.read(uri, ctx),
         None => Err(
             ErrorObject::new(RESOURCE_NOT_FOUND, format!("Resource not found: {uri}"))
                 .with_data(json!({"uri": uri})),
@@ -270,7 +254,7 @@ fn get_prompt(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
         Some(v @ Value::Object(_)) => v,
         _ => &empty,
     };
-    prompt.get(arguments, ctx)
+    prompt.entry.get(arguments, ctx)
 }
 
 fn complete(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {

@@ -162,7 +162,7 @@ impl Engine {
 
     /// The entries of source `id`, as last replaced.
     pub fn source(&self, id: &str) -> Option<Source> {
-        self.catalog.source(id).map(|s| (*s).clone())
+        self.catalog.source(id)
     }
 
     /// Serves requests for methods the engine does not know (custom
@@ -171,7 +171,8 @@ impl Engine {
         self.catalog.set_fallback(fallback);
     }
 
-    fn announce(&self, changes: Changes) {
+    /// Sends one `list_changed` per kind in `changes`.
+    pub(crate) fn announce(&self, changes: Changes) {
         for kind in changes.kinds() {
             self.notify_list_changed(kind);
         }

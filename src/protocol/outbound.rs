@@ -40,6 +40,8 @@ pub(crate) struct Wait {
     pub(crate) progress: Option<ProgressHandler>,
     /// Answers the peer's requests that belong to this call.
     pub(crate) association: Option<PeerRequestHandler>,
+    /// The `reason` of `notifications/cancelled` when the caller cancels.
+    pub(crate) cancel_reason: &'static str,
 }
 
 /// Why a call failed.
@@ -131,7 +133,7 @@ impl Outbound {
             self.forget(&id);
             let reason = match e {
                 CallError::Timeout(_, d) => format!("timed out after {d:?}"),
-                _ => "cancelled by the caller".to_owned(),
+                _ => wait.cancel_reason.to_owned(),
             };
             let _ = send(Outgoing::Notification(jsonrpc::notification(
                 "notifications/cancelled",
@@ -305,21 +307,31 @@ mod tests {
     }
 
     #[test]
-    fn progress_restarts_the_timeout_but_not_the_total() {
+    fn progress_restarts_the_timeout() {
+        // Progress every 20 ms for 1.5 s against a 1 s timeout: only the
+        // restarts keep the call alive that long (a stall of a whole second
+        // would be needed to end it early). Then progress stops and the
+        // call times out.
         let out = Arc::new(Outbound::default());
         let seen = Arc::new(AtomicUsize::new(0));
         let (o, s) = (out.clone(), seen.clone());
-        let send = move |m: Outgoing| -> Result<(), String> {
+        let (stop_tx, stop) = crossbeam_channel::bounded::<()>(0);
+        let ticker = Mutex::new(None);
+        let send = |m: Outgoing| -> Result<(), String> {
             if let Outgoing::Request(r) = m {
                 let token = r["params"]["_meta"]["progressToken"].clone();
-                let o = o.clone();
-                std::thread::spawn(move || {
-                    for i in 0..1000 {
+                let (o, stop) = (o.clone(), stop.clone());
+                *lock(&ticker) = Some(std::thread::spawn(move || {
+                    let until = Instant::now() + Duration::from_millis(1500);
+                    let mut i = 0;
+                    while Instant::now() < until
+                        && stop.recv_timeout(Duration::from_millis(20)).is_err()
+                    {
+                        i += 1;
                         let p = json!({"progressToken": token, "progress": i});
                         o.progress(p.as_object().unwrap());
-                        std::thread::sleep(Duration::from_millis(10));
                     }
-                });
+                }));
             }
             Ok(())
         };
@@ -327,17 +339,22 @@ mod tests {
             s.fetch_add(1, Ordering::SeqCst);
         });
         let wait = Wait {
-            timeout: Duration::from_millis(100),
-            total: Some(Duration::from_millis(400)),
+            timeout: Duration::from_secs(1),
             progress: Some(progress),
             ..Default::default()
         };
+        let started = Instant::now();
         let e = out.call("long", json!({}), wait, &send).unwrap_err();
+        drop(stop_tx);
+        if let Some(t) = lock(&ticker).take() {
+            t.join().unwrap();
+        }
         assert!(matches!(e, CallError::Timeout(..)));
         assert!(
-            seen.load(Ordering::SeqCst) > 10,
-            "progress kept the call alive past its timeout"
+            started.elapsed() >= Duration::from_millis(1500),
+            "kept alive by progress"
         );
+        assert!(seen.load(Ordering::SeqCst) > 0);
     }
 
     #[test]

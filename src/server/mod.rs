@@ -35,7 +35,9 @@ pub use resource::{Resource, ResourceHandler, ResourceTemplate, TemplateHandler}
 pub use tool::{Tool, ToolError, ToolHandler, ToolResult};
 pub use uri_template::UriTemplate;
 
-use crate::protocol::catalog::{CatalogError, PromptEntry, ResourceEntry, Source, ToolEntry};
+use crate::protocol::catalog::{
+    key_of, CatalogError, PromptEntry, ResourceEntry, Source, ToolEntry,
+};
 use crate::protocol::{Changes, Context, Engine, EngineOptions, ServerInfo};
 use crate::sync::lock;
 use entries::{Local, LocalCompletion, LocalTool};
@@ -131,11 +133,11 @@ impl ServerBuilder {
         }
         let engine = Engine::new(self.info, self.options, self.enabled).map_err(BuildError::Io)?;
         engine
-            .replace_source(LOCAL_SOURCE, self.source.clone())
+            .replace_source(LOCAL_SOURCE, self.source)
             .map_err(|e| BuildError::Schema(e.to_string()))?;
         Ok(Server {
             engine,
-            local: Arc::new(Mutex::new(self.source)),
+            local: Arc::new(Mutex::new(())),
         })
     }
 }
@@ -183,16 +185,9 @@ impl std::error::Error for BuildError {}
 #[derive(Clone)]
 pub struct Server {
     engine: Arc<Engine>,
-    // The local source as last given to the engine; held while a change
-    // is applied, so changes to it apply in order.
-    local: Arc<Mutex<Source>>,
-}
-
-/// The string `member` of a definition: its name or URI.
-fn key(def: &serde_json::Value, member: &str) -> Option<String> {
-    def.get(member)
-        .and_then(serde_json::Value::as_str)
-        .map(str::to_owned)
+    // Held while a change to the local source is applied, so changes
+    // apply in order (the source itself lives in the engine).
+    local: Arc<Mutex<()>>,
 }
 
 impl Server {
@@ -229,16 +224,25 @@ impl Server {
         self.engine.withdraw_source(id)
     }
 
-    /// Applies `change` to the local source and hands the result to the engine.
+    /// Applies `change` to the local source (as the engine holds it) and
+    /// swaps it in; clients are told after the lock is released.
     fn update_local(&self, change: impl FnOnce(&mut Source) -> bool) -> bool {
-        let mut local = lock(&self.local);
-        if !change(&mut local) {
-            return false;
-        }
-        if let Err(e) = self.engine.replace_source(LOCAL_SOURCE, local.clone()) {
-            // Entries are checked when they are made; this cannot happen.
-            log::error!("server: local catalog change refused: {e}");
-        }
+        let changes = {
+            let _ordered = lock(&self.local);
+            let mut source = self.engine.source(LOCAL_SOURCE).unwrap_or_default();
+            if !change(&mut source) {
+                return false;
+            }
+            match self.engine.catalog.replace(LOCAL_SOURCE, source) {
+                Ok(changes) => changes,
+                Err(e) => {
+                    // Entries are checked when they are made; this cannot happen.
+                    log::error!("server: local catalog change refused: {e}");
+                    return false;
+                }
+            }
+        };
+        self.engine.announce(changes);
         true
     }
 
@@ -247,7 +251,7 @@ impl Server {
         let entry = LocalTool::compile(tool).map_err(BuildError::Schema)?;
         let name = entry.name().to_owned();
         self.update_local(|s| {
-            remove(&mut s.tools, "name", &name);
+            remove(&mut s.tools, |t| t.definition(), "name", &name);
             s.tools.push(Arc::new(entry));
             true
         });
@@ -255,35 +259,35 @@ impl Server {
     }
     /// Removes a tool at run time; notifies clients if it existed.
     pub fn remove_tool(&self, name: &str) -> bool {
-        self.update_local(|s| remove(&mut s.tools, "name", name))
+        self.update_local(|s| remove(&mut s.tools, |t| t.definition(), "name", name))
     }
     /// Adds or replaces a resource at run time and notifies clients.
     pub fn add_resource(&self, resource: Resource) {
         let entry: Arc<dyn ResourceEntry> = Arc::new(Local::<Resource>::new(resource));
-        let uri = key(entry.definition(), "uri").unwrap_or_default();
+        let uri = key_of(entry.definition(), "uri").unwrap_or_default();
         self.update_local(|s| {
-            remove(&mut s.resources, "uri", &uri);
+            remove(&mut s.resources, |r| r.definition(), "uri", &uri);
             s.resources.push(entry);
             true
         });
     }
     /// Removes a resource at run time; notifies clients if it existed.
     pub fn remove_resource(&self, uri: &str) -> bool {
-        self.update_local(|s| remove(&mut s.resources, "uri", uri))
+        self.update_local(|s| remove(&mut s.resources, |r| r.definition(), "uri", uri))
     }
     /// Adds or replaces a prompt at run time and notifies clients.
     pub fn add_prompt(&self, prompt: Prompt) {
         let entry: Arc<dyn PromptEntry> = Arc::new(Local::<Prompt>::new(prompt));
-        let name = key(entry.definition(), "name").unwrap_or_default();
+        let name = key_of(entry.definition(), "name").unwrap_or_default();
         self.update_local(|s| {
-            remove(&mut s.prompts, "name", &name);
+            remove(&mut s.prompts, |p| p.definition(), "name", &name);
             s.prompts.push(entry);
             true
         });
     }
     /// Removes a prompt at run time; notifies clients if it existed.
     pub fn remove_prompt(&self, name: &str) -> bool {
-        self.update_local(|s| remove(&mut s.prompts, "name", name))
+        self.update_local(|s| remove(&mut s.prompts, |p| p.definition(), "name", name))
     }
     /// Tells subscribed clients that the resource at `uri` changed.
     pub fn notify_resource_updated(&self, uri: &str) {
@@ -291,29 +295,14 @@ impl Server {
     }
 }
 
-/// Something in the local source with a definition.
-trait Listed {
-    fn def(&self) -> &serde_json::Value;
-}
-impl Listed for Arc<dyn ToolEntry> {
-    fn def(&self) -> &serde_json::Value {
-        self.definition()
-    }
-}
-impl Listed for Arc<dyn ResourceEntry> {
-    fn def(&self) -> &serde_json::Value {
-        self.definition()
-    }
-}
-impl Listed for Arc<dyn PromptEntry> {
-    fn def(&self) -> &serde_json::Value {
-        self.definition()
-    }
-}
-
 /// Removes the entries whose `member` is `value`; whether any was there.
-fn remove<T: Listed>(entries: &mut Vec<T>, member: &str, value: &str) -> bool {
+fn remove<T: ?Sized>(
+    entries: &mut Vec<Arc<T>>,
+    definition: impl Fn(&T) -> &serde_json::Value,
+    member: &str,
+    value: &str,
+) -> bool {
     let before = entries.len();
-    entries.retain(|e| key(e.def(), member).as_deref() != Some(value));
+    entries.retain(|e| key_of(definition(e), member).as_deref() != Some(value));
     entries.len() != before
 }

@@ -126,8 +126,11 @@ impl Acceptor {
             match listener.accept() {
                 Ok((stream, peer)) => {
                     pause = Duration::from_millis(5);
+                    // Some systems hand on the listener's non-blocking mode.
+                    let _ = stream.set_nonblocking(false);
                     self.spawn_connection(stream, peer);
                 }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) if transient(&e) => {
                     log::warn!("{}: accept failed ({e}); retrying in {pause:?}", self.name);
                     // Out of descriptors: wait for connections to close. The
@@ -189,6 +192,10 @@ impl Acceptor {
                     }
                 }
             };
+            // Accept only after poll says so, never blocking: a connection
+            // that is gone by then (or taken by another process sharing an
+            // activated socket) must not keep this worker from its stop signal.
+            socket.set_nonblocking(true)?;
             acceptor.stopping.store(false, Ordering::SeqCst);
             ctx.ready();
             acceptor
@@ -209,6 +216,7 @@ impl Acceptor {
 
     /// Makes the listening socket fail (accept() then returns EINVAL), to
     /// prove that the supervisor restarts the listener and it rebinds.
+    #[cfg(feature = "http")]
     pub(crate) fn break_socket(&self) {
         use std::os::fd::AsRawFd;
         if let Some(l) = lock(&self.socket).as_ref() {

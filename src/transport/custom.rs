@@ -12,6 +12,7 @@
 //!     while let Some(message) = outbox.recv() {
 //!         // write `message` (one JSON-RPC message, no framing) to your peer
 //!     }
+//!     // (or, for newline-delimited JSON: outbox.write_lines(socket))
 //! });
 //! for frame in frames() {
 //!     connection.receive(&frame); // one whole message per call
@@ -23,6 +24,7 @@
 use crate::jsonrpc::ParseError;
 use crate::protocol::{Engine, Outgoing, Session, Sink};
 use crossbeam_channel::{Receiver, Sender};
+use std::io::{self, BufWriter, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -158,6 +160,7 @@ impl ServerConnection {
 
     /// The input ended: in-flight work gets the grace period, then is
     /// cancelled; the session closes and the outbox ends once drained.
+    /// (Dropping the connection instead closes it without the grace.)
     pub fn close(self) {
         let session = &self.session;
         if !session.wait_idle(self.grace) {
@@ -167,7 +170,14 @@ impl ServerConnection {
                 session.inflight()
             );
         }
-        session.close();
+    }
+}
+
+impl Drop for ServerConnection {
+    /// Cancels what is still in flight and ends the session; the outbox
+    /// ends once drained.
+    fn drop(&mut self) {
+        self.session.close();
     }
 }
 
@@ -187,5 +197,21 @@ impl Outbox {
     /// The next message if one is queued now.
     pub fn try_recv(&self) -> Option<Vec<u8>> {
         self.rx.try_recv().ok()
+    }
+
+    /// Writes every message to `output` as one line (newline-delimited
+    /// JSON-RPC) until the outbox ends, flushing whenever it runs dry.
+    pub fn write_lines(self, output: impl Write) -> io::Result<()> {
+        let mut out = BufWriter::with_capacity(64 * 1024, output);
+        while let Some(first) = self.recv() {
+            out.write_all(&first)?;
+            out.write_all(b"\n")?;
+            while let Some(more) = self.try_recv() {
+                out.write_all(&more)?;
+                out.write_all(b"\n")?;
+            }
+            out.flush()?;
+        }
+        out.flush()
     }
 }

@@ -220,7 +220,7 @@ mod tests {
         for (s, why) in [
             ("udp://1.2.3.4:5", "unknown scheme"),
             ("8808", "expected stdio"),
-            ("tcp://nowhere.invalid:1", "no address"),
+            ("tcp://127.0.0.1", "no address"),
         ] {
             let e = s.parse::<Listen>().unwrap_err().to_string();
             assert!(e.contains(why), "{s}: {e}");

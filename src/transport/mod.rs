@@ -27,12 +27,13 @@ pub mod lines;
 pub mod listen;
 pub mod memory;
 #[cfg(any(feature = "client", feature = "amqp"))]
-pub(crate) mod reconnect;
+pub mod reconnect;
 #[cfg(any(feature = "http", feature = "amqp"))]
 pub(crate) mod session_table;
 pub mod stdio;
 #[cfg(feature = "tcp")]
 pub mod tcp;
+pub mod tree;
 
 #[cfg(any(feature = "http", feature = "amqp"))]
 pub use session_table::{

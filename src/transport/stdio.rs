@@ -5,10 +5,10 @@
 //! queue is empty. Nothing but MCP messages is ever written; logs go to
 //! stderr through `log`.
 
-use super::custom::{ConnectionOptions, Outbox, ServerConnection};
+use super::custom::{ConnectionOptions, ServerConnection};
 use super::lines::{Frame, LineReader};
 use crate::protocol::Engine;
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, Read, Write};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
@@ -101,7 +101,7 @@ where
     let (conn, outbox) = ServerConnection::open(engine, options.connection());
     let writer = thread::Builder::new()
         .name("mcpvisor-line-writer".into())
-        .spawn(move || write_loop(output, outbox))?;
+        .spawn(move || outbox.write_lines(output))?;
     let read_result = read_loop(&conn, input, options.max_line_bytes);
     conn.close();
     let write_result = writer
@@ -122,29 +122,27 @@ fn read_loop<R: Read>(conn: &ServerConnection, input: R, max: usize) -> io::Resu
     Ok(())
 }
 
-/// Writes each message as one line, flushing whenever the outbox runs dry.
-fn write_loop<W: Write>(output: W, outbox: Outbox) -> io::Result<()> {
-    let mut out = BufWriter::with_capacity(64 * 1024, output);
-    while let Some(first) = outbox.recv() {
-        out.write_all(&first)?;
-        out.write_all(b"\n")?;
-        while let Some(more) = outbox.try_recv() {
-            out.write_all(&more)?;
-            out.write_all(b"\n")?;
-        }
-        out.flush()?;
-    }
-    out.flush()
-}
-
 /// This process's stdin and stdout as a supervised worker for a tree of
 /// yours: it serves until EOF on stdin and then ends normally, so it is
 /// not restarted (`Restart::Transient`); an I/O failure is restarted.
 /// A read of stdin cannot be interrupted: when its tree stops it before
 /// EOF, the worker is detached after its shutdown timeout.
 pub fn child_spec(engine: Arc<Engine>, options: StdioOptions) -> supervisor::ChildSpec {
+    worker(engine, options, None)
+}
+
+/// [`child_spec`], telling `done` when input ended (EOF).
+pub(crate) fn worker(
+    engine: Arc<Engine>,
+    options: StdioOptions,
+    done: Option<crossbeam_channel::Sender<()>>,
+) -> supervisor::ChildSpec {
     supervisor::ChildSpec::worker("stdio", move |_| {
-        serve(&engine, options.clone()).map_err(Into::into)
+        serve(&engine, options.clone())?;
+        if let Some(d) = &done {
+            let _ = d.send(());
+        }
+        Ok(())
     })
     .restart(supervisor::Restart::Transient)
 }

@@ -10,7 +10,7 @@ use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::Duration;
-use supervisor::{ChildSpec, Strategy, Supervisor, SupervisorSpec};
+use supervisor::{ChildSpec, Strategy, SupervisorSpec};
 
 /// Default address: loopback, port 8809.
 pub const DEFAULT_TCP_BIND: &str = "127.0.0.1:8809";
@@ -92,19 +92,9 @@ impl TcpListenerHandle {
 }
 
 /// A TCP transport running under a supervision tree of its own.
-pub struct TcpServer {
-    root: Supervisor,
-    handle: TcpListenerHandle,
-}
+pub type TcpServer = super::tree::Tree<TcpListenerHandle>;
 
-impl std::ops::Deref for TcpServer {
-    type Target = TcpListenerHandle;
-    fn deref(&self) -> &TcpListenerHandle {
-        &self.handle
-    }
-}
-
-impl TcpServer {
+impl super::tree::Tree<TcpListenerHandle> {
     /// Binds (or takes `options.listener`) and returns the listener as a
     /// child spec (a supervisor over its accept loop) for a tree of yours.
     pub fn child_spec(
@@ -154,16 +144,6 @@ impl TcpServer {
     /// Binds and starts serving `engine` under a tree of its own.
     pub fn start(engine: Arc<Engine>, options: TcpOptions) -> io::Result<TcpServer> {
         let (spec, handle) = Self::tree(engine, options)?;
-        let root = Supervisor::start(spec).map_err(io::Error::other)?;
-        Ok(TcpServer { root, handle })
-    }
-    /// Stops accepting and stops the supervision tree (open connections end
-    /// when their peers leave or idle out).
-    pub fn shutdown(self) -> io::Result<()> {
-        self.root.shutdown().map(drop).map_err(io::Error::other)
-    }
-    /// Blocks until the transport's supervision tree ends.
-    pub fn wait(self) -> io::Result<()> {
-        self.root.wait().map_err(io::Error::other)
+        super::tree::Tree::run(spec, handle)
     }
 }

@@ -26,7 +26,7 @@ use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use supervisor::{ChildSpec, Restart, Strategy, Supervisor, SupervisorSpec};
+use supervisor::{ChildSpec, Restart, Strategy, SupervisorSpec};
 
 /// A session owned by this instance.
 pub(crate) struct SessionRoute {
@@ -238,25 +238,9 @@ impl std::fmt::Display for AmqpListener {
 }
 
 /// An AMQP instance running under a supervision tree of its own.
-pub struct AmqpServer {
-    root: Supervisor,
-    handle: AmqpListener,
-}
+pub type AmqpServer = crate::transport::tree::Tree<AmqpListener>;
 
-impl std::ops::Deref for AmqpServer {
-    type Target = AmqpListener;
-    fn deref(&self) -> &AmqpListener {
-        &self.handle
-    }
-}
-
-impl std::fmt::Display for AmqpServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.handle.fmt(f)
-    }
-}
-
-impl AmqpServer {
+impl crate::transport::tree::Tree<AmqpListener> {
     /// Connects to the broker and returns the instance as a child spec (a
     /// supervisor over the link worker, which declares the topology and
     /// serves, and a session sweeper) for a tree of yours. Fails if the
@@ -320,8 +304,10 @@ impl AmqpServer {
         };
         let spec = SupervisorSpec::new("amqp", Strategy::OneForOne)
             .intensity(3, Duration::from_secs(60))
-            .child(SessionTable::sweeper(&sessions, "amqp-session-sweeper"))
-            .child(link);
+            // Stopped in reverse order: the sweeper first, so sessions end
+            // (their work is cancelled) before the link closes.
+            .child(link)
+            .child(SessionTable::sweeper(&sessions, "amqp-session-sweeper"));
         let handle = AmqpListener { shared };
         log::info!("amqp: serving MCP on {handle}");
         Ok((spec, handle))
@@ -332,25 +318,9 @@ impl AmqpServer {
     /// cannot be made.
     pub fn start(engine: Arc<Engine>, config: AmqpConfig) -> io::Result<AmqpServer> {
         let (spec, handle) = Self::tree(engine, config)?;
-        let root = Supervisor::start(spec).map_err(io::Error::other)?;
-        Ok(AmqpServer { root, handle })
-    }
-    /// The supervision tree (link worker, session sweeper).
-    pub fn supervisor(&self) -> supervisor::SupervisorRef {
-        self.root.handle()
-    }
-    /// Ends every session, closes the broker connection (no reconnection
-    /// follows) and stops the supervision tree.
-    pub fn shutdown(self) -> io::Result<()> {
-        self.root.shutdown().map(drop).map_err(io::Error::other)
-    }
-    /// Blocks until the supervision tree ends: `Err` when the link gave up
-    /// reconnecting more often than the restart intensity allows.
-    pub fn wait(self) -> io::Result<()> {
-        self.root.wait().map_err(io::Error::other)
+        crate::transport::tree::Tree::run(spec, handle)
     }
 }
-
 /// Publish sequence numbers awaiting the broker's confirm, with the
 /// deliveries to acknowledge then. Bounded by the prefetch: each entry is
 /// an unacknowledged delivery.

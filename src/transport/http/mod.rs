@@ -28,7 +28,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 use streams::SessionStreams;
-use supervisor::{ChildSpec, Clock, Strategy, Supervisor, SupervisorSpec, SystemClock};
+use supervisor::{ChildSpec, Clock, Strategy, SupervisorSpec, SystemClock};
 
 /// Default address: loopback, port 8808.
 pub const DEFAULT_BIND: &str = "127.0.0.1:8808";
@@ -142,13 +142,18 @@ fn is_loopback(ip: IpAddr) -> bool {
 }
 
 impl HttpOptions {
-    /// Binds `addr`; away from loopback the Origin default becomes "none"
-    /// and the Host check is off, unless set explicitly afterwards.
+    /// Binds `addr`. Away from loopback, the allow lists still at their
+    /// loopback default follow the address: the Origin default becomes
+    /// "none" and the Host check is off. Lists set before are kept.
     pub fn with_bind(mut self, addr: SocketAddr) -> Self {
         self.bind = addr;
         if !is_loopback(addr.ip()) {
-            self.allowed_origins = AllowList::List(Vec::new());
-            self.allowed_hosts = AllowList::Any;
+            if self.allowed_origins == AllowList::Loopback {
+                self.allowed_origins = AllowList::List(Vec::new());
+            }
+            if self.allowed_hosts == AllowList::Loopback {
+                self.allowed_hosts = AllowList::Any;
+            }
         }
         self
     }
@@ -278,19 +283,9 @@ impl HttpListener {
 }
 
 /// An HTTP transport running under a supervision tree of its own.
-pub struct HttpServer {
-    root: Supervisor,
-    handle: HttpListener,
-}
+pub type HttpServer = crate::transport::tree::Tree<HttpListener>;
 
-impl std::ops::Deref for HttpServer {
-    type Target = HttpListener;
-    fn deref(&self) -> &HttpListener {
-        &self.handle
-    }
-}
-
-impl HttpServer {
+impl crate::transport::tree::Tree<HttpListener> {
     /// Binds (or takes `options.listener`) and returns the transport as a
     /// child spec (a supervisor over the session sweeper and the accept
     /// loop) for a tree of yours. When the tree stops it, its sessions end.
@@ -353,23 +348,6 @@ impl HttpServer {
     /// Binds and starts serving `engine` under a tree of its own.
     pub fn start(engine: Arc<Engine>, options: HttpOptions) -> io::Result<HttpServer> {
         let (spec, handle) = Self::tree(engine, options)?;
-        let root = Supervisor::start(spec).map_err(io::Error::other)?;
-        Ok(HttpServer { root, handle })
-    }
-
-    /// The supervision tree of the transport (listener, session sweeper).
-    pub fn supervisor(&self) -> supervisor::SupervisorRef {
-        self.root.handle()
-    }
-
-    /// Stops accepting, ends every session, stops the supervision tree.
-    pub fn shutdown(self) -> io::Result<()> {
-        self.root.shutdown().map(drop).map_err(io::Error::other)
-    }
-
-    /// Blocks until the transport's supervision tree ends (it fails only if
-    /// the listener keeps failing beyond its restart intensity).
-    pub fn wait(self) -> io::Result<()> {
-        self.root.wait().map_err(io::Error::other)
+        crate::transport::tree::Tree::run(spec, handle)
     }
 }

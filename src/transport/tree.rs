@@ -1,0 +1,77 @@
+//! A listener running under a supervision tree of its own: what
+//! `HttpServer::start`, `TcpServer::start`, `AmqpServer::start` and
+//! `Server::start` return. Derefs to the listener's handle.
+
+use crossbeam_channel::Receiver;
+use std::io;
+use supervisor::{Supervisor, SupervisorRef, SupervisorSpec};
+
+/// A supervision tree that runs one listener, and the listener's handle.
+pub struct Tree<H> {
+    root: Supervisor,
+    handle: H,
+    // Ready when the listener is done for good (stdio: EOF), for listeners
+    // that end normally and are then not restarted.
+    done: Option<Receiver<()>>,
+}
+
+impl<H> Tree<H> {
+    /// Starts `spec` as the root of a tree of its own.
+    pub(crate) fn run(spec: SupervisorSpec, handle: H) -> io::Result<Tree<H>> {
+        let root = Supervisor::start(spec).map_err(io::Error::other)?;
+        Ok(Tree {
+            root,
+            handle,
+            done: None,
+        })
+    }
+
+    /// [`Tree::wait`] returns once `done` is ready (or disconnected).
+    pub(crate) fn ending_with(mut self, done: Receiver<()>) -> Tree<H> {
+        self.done = Some(done);
+        self
+    }
+
+    /// The listener's handle.
+    pub fn handle(&self) -> &H {
+        &self.handle
+    }
+
+    /// The supervision tree.
+    pub fn supervisor(&self) -> SupervisorRef {
+        self.root.handle()
+    }
+
+    /// Blocks until the listener ends: `Err` when it failed beyond its
+    /// restart intensity; `Ok` when it ended normally (stdio at EOF).
+    pub fn wait(self) -> io::Result<()> {
+        match self.done {
+            Some(done) => {
+                // Ready at the normal end; disconnected when the tree gave
+                // up (its specs are dropped): either way, stop what is left.
+                let _ = done.recv();
+                self.root.shutdown().map(drop).map_err(io::Error::other)
+            }
+            None => self.root.wait().map_err(io::Error::other),
+        }
+    }
+
+    /// Stops the listener and its tree: it stops accepting, and its
+    /// sessions end.
+    pub fn shutdown(self) -> io::Result<()> {
+        self.root.shutdown().map(drop).map_err(io::Error::other)
+    }
+}
+
+impl<H> std::ops::Deref for Tree<H> {
+    type Target = H;
+    fn deref(&self) -> &H {
+        &self.handle
+    }
+}
+
+impl<H: std::fmt::Display> std::fmt::Display for Tree<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.handle.fmt(f)
+    }
+}
