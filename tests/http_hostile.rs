@@ -284,3 +284,32 @@ fn a_failed_listener_is_restarted_by_the_supervisor_and_rebinds() {
     round_trip(addr, &sid, 1);
     http.shutdown().unwrap();
 }
+
+#[test]
+fn huge_chunk_sizes_are_refused_without_overflow() {
+    // #11 item 5: `ffffffffffffffff` wrapped `body.len() + size`.
+    let http = echo_server(HttpOptions::default());
+    let addr = http.local_addr();
+    for (size, status) in [
+        ("ffffffffffffffff", 413),
+        ("FFFFFFFFFFFFFFFE", 413),
+        ("7fffffffffffffff", 413),
+        ("10000000000000000", 400),
+        ("400001", 413),
+    ] {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n{size}\r\n"
+        );
+        let _ = s.write_all(head.as_bytes());
+        assert_eq!(
+            read_head(BufReader::new(s)).status,
+            status,
+            "chunk size {size}"
+        );
+    }
+    assert_eq!(send(addr, "GET", "/healthz", &[], b"").status, 200);
+    http.shutdown().unwrap();
+}

@@ -188,3 +188,90 @@ fn over_http_each_calls_requests_reach_its_own_association() {
     }
     http.shutdown().unwrap();
 }
+
+#[test]
+fn a_notification_callback_may_call_the_client() {
+    // #11 item 3: re-listing tools on `list_changed`, the natural use, ran
+    // on the reader thread that its own answer needed.
+    let server = Server::builder("outbound-notify", "1")
+        .enable_tools()
+        .build()
+        .unwrap();
+    let tcp = server
+        .start_tcp(TcpOptions::default().with_bind("127.0.0.1:0".parse().unwrap()))
+        .unwrap();
+    let me: Arc<std::sync::OnceLock<Client>> = Arc::new(std::sync::OnceLock::new());
+    let (tx, relisted) = crossbeam_channel::unbounded();
+    let m = me.clone();
+    let options = ClientOptions {
+        on_notification: Some(Arc::new(move |method, _| {
+            if let (Some(c), "notifications/tools/list_changed") = (m.get(), method) {
+                let _ = tx.send(c.list_tools().map(|t| t.len()));
+            }
+        })),
+        ..Default::default()
+    };
+    let client = Client::connect(Connection::tcp(tcp.local_addr()).unwrap(), options).unwrap();
+    let _ = me.set(client.clone());
+    client.ping().unwrap(); // the session is operating
+    server
+        .add_tool(Tool::new("new", json!({"type": "object"}), |_, _| {
+            Ok(ToolResult::text(""))
+        }))
+        .unwrap();
+    let listed = relisted
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the callback's own call was answered");
+    assert_eq!(listed, Ok(1));
+    client.close();
+}
+
+#[test]
+fn ping_is_answered_while_every_callback_thread_is_busy() {
+    // #11 item 21: the server's ping never waits behind user callbacks.
+    let (release_tx, release) = crossbeam_channel::unbounded::<()>();
+    let (asked_tx, asked) = crossbeam_channel::unbounded::<()>();
+    let server = Server::builder("outbound-ping", "1")
+        .tool(Tool::new("ask", json!({"type": "object"}), |_, ctx| {
+            let r = ctx
+                .sample(
+                    json!({"messages": [], "maxTokens": 1}),
+                    Duration::from_secs(20),
+                )
+                .map_err(mcpvisor::ToolError::from)?;
+            Ok(ToolResult::text(
+                r["content"]["text"].as_str().unwrap_or("?"),
+            ))
+        }))
+        .tool(Tool::new(
+            "ping_client",
+            json!({"type": "object"}),
+            |_, ctx| {
+                ctx.peer_request("ping", json!({}), None, Duration::from_secs(5))
+                    .map_err(mcpvisor::ToolError::from)?;
+                Ok(ToolResult::text("pong"))
+            },
+        ))
+        .build()
+        .unwrap();
+    let tcp = server
+        .start_tcp(TcpOptions::default().with_bind("127.0.0.1:0".parse().unwrap()))
+        .unwrap();
+    let options = ClientOptions {
+        callback_threads: 1,
+        sampling: Some(Arc::new(move |_| {
+            let _ = asked_tx.send(());
+            let _ = release.recv();
+            Ok(sampled("released"))
+        })),
+        ..Default::default()
+    };
+    let client = Client::connect(Connection::tcp(tcp.local_addr()).unwrap(), options).unwrap();
+    let c = client.clone();
+    let blocked = std::thread::spawn(move || c.call_tool("ask", json!({})).unwrap());
+    asked.recv_timeout(Duration::from_secs(10)).unwrap(); // the one callback thread is busy
+    let r = client.call_tool("ping_client", json!({})).unwrap();
+    assert_eq!(answer(&r), "pong", "{r}");
+    release_tx.send(()).unwrap();
+    assert_eq!(answer(&blocked.join().unwrap()), "released");
+}

@@ -29,10 +29,11 @@ use crate::jsonrpc::{self, ErrorObject, Message, Parsed, Request, RequestId};
 use crate::protocol::pool::Pool;
 use crate::protocol::{CallError, CancelToken, Outbound, Outgoing, ProtocolVersion, Wait};
 use crate::sync::lock;
+use crossbeam_channel::Sender;
 use serde_json::{json, Map, Value};
 use std::cell::RefCell;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::Duration;
@@ -173,6 +174,11 @@ struct Shared {
     outbound: Outbound,
     // Runs callbacks for the server's requests; started at the first one.
     callbacks: OnceLock<Option<Pool>>,
+    // Runs notification and progress callbacks in arrival order, off the
+    // reader thread; started at the first one.
+    notifier: OnceLock<Option<Sender<Notice>>>,
+    // Notices queued or running on the notifier.
+    queued_notices: Arc<AtomicUsize>,
     closed: AtomicBool,
     // Set while one reader thread re-establishes the connection.
     reconnecting: AtomicBool,
@@ -262,6 +268,8 @@ impl Client {
             writer: Mutex::new(writer),
             outbound: Outbound::default(),
             callbacks: OnceLock::new(),
+            notifier: OnceLock::new(),
+            queued_notices: Arc::new(AtomicUsize::new(0)),
             closed: AtomicBool::new(false),
             reconnecting: AtomicBool::new(false),
             options,
@@ -373,6 +381,9 @@ impl Client {
             progress: opts.progress,
             association: opts.on_request,
             cancel_reason: "cancelled by the client",
+            // A call made by a notification callback is answered at once:
+            // waiting for the queue it runs in would wait for itself.
+            ordered: !ON_NOTIFIER.with(std::cell::Cell::get),
         };
         // The write's own error, kept whole for the caller.
         let failed = RefCell::new(None);
@@ -638,20 +649,98 @@ fn give_up(shared: &Arc<Shared>, why: ClientError) {
 /// carried it, when the transport knows.
 fn dispatch(shared: &Arc<Shared>, message: Message, related: Option<&RequestId>) {
     match message {
+        // While notification or progress callbacks of earlier messages are
+        // still queued, the answer waits behind them: when a call returns,
+        // everything the server sent before its answer has been handled.
+        Message::Response(r)
+            if shared.queued_notices.load(Ordering::SeqCst) > 0 && shared.outbound.ordered(&r) =>
+        {
+            let answering = shared.clone();
+            let answer: Notice = Box::new(move || {
+                answering.outbound.answer(r, "client");
+            });
+            // Not queued (a full queue): answer now rather than lose it.
+            if let Err(answer) = notify(shared, answer) {
+                answer();
+            }
+        }
         Message::Response(r) => {
             shared.outbound.answer(r, "client");
         }
         Message::Notification(n) => match (n.method(), n.params()) {
-            ("notifications/progress", Some(p)) => shared.outbound.progress(p),
+            ("notifications/progress", Some(p)) => {
+                if let Some(report) = shared.outbound.progress(p) {
+                    notify_user(shared, report);
+                }
+            }
             (method, params) => {
                 let params = params.map_or(Value::Null, |p| Value::Object(p.clone()));
-                match &shared.options.on_notification {
-                    Some(h) => h(method, &params),
+                match shared.options.on_notification.clone() {
+                    Some(h) => {
+                        let method = method.to_owned();
+                        notify_user(shared, Box::new(move || h(&method, &params)));
+                    }
                     None => log::info!("client: notification {method}: {params}"),
                 }
             }
         },
         Message::Request(r) => serve_peer_request(shared, r, related),
+    }
+}
+
+/// A notification or progress callback, ready to run.
+type Notice = Box<dyn FnOnce() + Send>;
+
+thread_local! {
+    // Set on the notifier thread.
+    static ON_NOTIFIER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Notices waiting for the notifier thread; beyond, new ones are dropped
+/// (and logged) rather than stalling the reader.
+pub const NOTIFICATION_QUEUE: usize = 4096;
+
+/// Runs `notice` on the client's notifier thread, in arrival order: a
+/// callback may block or call the client (re-list tools on
+/// `list_changed`) without stalling the reader that its answer needs.
+/// Answers that arrive while notices wait are queued behind them, except
+/// the answers to calls made from the notifier thread itself.
+fn notify(shared: &Shared, notice: Notice) -> Result<(), Notice> {
+    let queue = shared.notifier.get_or_init(|| {
+        let (tx, rx) = crossbeam_channel::bounded::<Notice>(NOTIFICATION_QUEUE);
+        let queued = shared.queued_notices.clone();
+        // The thread holds only the receiver: it ends when the client does.
+        thread::Builder::new()
+            .name("mcpvisor-client-notify".into())
+            .spawn(move || {
+                ON_NOTIFIER.with(|n| n.set(true));
+                for notice in rx {
+                    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(notice)).is_err() {
+                        log::error!("client: a notification callback panicked");
+                    }
+                    queued.fetch_sub(1, Ordering::SeqCst);
+                }
+            })
+            .inspect_err(|e| log::error!("client: cannot start the notifier thread: {e}"))
+            .ok()
+            .map(|_| tx)
+    });
+    let Some(q) = queue else {
+        return Err(notice);
+    };
+    shared.queued_notices.fetch_add(1, Ordering::SeqCst);
+    q.try_send(notice).map_err(|e| {
+        shared.queued_notices.fetch_sub(1, Ordering::SeqCst);
+        e.into_inner()
+    })
+}
+
+/// [`notify`] for a user callback: dropped (and logged) when it cannot queue.
+fn notify_user(shared: &Shared, notice: Notice) {
+    if notify(shared, notice).is_err() {
+        log::warn!(
+            "client: {NOTIFICATION_QUEUE} notifications wait for their callbacks (or none can run); one dropped"
+        );
     }
 }
 

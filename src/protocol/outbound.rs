@@ -42,6 +42,9 @@ pub(crate) struct Wait {
     pub(crate) association: Option<PeerRequestHandler>,
     /// The `reason` of `notifications/cancelled` when the caller cancels.
     pub(crate) cancel_reason: &'static str,
+    /// The answer must wait for the peer's messages that came before it
+    /// to be handled (see [`Outbound::ordered`]).
+    pub(crate) ordered: bool,
 }
 
 /// Why a call failed.
@@ -69,6 +72,8 @@ struct Pending {
     // Read when the client side routes the peer's requests.
     #[cfg_attr(not(feature = "client"), allow(dead_code))]
     association: Option<PeerRequestHandler>,
+    #[cfg_attr(not(feature = "client"), allow(dead_code))]
+    ordered: bool,
 }
 
 /// Requests in flight to the peer.
@@ -120,6 +125,7 @@ impl Outbound {
                     tick,
                     progress: wait.progress.clone(),
                     association: wait.association.clone(),
+                    ordered: wait.ordered,
                 },
             );
         }
@@ -166,43 +172,54 @@ impl Outbound {
         }
     }
 
-    /// Routes `notifications/progress`: restarts the call's timeout and
-    /// runs its progress callback (outside any lock).
-    pub(crate) fn progress(&self, params: &Map<String, Value>) {
-        let Some(id) = params.get("progressToken").and_then(RequestId::from_value) else {
-            return;
-        };
+    /// Whether the call a response answers asked for its answer to come
+    /// after the peer's earlier messages are handled.
+    #[cfg_attr(not(feature = "client"), allow(dead_code))]
+    pub(crate) fn ordered(&self, response: &Response) -> bool {
+        response
+            .id()
+            .and_then(|id| lock(&self.pending).get(id).map(|p| p.ordered))
+            .unwrap_or(false)
+    }
+
+    /// Routes `notifications/progress`: restarts the call's timeout at once
+    /// and returns the call's progress callback, ready to run, for the
+    /// caller to run where user code may block (never under a lock, never
+    /// on a reader thread).
+    pub(crate) fn progress(&self, params: &Map<String, Value>) -> Option<Box<dyn FnOnce() + Send>> {
+        let id = params
+            .get("progressToken")
+            .and_then(RequestId::from_value)?;
         let callback = {
             let pending = lock(&self.pending);
-            let Some(p) = pending.get(&id) else {
-                return;
-            };
+            let p = pending.get(&id)?;
             let _ = p.tick.send(());
             p.progress.clone()
-        };
-        if let (Some(cb), Some(progress)) =
-            (callback, params.get("progress").and_then(Value::as_f64))
-        {
-            cb(
-                progress,
-                params.get("total").and_then(Value::as_f64),
-                params.get("message").and_then(Value::as_str),
-            );
-        }
+        }?;
+        let progress = params.get("progress").and_then(Value::as_f64)?;
+        let total = params.get("total").and_then(Value::as_f64);
+        let message = params
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        Some(Box::new(move || {
+            callback(progress, total, message.as_deref())
+        }))
     }
 
     /// The association for a request the peer sent: the one of the call
     /// named by `related` (a transport that knows, e.g. an HTTP response
-    /// stream), else that of the only call in flight. With several calls
-    /// in flight and no hint there is no telling which: `None`.
-    #[cfg_attr(not(feature = "client"), allow(dead_code))]
+    /// stream), else that of the only call in flight with an association
+    /// (calls without one, a heartbeat, a list refresh, never ask for
+    /// anything). With several and no hint there is no telling which: `None`.
     pub(crate) fn association(&self, related: Option<&RequestId>) -> Option<PeerRequestHandler> {
         let pending = lock(&self.pending);
         if let Some(p) = related.and_then(|id| pending.get(id)) {
             return p.association.clone();
         }
-        match pending.len() {
-            1 => pending.values().next().and_then(|p| p.association.clone()),
+        let mut associated = pending.values().filter_map(|p| p.association.as_ref());
+        match (associated.next(), associated.next()) {
+            (Some(a), None) => Some(a.clone()),
             _ => None,
         }
     }
@@ -329,7 +346,9 @@ mod tests {
                     {
                         i += 1;
                         let p = json!({"progressToken": token, "progress": i});
-                        o.progress(p.as_object().unwrap());
+                        if let Some(report) = o.progress(p.as_object().unwrap()) {
+                            report();
+                        }
                     }
                 }));
             }
@@ -358,7 +377,7 @@ mod tests {
     }
 
     #[test]
-    fn association_by_hint_or_the_only_call() {
+    fn association_by_hint_or_the_only_associated_call() {
         let out = Outbound::default();
         assert!(out.association(None).is_none());
         let a: PeerRequestHandler = Arc::new(|_, _| Ok(json!("a")));
@@ -371,12 +390,13 @@ mod tests {
                 tick,
                 progress: None,
                 association: Some(a),
+                ordered: false,
             },
         );
-        let found = out.association(None).expect("the only call in flight");
+        let found = out.association(None).expect("the only associated call");
         assert_eq!(found("x", json!({})), Ok(json!("a")));
         assert!(out.association(Some(&RequestId::Number(7))).is_some());
-        // A second call in flight, without an association: no guessing.
+        // A second call in flight without an association changes nothing.
         let (tx, _rx2) = crossbeam_channel::bounded(1);
         let (tick, _ticks2) = crossbeam_channel::unbounded();
         lock(&out.pending).insert(
@@ -386,10 +406,29 @@ mod tests {
                 tick,
                 progress: None,
                 association: None,
+                ordered: false,
+            },
+        );
+        assert!(out.association(None).is_some());
+        // A second associated call: no guessing without a hint.
+        let b: PeerRequestHandler = Arc::new(|_, _| Ok(json!("b")));
+        let (tx, _rx3) = crossbeam_channel::bounded(1);
+        let (tick, _ticks3) = crossbeam_channel::unbounded();
+        lock(&out.pending).insert(
+            RequestId::Number(9),
+            Pending {
+                tx,
+                tick,
+                progress: None,
+                association: Some(b),
+                ordered: false,
             },
         );
         assert!(out.association(None).is_none());
-        assert!(out.association(Some(&RequestId::Number(7))).is_some());
+        let hinted = out
+            .association(Some(&RequestId::Number(9)))
+            .expect("the hint decides");
+        assert_eq!(hinted("x", json!({})), Ok(json!("b")));
         out.close();
         assert!(out.association(None).is_none());
     }

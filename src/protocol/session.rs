@@ -261,8 +261,10 @@ impl Session {
                 }
             }
             "notifications/progress" => {
+                // The engine's own requests carry no progress token: only
+                // the timeout restarts, no callback exists to run.
                 if let Some(p) = n.params() {
-                    self.outbound.progress(p);
+                    let _ = self.outbound.progress(p);
                 }
             }
             other => log::debug!("session {}: notification {other} ignored", self.id),

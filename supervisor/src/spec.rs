@@ -110,7 +110,36 @@ impl Backoff {
             self.initial.as_secs_f64() * self.multiplier.max(1.0).powi(failures.min(64) as i32);
         let capped = base.min(self.max.as_secs_f64());
         let spread = capped * self.jitter.clamp(0.0, 1.0) * unit.clamp(0.0, 1.0);
-        Duration::from_secs_f64((capped - spread).max(0.0))
+        // Saturates: a `max` of Duration::MAX (or a NaN from odd inputs)
+        // must not panic the supervisor thread.
+        Duration::try_from_secs_f64((capped - spread).max(0.0)).unwrap_or(self.max)
+    }
+}
+
+#[cfg(test)]
+mod backoff_tests {
+    use super::*;
+
+    #[test]
+    fn delays_grow_cap_and_never_panic() {
+        let b = Backoff::default();
+        assert_eq!(b.delay(0, 0.0), Duration::from_millis(100));
+        assert_eq!(b.delay(1, 0.0), Duration::from_millis(200));
+        assert_eq!(b.delay(40, 0.0), b.max);
+        let unbounded = Backoff {
+            max: Duration::MAX,
+            ..Backoff::default()
+        };
+        for failures in [0, 10, 63, 64, u32::MAX] {
+            let d = unbounded.delay(failures, 0.5);
+            assert!(d >= Duration::from_millis(50), "{failures}: {d:?}");
+        }
+        let odd = Backoff {
+            multiplier: f64::NAN,
+            jitter: f64::NAN,
+            ..Backoff::default()
+        };
+        let _ = odd.delay(3, f64::NAN);
     }
 }
 

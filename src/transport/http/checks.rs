@@ -37,6 +37,22 @@ fn host_name(authority: &str) -> String {
     a.split(':').next().unwrap_or("").to_owned()
 }
 
+/// Whether an allowed `name` covers the `Host` header `authority`: a name
+/// with a port (`example.com:8808`, `[::1]:8808`) must match host and port,
+/// a name without one matches the host on any port.
+fn host_matches(name: &str, authority: &str) -> bool {
+    let name = name.trim();
+    let with_port = match name.rfind(']') {
+        Some(close) => name[close..].contains(':'),
+        None => name.contains(':'),
+    };
+    if with_port {
+        name.eq_ignore_ascii_case(authority.trim())
+    } else {
+        name.eq_ignore_ascii_case(&host_name(authority))
+    }
+}
+
 /// `Host` must name this server when it is bound to loopback (DNS rebinding).
 pub fn host(req: &Request, allowed: &AllowList) -> Result<(), Response> {
     let ok = match allowed {
@@ -46,7 +62,7 @@ pub fn host(req: &Request, allowed: &AllowList) -> Result<(), Response> {
             .is_some_and(|h| LOOPBACK.contains(&host_name(h).as_str())),
         AllowList::List(names) => req
             .header("host")
-            .is_some_and(|h| names.iter().any(|n| n.eq_ignore_ascii_case(&host_name(h)))),
+            .is_some_and(|h| names.iter().any(|n| host_matches(n, h))),
     };
     if ok {
         Ok(())
@@ -270,6 +286,18 @@ mod tests {
         );
         assert!(host(&req(&[]), &AllowList::Loopback).is_err());
         assert!(host(&req(&[("host", "anything")]), &AllowList::Any).is_ok());
+        // #11 item 14: names with a port match host and port; without, any port.
+        let list = AllowList::List(vec![
+            "mcp.example:8808".into(),
+            "Other.Example".into(),
+            "[::1]:9".into(),
+        ]);
+        assert!(host(&req(&[("host", "mcp.example:8808")]), &list).is_ok());
+        assert!(host(&req(&[("host", "mcp.example:9999")]), &list).is_err());
+        assert!(host(&req(&[("host", "mcp.example")]), &list).is_err());
+        assert!(host(&req(&[("host", "other.example:1234")]), &list).is_ok());
+        assert!(host(&req(&[("host", "[::1]:9")]), &list).is_ok());
+        assert!(host(&req(&[("host", "[::1]:10")]), &list).is_err());
     }
 
     #[test]

@@ -351,3 +351,24 @@ impl crate::transport::tree::Tree<HttpListener> {
         crate::transport::tree::Tree::run(spec, handle)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binding_away_from_loopback_keeps_lists_the_caller_set() {
+        // #11 item 14: defaults follow the address; explicit lists stay.
+        let wide: SocketAddr = "0.0.0.0:8808".parse().unwrap();
+        let o = HttpOptions::default().with_bind(wide);
+        assert_eq!(o.allowed_hosts, AllowList::Any);
+        assert_eq!(o.allowed_origins, AllowList::List(Vec::new()));
+        let hosts = AllowList::List(vec!["mcp.example".into()]);
+        let origins = AllowList::List(vec!["https://app.example".into()]);
+        let o = HttpOptions::default()
+            .with_allowed_hosts(hosts.clone())
+            .with_allowed_origins(origins.clone())
+            .with_bind(wide);
+        assert_eq!((o.allowed_hosts, o.allowed_origins), (hosts, origins));
+    }
+}

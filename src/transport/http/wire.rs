@@ -282,7 +282,13 @@ impl Conn {
                 let size = usize::from_str_radix(&size_text, 16)
                     .map_err(|_| ReadError::Reject(400, "bad chunk size"))?;
                 self.consume(line + 2);
-                if req.body.len() + size > self.limits.max_body {
+                // Checked: a size such as ffffffffffffffff must not wrap.
+                if req
+                    .body
+                    .len()
+                    .checked_add(size)
+                    .is_none_or(|total| total > self.limits.max_body)
+                {
                     return Err(ReadError::Reject(413, "request body too large"));
                 }
                 while self.len < size + 2 {
