@@ -212,6 +212,7 @@ impl Outbound {
     /// stream), else that of the only call in flight with an association
     /// (calls without one, a heartbeat, a list refresh, never ask for
     /// anything). With several and no hint there is no telling which: `None`.
+    #[cfg_attr(not(feature = "client"), allow(dead_code))]
     pub(crate) fn association(&self, related: Option<&RequestId>) -> Option<PeerRequestHandler> {
         let pending = lock(&self.pending);
         if let Some(p) = related.and_then(|id| pending.get(id)) {
