@@ -23,9 +23,11 @@
 
 use crate::jsonrpc::ParseError;
 use crate::protocol::{Engine, Outgoing, Session, Sink};
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::io::{self, BufWriter, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Default largest message: 16 MiB.
@@ -42,8 +44,8 @@ pub struct ConnectionOptions {
     /// Largest accepted message; a larger one is answered -32600 and
     /// dropped (default [`DEFAULT_MAX_MESSAGE_BYTES`]).
     pub max_message_bytes: usize,
-    /// Messages the outbox holds before handlers wait for your writer
-    /// (default [`DEFAULT_OUTBOX_CAPACITY`]).
+    /// Messages the outbox holds for your writer; when a peer leaves it
+    /// full the connection overflows and ends (default [`DEFAULT_OUTBOX_CAPACITY`]).
     pub outbox_capacity: usize,
     /// Grace after [`ServerConnection::close`] (default [`DEFAULT_SHUTDOWN_GRACE`]).
     pub shutdown_grace: Duration,
@@ -80,6 +82,8 @@ pub struct ServerConnection {
     grace: Duration,
     // Dropped by `close`: the outbox then ends once it is drained.
     _stop: Sender<()>,
+    // Shared with the sink and the outbox of `open`.
+    overflow: Option<Arc<Overflow>>,
 }
 
 /// The messages to send to the peer, in order, each one serialized
@@ -87,18 +91,56 @@ pub struct ServerConnection {
 pub struct Outbox {
     rx: Receiver<Vec<u8>>,
     stop: Receiver<()>,
+    overflow: Arc<Overflow>,
 }
 
 /// Serializes each outgoing message into the outbox.
-struct OutboxSink(Sender<Vec<u8>>);
+///
+/// It never blocks: handlers and list-change announcements run on threads
+/// every session shares. When the outbox is full the peer is not reading:
+/// the connection has overflowed, everything for it is dropped from then
+/// on, and whoever set [`ServerConnection::on_overflow`] ends it.
+struct OutboxSink {
+    tx: Sender<Vec<u8>>,
+    overflow: Arc<Overflow>,
+}
+
+/// Whether a connection's outbox overflowed, and what to do then.
+#[derive(Default)]
+struct Overflow {
+    happened: AtomicBool,
+    then: OnceLock<Box<dyn Fn() + Send + Sync>>,
+}
+
+impl Overflow {
+    fn trip(&self, capacity: usize) {
+        if !self.happened.swap(true, Ordering::SeqCst) {
+            log::warn!(
+                "a peer left {capacity} messages unread: its connection ends and nothing more is queued for it"
+            );
+            if let Some(end) = self.then.get() {
+                end();
+            }
+        }
+    }
+}
 
 impl Sink for OutboxSink {
     fn send(&self, out: Outgoing) {
+        if self.overflow.happened.load(Ordering::SeqCst) {
+            return;
+        }
         if let Some(m) = out.message() {
             let mut bytes = Vec::with_capacity(128);
             if serde_json::to_writer(&mut bytes, m).is_ok() {
-                // A dropped outbox means the peer is gone: nowhere to deliver.
-                let _ = self.0.send(bytes);
+                match self.tx.try_send(bytes) {
+                    Ok(()) => {}
+                    Err(TrySendError::Full(_)) => {
+                        self.overflow.trip(self.tx.capacity().unwrap_or_default())
+                    }
+                    // The outbox is gone: the peer is, too.
+                    Err(TrySendError::Disconnected(_)) => {}
+                }
             }
         }
     }
@@ -110,8 +152,37 @@ impl ServerConnection {
         // Producers: the session's sink (handlers, the reader); consumer: your writer.
         let (tx, rx) = crossbeam_channel::bounded(options.outbox_capacity.max(1));
         let (stop_tx, stop_rx) = crossbeam_channel::bounded(0);
-        let conn = Self::with_sink(engine, Arc::new(OutboxSink(tx)), &options, stop_tx);
-        (conn, Outbox { rx, stop: stop_rx })
+        let overflow = Arc::new(Overflow::default());
+        let sink = Arc::new(OutboxSink {
+            tx,
+            overflow: overflow.clone(),
+        });
+        let mut conn = Self::with_sink(engine, sink, &options, stop_tx);
+        conn.overflow = Some(overflow.clone());
+        (
+            conn,
+            Outbox {
+                rx,
+                stop: stop_rx,
+                overflow,
+            },
+        )
+    }
+
+    /// What to do when the peer stops reading and the outbox fills up
+    /// (from then on nothing more is queued): typically shut the socket
+    /// down, so that the reader sees the end and the writer stops waiting.
+    /// Runs once, on the thread that found the outbox full.
+    pub fn on_overflow(&self, end: impl Fn() + Send + Sync + 'static) {
+        if let Some(o) = &self.overflow {
+            let _ = o.then.set(Box::new(end));
+            if o.happened.load(Ordering::SeqCst) {
+                // It overflowed before anyone was told what to do.
+                if let Some(end) = o.then.get() {
+                    end();
+                }
+            }
+        }
     }
 
     /// A connection whose messages go to `sink` (for in-crate transports
@@ -128,6 +199,7 @@ impl ServerConnection {
             max: options.max_message_bytes,
             grace: options.shutdown_grace,
             _stop: stop,
+            overflow: None,
         }
     }
 
@@ -184,7 +256,11 @@ impl Drop for ServerConnection {
 impl Outbox {
     /// The next message, waiting for it; `None` once the connection is
     /// closed and everything queued before was taken.
+    /// After an overflow it ends at once: what is queued is never written.
     pub fn recv(&self) -> Option<Vec<u8>> {
+        if self.overflowed() {
+            return None;
+        }
         if let Ok(m) = crate::wait::spin(&self.rx) {
             return Some(m);
         }
@@ -196,7 +272,15 @@ impl Outbox {
 
     /// The next message if one is queued now.
     pub fn try_recv(&self) -> Option<Vec<u8>> {
+        if self.overflowed() {
+            return None;
+        }
         self.rx.try_recv().ok()
+    }
+
+    /// Whether the peer left the outbox full (the connection is ending).
+    pub fn overflowed(&self) -> bool {
+        self.overflow.happened.load(Ordering::SeqCst)
     }
 
     /// Writes every message to `output` as one line (newline-delimited
@@ -211,6 +295,12 @@ impl Outbox {
                 out.write_all(b"\n")?;
             }
             out.flush()?;
+        }
+        if self.overflowed() {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "the peer stopped reading: outbox full",
+            ));
         }
         out.flush()
     }

@@ -98,10 +98,38 @@ where
     R: Read,
     W: Write + Send + 'static,
 {
+    serve_lines(engine, input, output, options, None)
+}
+
+/// Ends a connection from outside its reader (shuts a socket down).
+pub(crate) type EndFn = Arc<dyn Fn() + Send + Sync>;
+
+/// [`serve_io`], calling `end` when the peer stops reading (its outbox
+/// overflowed) or writing to it failed, so that the reader stops too.
+pub(crate) fn serve_lines<R, W>(
+    engine: &Arc<Engine>,
+    input: R,
+    output: W,
+    options: StdioOptions,
+    end: Option<EndFn>,
+) -> io::Result<()>
+where
+    R: Read,
+    W: Write + Send + 'static,
+{
     let (conn, outbox) = ServerConnection::open(engine, options.connection());
+    if let Some(end) = end.clone() {
+        conn.on_overflow(move || end());
+    }
     let writer = thread::Builder::new()
         .name("mcpvisor-line-writer".into())
-        .spawn(move || outbox.write_lines(output))?;
+        .spawn(move || {
+            let written = outbox.write_lines(output);
+            if let (Err(_), Some(end)) = (&written, end) {
+                end();
+            }
+            written
+        })?;
     let read_result = read_loop(&conn, input, options.max_line_bytes);
     conn.close();
     let write_result = writer

@@ -4,7 +4,7 @@
 //! limits and error behaviour as stdio.
 
 use super::accept::{Acceptor, ServeFn};
-use super::stdio::{serve_io, StdioOptions};
+use super::stdio::{serve_lines, EndFn, StdioOptions};
 use crate::protocol::Engine;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -18,6 +18,9 @@ pub const DEFAULT_TCP_BIND: &str = "127.0.0.1:8809";
 pub const DEFAULT_TCP_MAX_CONNECTIONS: usize = 1024;
 /// Default time a connection may send nothing before it is closed: 5 minutes.
 pub const DEFAULT_TCP_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// Default time one write to a peer may block before the connection is
+/// closed (the peer stopped reading): 30 s.
+pub const DEFAULT_TCP_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Options of the TCP transport.
 #[derive(Clone, Debug)]
@@ -28,6 +31,11 @@ pub struct TcpOptions {
     pub max_connections: usize,
     /// Idle timeout (default [`DEFAULT_TCP_IDLE_TIMEOUT`]).
     pub idle_timeout: Duration,
+    /// Longest a write may block (default [`DEFAULT_TCP_WRITE_TIMEOUT`]).
+    /// A peer that stops reading loses its connection after this, or as
+    /// soon as its outbox (1,024 messages) is full, whichever comes first;
+    /// no other connection waits for it.
+    pub write_timeout: Duration,
     /// Line limit and shutdown grace, as for stdio.
     pub lines: StdioOptions,
     /// An already-bound listener to use instead of binding (socket activation).
@@ -40,6 +48,7 @@ impl Default for TcpOptions {
             bind: DEFAULT_TCP_BIND.parse().expect("valid default address"),
             max_connections: DEFAULT_TCP_MAX_CONNECTIONS,
             idle_timeout: DEFAULT_TCP_IDLE_TIMEOUT,
+            write_timeout: DEFAULT_TCP_WRITE_TIMEOUT,
             lines: StdioOptions::default(),
             listener: None,
         }
@@ -60,6 +69,11 @@ impl TcpOptions {
     /// Sets the idle timeout.
     pub fn with_idle_timeout(mut self, idle: Duration) -> Self {
         self.idle_timeout = idle;
+        self
+    }
+    /// Sets the write timeout.
+    pub fn with_write_timeout(mut self, timeout: Duration) -> Self {
+        self.write_timeout = timeout;
         self
     }
 }
@@ -116,14 +130,21 @@ impl super::tree::Tree<TcpListenerHandle> {
         };
         let addr = socket.local_addr()?;
         let (idle, lines) = (options.idle_timeout, options.lines.clone());
+        let write_timeout = options.write_timeout;
         let serve: Arc<ServeFn> = Arc::new(move |stream, peer| {
             let _ = stream.set_nodelay(true);
             let _ = stream.set_read_timeout(Some(idle));
-            let writer = match stream.try_clone() {
-                Ok(w) => w,
-                Err(_) => return,
+            let _ = stream.set_write_timeout(Some(write_timeout));
+            let (Ok(writer), Ok(ender)) = (stream.try_clone(), stream.try_clone()) else {
+                return;
             };
-            if let Err(e) = serve_io(&engine, stream, writer, lines.clone()) {
+            // A peer that stops reading: shut the socket down, so the
+            // reader ends and the slot is freed.
+            let end: EndFn = Arc::new(move || {
+                log::warn!("tcp: {peer}: stopped reading; closing its connection");
+                let _ = ender.shutdown(std::net::Shutdown::Both);
+            });
+            if let Err(e) = serve_lines(&engine, stream, writer, lines.clone(), Some(end)) {
                 log::debug!("tcp: {peer}: {e}");
             }
         });

@@ -1,0 +1,92 @@
+//! Peers that stop reading must cost only their own connection (#11).
+
+use mcpvisor::client::{CallOptions, Client, ClientOptions, Connection};
+use mcpvisor::server::{Server, Tool, ToolResult};
+use mcpvisor::transport::tcp::TcpOptions;
+use serde_json::json;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+#[test]
+fn a_tcp_peer_that_stops_reading_disturbs_no_other_client() {
+    // #11 item 1 (repro t02): 8 KiB echoes from a client that never reads.
+    let server = Server::builder("slow-peers", "1")
+        .tool(Tool::new("echo", json!({"type": "object"}), |a, _| {
+            Ok(ToolResult::text(a["message"].as_str().unwrap_or("")))
+        }))
+        .build()
+        .unwrap();
+    let tcp = server
+        .start_tcp(TcpOptions::default().with_bind("127.0.0.1:0".parse().unwrap()))
+        .unwrap();
+    let addr = tcp.local_addr();
+    const CALLS: usize = 4000;
+    let mut bad = TcpStream::connect(addr).unwrap();
+    let mut writer = bad.try_clone().unwrap();
+    let (wrote_tx, wrote) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let big = "x".repeat(8192);
+        let mut lines = vec![
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+        ];
+        lines.extend((1..=CALLS).map(|i| {
+            json!({"jsonrpc":"2.0","id":i,"method":"tools/call","params":{"name":"echo","arguments":{"message":big}}})
+                .to_string()
+        }));
+        // Ends when all is written or when the server closes the socket.
+        let done = lines.iter().try_for_each(|l| writeln!(writer, "{l}"));
+        let _ = wrote_tx.send(done.is_ok());
+    });
+    // Let the flood reach the server (or the server end it) before the
+    // well-behaved client asks; with the defect every handler thread is
+    // blocked on the flooder's full queue by then.
+    let _ = wrote.recv_timeout(WAIT);
+    let good = Client::connect(Connection::tcp(addr).unwrap(), ClientOptions::default()).unwrap();
+    let quick = CallOptions {
+        timeout: Some(Duration::from_secs(10)),
+        ..Default::default()
+    };
+    for i in 0..20 {
+        let r = good
+            .call_tool_with("echo", json!({"message": format!("m{i}")}), quick.clone())
+            .expect("the other client is served");
+        assert_eq!(r["content"][0]["text"], format!("m{i}"));
+    }
+    // The flooder's connection was ended: reading now reaches the end
+    // before every answer came.
+    bad.set_read_timeout(Some(WAIT)).unwrap();
+    let mut received = 0usize;
+    let mut buf = vec![0u8; 1 << 16];
+    let ended = loop {
+        match bad.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => received += n,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                break false
+            }
+            Err(_) => break true,
+        }
+    };
+    assert!(
+        ended,
+        "the server closed the connection of the peer that did not read"
+    );
+    assert!(
+        received < CALLS * 8192,
+        "the answers were dropped, not buffered without bound ({received} bytes)"
+    );
+    // And its slot is free again.
+    let deadline = Instant::now() + WAIT;
+    while tcp.connection_count() > 1 {
+        assert!(Instant::now() < deadline, "the connection slot was freed");
+        std::thread::yield_now();
+    }
+    good.close();
+}
