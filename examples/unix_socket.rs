@@ -8,7 +8,6 @@
 //! ```
 
 use mcpvisor::transport::custom::{ConnectionOptions, ServerConnection};
-use mcpvisor::transport::lines::{Frame, LineReader};
 use mcpvisor::{Server, Tool, ToolResult};
 use serde_json::json;
 use std::io;
@@ -17,12 +16,11 @@ use std::process::ExitCode;
 
 /// Serves one connection until the peer closes it.
 fn serve(server: &Server, stream: UnixStream) -> io::Result<()> {
-    let options = ConnectionOptions::default();
-    let max = options.max_message_bytes;
-    let (connection, outbox) = ServerConnection::open(server.engine(), options);
+    let (connection, outbox) =
+        ServerConnection::open(server.engine(), ConnectionOptions::default());
     let output = stream.try_clone()?;
     let writer = std::thread::spawn(move || outbox.write_lines(output));
-    let read = read_frames(&connection, stream, max);
+    let read = connection.read_lines(stream);
     // Input ended (or failed): in-flight work gets its grace, then the
     // outbox ends and the writer with it.
     connection.close();
@@ -30,19 +28,6 @@ fn serve(server: &Server, stream: UnixStream) -> io::Result<()> {
         .join()
         .unwrap_or_else(|_| Err(io::Error::other("writer panicked")));
     read.and(written)
-}
-
-/// Hands each line to the connection; a line over the limit is refused whole.
-fn read_frames(connection: &ServerConnection, stream: UnixStream, max: usize) -> io::Result<()> {
-    let mut lines = LineReader::new(stream, max);
-    while let Some(frame) = lines.next_frame()? {
-        match frame {
-            Frame::Line(line) if line.iter().all(u8::is_ascii_whitespace) => {}
-            Frame::Line(line) => connection.receive(line),
-            Frame::TooLong { len } => connection.too_large(len),
-        }
-    }
-    Ok(())
 }
 
 fn main() -> ExitCode {

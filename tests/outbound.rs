@@ -11,25 +11,33 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// Asks the client's LLM and returns its answer's text.
+fn ask(ctx: &mcpvisor::Context) -> Result<ToolResult, mcpvisor::ToolError> {
+    let r = ctx.sample(
+        json!({"messages": [], "maxTokens": 1}),
+        Duration::from_secs(20),
+    )?;
+    Ok(ToolResult::text(
+        r["content"]["text"].as_str().unwrap_or("?"),
+    ))
+}
+
+/// `server` on a loopback TCP port.
+fn on_tcp(server: &Server) -> TcpServer {
+    server
+        .start_tcp(TcpOptions::default().with_bind("127.0.0.1:0".parse().unwrap()))
+        .unwrap()
+}
+
 /// A server whose `ask` tool asks the client's LLM and returns the answer.
 fn server() -> (Server, TcpServer) {
     let server = Server::builder("outbound-test", "1")
         .tool(Tool::new("ask", json!({"type": "object"}), |_, ctx| {
-            let r = ctx
-                .sample(
-                    json!({"messages": [], "maxTokens": 1}),
-                    Duration::from_secs(20),
-                )
-                .map_err(mcpvisor::ToolError::from)?;
-            Ok(ToolResult::text(
-                r["content"]["text"].as_str().unwrap_or("?"),
-            ))
+            ask(ctx)
         }))
         .build()
         .unwrap();
-    let tcp = server
-        .start_tcp(TcpOptions::default().with_bind("127.0.0.1:0".parse().unwrap()))
-        .unwrap();
+    let tcp = on_tcp(&server);
     (server, tcp)
 }
 
@@ -143,15 +151,7 @@ fn over_http_each_calls_requests_reach_its_own_association() {
             json!({"type": "object"}),
             move |_, ctx| {
                 barrier.wait();
-                let r = ctx
-                    .sample(
-                        json!({"messages": [], "maxTokens": 1}),
-                        Duration::from_secs(20),
-                    )
-                    .map_err(mcpvisor::ToolError::from)?;
-                Ok(ToolResult::text(
-                    r["content"]["text"].as_str().unwrap_or("?"),
-                ))
+                ask(ctx)
             },
         ))
         .build()
@@ -197,9 +197,7 @@ fn a_notification_callback_may_call_the_client() {
         .enable_tools()
         .build()
         .unwrap();
-    let tcp = server
-        .start_tcp(TcpOptions::default().with_bind("127.0.0.1:0".parse().unwrap()))
-        .unwrap();
+    let tcp = on_tcp(&server);
     let me: Arc<std::sync::OnceLock<Client>> = Arc::new(std::sync::OnceLock::new());
     let (tx, relisted) = crossbeam_channel::unbounded();
     let m = me.clone();
@@ -233,15 +231,7 @@ fn ping_is_answered_while_every_callback_thread_is_busy() {
     let (asked_tx, asked) = crossbeam_channel::unbounded::<()>();
     let server = Server::builder("outbound-ping", "1")
         .tool(Tool::new("ask", json!({"type": "object"}), |_, ctx| {
-            let r = ctx
-                .sample(
-                    json!({"messages": [], "maxTokens": 1}),
-                    Duration::from_secs(20),
-                )
-                .map_err(mcpvisor::ToolError::from)?;
-            Ok(ToolResult::text(
-                r["content"]["text"].as_str().unwrap_or("?"),
-            ))
+            ask(ctx)
         }))
         .tool(Tool::new(
             "ping_client",
@@ -254,9 +244,7 @@ fn ping_is_answered_while_every_callback_thread_is_busy() {
         ))
         .build()
         .unwrap();
-    let tcp = server
-        .start_tcp(TcpOptions::default().with_bind("127.0.0.1:0".parse().unwrap()))
-        .unwrap();
+    let tcp = on_tcp(&server);
     let options = ClientOptions {
         callback_threads: 1,
         sampling: Some(Arc::new(move |_| {

@@ -377,54 +377,40 @@ mod tests {
         assert!(seen.load(Ordering::SeqCst) > 0);
     }
 
+    /// Puts a call with id `id` in flight; keep the receiver to keep it.
+    fn waiting_call(
+        out: &Outbound,
+        id: i64,
+        association: Option<PeerRequestHandler>,
+    ) -> (Receiver<Answer>, Receiver<()>) {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let (tick, ticks) = crossbeam_channel::unbounded();
+        let pending = Pending {
+            tx,
+            tick,
+            progress: None,
+            association,
+            ordered: false,
+        };
+        lock(&out.pending).insert(RequestId::Number(id), pending);
+        (rx, ticks)
+    }
+
     #[test]
     fn association_by_hint_or_the_only_associated_call() {
         let out = Outbound::default();
         assert!(out.association(None).is_none());
         let a: PeerRequestHandler = Arc::new(|_, _| Ok(json!("a")));
-        let (tx, _rx) = crossbeam_channel::bounded(1);
-        let (tick, _ticks) = crossbeam_channel::unbounded();
-        lock(&out.pending).insert(
-            RequestId::Number(7),
-            Pending {
-                tx,
-                tick,
-                progress: None,
-                association: Some(a),
-                ordered: false,
-            },
-        );
+        let _rx = waiting_call(&out, 7, Some(a));
         let found = out.association(None).expect("the only associated call");
         assert_eq!(found("x", json!({})), Ok(json!("a")));
         assert!(out.association(Some(&RequestId::Number(7))).is_some());
         // A second call in flight without an association changes nothing.
-        let (tx, _rx2) = crossbeam_channel::bounded(1);
-        let (tick, _ticks2) = crossbeam_channel::unbounded();
-        lock(&out.pending).insert(
-            RequestId::Number(8),
-            Pending {
-                tx,
-                tick,
-                progress: None,
-                association: None,
-                ordered: false,
-            },
-        );
+        let _rx2 = waiting_call(&out, 8, None);
         assert!(out.association(None).is_some());
         // A second associated call: no guessing without a hint.
         let b: PeerRequestHandler = Arc::new(|_, _| Ok(json!("b")));
-        let (tx, _rx3) = crossbeam_channel::bounded(1);
-        let (tick, _ticks3) = crossbeam_channel::unbounded();
-        lock(&out.pending).insert(
-            RequestId::Number(9),
-            Pending {
-                tx,
-                tick,
-                progress: None,
-                association: Some(b),
-                ordered: false,
-            },
-        );
+        let _rx3 = waiting_call(&out, 9, Some(b));
         assert!(out.association(None).is_none());
         let hinted = out
             .association(Some(&RequestId::Number(9)))

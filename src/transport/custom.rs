@@ -21,10 +21,11 @@
 //! writer.join().unwrap();
 //! ```
 
+use super::lines::{Frame, LineReader};
 use crate::jsonrpc::ParseError;
 use crate::protocol::{Engine, Outgoing, Session, Sink};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::sync::OnceLock;
@@ -223,6 +224,22 @@ impl ServerConnection {
         );
         self.session
             .reject(ParseError::too_large(self.max), &self.sink);
+    }
+
+    /// Hands every line of `input` to the connection until EOF
+    /// (newline-delimited JSON-RPC): blank lines are skipped, a line over
+    /// the size limit is discarded up to its newline and refused, and the
+    /// buffer never holds more than the limit.
+    pub fn read_lines(&self, input: impl Read) -> io::Result<()> {
+        let mut lines = LineReader::new(input, self.max);
+        while let Some(frame) = lines.next_frame()? {
+            match frame {
+                Frame::Line(line) if line.iter().all(u8::is_ascii_whitespace) => {}
+                Frame::Line(line) => self.receive(line),
+                Frame::TooLong { len } => self.too_large(len),
+            }
+        }
+        Ok(())
     }
 
     /// The session's id.

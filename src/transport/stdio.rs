@@ -6,7 +6,6 @@
 //! stderr through `log`.
 
 use super::custom::{ConnectionOptions, ServerConnection};
-use super::lines::{Frame, LineReader};
 use crate::protocol::Engine;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
@@ -130,24 +129,12 @@ where
             }
             written
         })?;
-    let read_result = read_loop(&conn, input, options.max_line_bytes);
+    let read_result = conn.read_lines(input);
     conn.close();
     let write_result = writer
         .join()
         .unwrap_or_else(|_| Err(io::Error::other("writer thread panicked")));
     read_result.and(write_result)
-}
-
-fn read_loop<R: Read>(conn: &ServerConnection, input: R, max: usize) -> io::Result<()> {
-    let mut lines = LineReader::new(input, max);
-    while let Some(frame) = lines.next_frame()? {
-        match frame {
-            Frame::Line(line) if line.iter().all(u8::is_ascii_whitespace) => {}
-            Frame::Line(line) => conn.receive(line),
-            Frame::TooLong { len } => conn.too_large(len),
-        }
-    }
-    Ok(())
 }
 
 /// This process's stdin and stdout as a supervised worker for a tree of
