@@ -313,3 +313,47 @@ fn huge_chunk_sizes_are_refused_without_overflow() {
     assert_eq!(send(addr, "GET", "/healthz", &[], b"").status, 200);
     http.shutdown().unwrap();
 }
+
+#[test]
+fn head_responses_carry_no_body_and_keep_alive_framing_holds() {
+    // #11 item 28 (repro t17).
+    let http = echo_server(HttpOptions::default());
+    let mut s = TcpStream::connect(http.local_addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let req =
+        |method: &str, path: &str| format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    let mut all = String::new();
+    for (m, p) in [("HEAD", "/healthz"), ("HEAD", "/mcp"), ("GET", "/healthz")] {
+        all.push_str(&req(m, p));
+    }
+    s.write_all(all.as_bytes()).unwrap();
+    let mut r = BufReader::new(s);
+    let head = |r: &mut BufReader<TcpStream>| -> (u16, usize) {
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        let status = line.split_whitespace().nth(1).and_then(|s| s.parse().ok());
+        let status = status.unwrap_or_else(|| panic!("a status line, not {line:?}"));
+        let mut length = 0;
+        loop {
+            let mut h = String::new();
+            r.read_line(&mut h).unwrap();
+            if h.trim().is_empty() {
+                return (status, length);
+            }
+            if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap();
+            }
+        }
+    };
+    let (status, length) = head(&mut r);
+    assert_eq!(status, 200);
+    assert!(length > 0, "HEAD announces the GET body's length");
+    // No body follows: the next bytes are the next response's head.
+    assert_eq!(head(&mut r).0, 405, "HEAD /mcp");
+    let (status, length) = head(&mut r);
+    assert_eq!(status, 200, "GET after two HEADs on one connection");
+    let mut body = vec![0; length];
+    r.read_exact(&mut body).unwrap();
+    assert!(String::from_utf8_lossy(&body).contains("\"ok\""));
+    http.shutdown().unwrap();
+}

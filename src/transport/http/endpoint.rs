@@ -4,7 +4,7 @@
 use super::checks::{self, origin_allowed, reject};
 use super::listener::Handler;
 use super::streams::{parse_event_id, Attached, Frame, ResumeError, SessionStreams, STANDALONE};
-use super::wire::{write_response, ChunkedWriter, Request, Response};
+use super::wire::{write_head_response, write_response, ChunkedWriter, Request, Response};
 use super::{HttpOptions, ResponseMode};
 use crate::jsonrpc::{self, Message, Parsed};
 use crate::protocol::{Engine, ProtocolVersion};
@@ -38,11 +38,16 @@ impl Handler for Endpoint {
     fn handle(&self, req: Request, stream: &TcpStream, _peer: SocketAddr) -> io::Result<bool> {
         let keep_alive = req.keep_alive;
         let cors = self.cors(&req);
+        let head_only = req.method == "HEAD";
         let reply = self.route(req, stream, &cors).unwrap_or_else(Reply::Full);
         match reply {
             Reply::Full(mut resp) => {
                 resp.headers.extend(cors);
-                write_response(stream, &resp, keep_alive)?;
+                if head_only {
+                    write_head_response(stream, &resp, keep_alive)?;
+                } else {
+                    write_response(stream, &resp, keep_alive)?;
+                }
                 Ok(keep_alive)
             }
             Reply::Streamed { keep_alive } => Ok(keep_alive),
@@ -86,7 +91,7 @@ impl Endpoint {
         stream: &TcpStream,
         cors: &[(String, String)],
     ) -> Result<Reply, Response> {
-        if req.path == "/healthz" && req.method == "GET" {
+        if req.path == "/healthz" && matches!(req.method.as_str(), "GET" | "HEAD") {
             return Ok(Reply::Full(Response::json(
                 200,
                 &json!({"status": "ok", "sessions": self.sessions.len()}),

@@ -383,10 +383,22 @@ fn head(status: u16, headers: &[(String, String)], keep_alive: bool) -> Vec<u8> 
 }
 
 /// Writes a complete response.
-pub fn write_response(mut w: impl Write, resp: &Response, keep_alive: bool) -> io::Result<()> {
+pub fn write_response(w: impl Write, resp: &Response, keep_alive: bool) -> io::Result<()> {
+    write_full(w, resp, keep_alive, true)
+}
+
+/// Writes the answer to a HEAD request: the head the same request with GET
+/// would get, `Content-Length` included, and no body (RFC 9110 §9.3.2).
+pub fn write_head_response(w: impl Write, resp: &Response, keep_alive: bool) -> io::Result<()> {
+    write_full(w, resp, keep_alive, false)
+}
+
+fn write_full(mut w: impl Write, resp: &Response, keep_alive: bool, body: bool) -> io::Result<()> {
     let mut out = head(resp.status, &resp.headers, keep_alive);
     out.extend_from_slice(format!("Content-Length: {}\r\n\r\n", resp.body.len()).as_bytes());
-    out.extend_from_slice(&resp.body);
+    if body {
+        out.extend_from_slice(&resp.body);
+    }
     w.write_all(&out)?;
     w.flush()
 }
