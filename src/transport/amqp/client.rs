@@ -32,6 +32,10 @@ use std::time::{Duration, Instant};
 pub const RESUME_GRACE: Duration = Duration::from_secs(10);
 /// Pause between retries of returned messages during [`RESUME_GRACE`].
 const RESUME_RETRY: Duration = Duration::from_millis(50);
+/// Without a reconnection of our own, how long the owning instance's queue
+/// may be missing (the instance lost its broker connection and is
+/// declaring it again) before the session counts as lost.
+pub const OWNER_GONE_GRACE: Duration = Duration::from_secs(2);
 /// While requests wait for answers, how often the owning instance's queue
 /// is checked: a request published just before that instance died is lost
 /// with its queue, and waiting for its timeout would be needlessly long.
@@ -65,6 +69,9 @@ struct ClientLink {
     incoming: Sender<Incoming>,
     next: u64,
     reconnected_at: Option<Instant>,
+    // Since when the owning instance's queue has been found missing, with
+    // no answer from it since.
+    owner_missing_since: Option<Instant>,
     held: Vec<Return>,
 }
 
@@ -180,6 +187,8 @@ impl ClientLink {
                 return Ok(());
             }
         };
+        // The owning instance answers: its queue is there.
+        self.owner_missing_since = None;
         if let crate::jsonrpc::Parsed::Single(m) = &parsed {
             use crate::jsonrpc::Message;
             match m {
@@ -221,13 +230,13 @@ impl ClientLink {
             .map_err(|_| Outcome::Stop)
     }
 
-    /// A message the broker could not route. Within the grace after a
-    /// reconnection it is held and retried; otherwise the session is over
-    /// (directed message) or no server is bound (exchange message).
+    /// A message the broker could not route. While the owning instance's
+    /// queue may come back ([`RESUME_GRACE`] after our reconnection,
+    /// [`OWNER_GONE_GRACE`] after it went missing) it is held and retried;
+    /// otherwise the session is over (directed message) or no server is
+    /// bound (exchange message).
     fn returned(&mut self, r: Return) -> Result<(), Outcome> {
-        let in_grace = self
-            .reconnected_at
-            .is_some_and(|t| t.elapsed() < RESUME_GRACE);
+        let in_grace = r.exchange.is_empty() && self.owner_may_come_back();
         if r.exchange.is_empty() && in_grace {
             self.held.push(r);
             return Ok(());
@@ -268,6 +277,16 @@ impl ClientLink {
         Ok(())
     }
 
+    /// The owning instance's queue is missing: whether it may still come
+    /// back (we reconnected lately, or it went missing only just now, as
+    /// when the instance itself is reconnecting).
+    fn owner_may_come_back(&mut self) -> bool {
+        let missing = *self.owner_missing_since.get_or_insert_with(Instant::now);
+        self.reconnected_at
+            .is_some_and(|t| t.elapsed() < RESUME_GRACE)
+            || missing.elapsed() < OWNER_GONE_GRACE
+    }
+
     /// Checks, on a channel of its own (a failed passive declare closes
     /// its channel), that the owning instance's queue still exists.
     fn probe_owner(&mut self, connection: &mut amiquip::Connection) -> Result<(), Outcome> {
@@ -280,13 +299,11 @@ impl ClientLink {
         match probe.queue_declare_passive(target.queue.clone()) {
             Ok(_) => {
                 let _ = probe.close();
+                self.owner_missing_since = None;
                 Ok(())
             }
             Err(amiquip::Error::ServerClosedChannel { code: 404, .. }) => {
-                if self
-                    .reconnected_at
-                    .is_some_and(|t| t.elapsed() < RESUME_GRACE)
-                {
+                if self.owner_may_come_back() {
                     return Ok(());
                 }
                 log::warn!(
@@ -448,6 +465,7 @@ impl Connection {
             incoming: in_tx,
             next: 0,
             reconnected_at: None,
+            owner_missing_since: None,
             held: Vec::new(),
         };
         std::thread::Builder::new()
