@@ -104,8 +104,13 @@ pub(crate) struct Local<T> {
     definition: Value,
 }
 
-impl Local<Resource> {
-    pub(crate) fn new(item: Resource) -> Self {
+/// A builder item that renders its own list definition.
+pub(crate) trait Listable {
+    fn listing(&self) -> Value;
+}
+
+impl<T: Listable> Local<T> {
+    pub(crate) fn new(item: T) -> Self {
         let definition = item.listing();
         Local { item, definition }
     }
@@ -120,13 +125,6 @@ impl ResourceEntry for Local<Resource> {
     }
 }
 
-impl Local<ResourceTemplate> {
-    pub(crate) fn new(item: ResourceTemplate) -> Self {
-        let definition = item.listing();
-        Local { item, definition }
-    }
-}
-
 impl TemplateEntry for Local<ResourceTemplate> {
     fn definition(&self) -> &Value {
         &self.definition
@@ -137,13 +135,6 @@ impl TemplateEntry for Local<ResourceTemplate> {
     fn read(&self, uri: &str, ctx: &Context) -> Result<Value, ErrorObject> {
         let vars = self.item.matcher.matches(uri).unwrap_or_default();
         contents((self.item.handler)(uri, &vars, ctx))
-    }
-}
-
-impl Local<Prompt> {
-    pub(crate) fn new(item: Prompt) -> Self {
-        let definition = item.listing();
-        Local { item, definition }
     }
 }
 

@@ -80,8 +80,10 @@ impl Prompt {
         self.arguments.push(argument);
         self
     }
+}
 
-    pub(crate) fn listing(&self) -> Value {
+impl crate::server::entries::Listable for Prompt {
+    fn listing(&self) -> Value {
         let mut m = Map::new();
         m.insert("name".into(), self.name.as_str().into());
         insert_opt(&mut m, "title", &self.title);

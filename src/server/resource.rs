@@ -76,8 +76,10 @@ impl Resource {
         }
     }
     meta_builders!();
+}
 
-    pub(crate) fn listing(&self) -> Value {
+impl crate::server::entries::Listable for Resource {
+    fn listing(&self) -> Value {
         let mut m = Map::new();
         m.insert("uri".into(), self.uri.as_str().into());
         self.meta.fill(&mut m);
@@ -119,8 +121,10 @@ impl ResourceTemplate {
         })
     }
     meta_builders!();
+}
 
-    pub(crate) fn listing(&self) -> Value {
+impl crate::server::entries::Listable for ResourceTemplate {
+    fn listing(&self) -> Value {
         let mut m = Map::new();
         m.insert("uriTemplate".into(), self.template.as_str().into());
         self.meta.fill(&mut m);
