@@ -4,7 +4,7 @@
 use super::checks::{self, origin_allowed, reject};
 use super::listener::Handler;
 use super::streams::{parse_event_id, Attached, Frame, ResumeError, SessionStreams, STANDALONE};
-use super::wire::{write_head_response, write_response, ChunkedWriter, Request, Response};
+use super::wire::{write_head_response, write_response, ChunkedWriter, Framing, Request, Response};
 use super::{HttpOptions, ResponseMode};
 use crate::jsonrpc::{self, Message, Parsed};
 use crate::protocol::{Engine, ProtocolVersion};
@@ -35,6 +35,35 @@ enum Reply {
 }
 
 impl Handler for Endpoint {
+    /// Every check that needs no body, in the order a client would fix
+    /// them: path, Host, Origin, credentials, then for a POST its media
+    /// types, protocol version and session.
+    fn check_head(&self, req: &Request) -> Result<(), Response> {
+        if is_health(req) {
+            return Ok(());
+        }
+        if req.path != self.opts.path {
+            return Err(reject(404, -32000, "Not Found"));
+        }
+        checks::host(req, &self.opts.allowed_hosts)?;
+        checks::origin(req, &self.opts.allowed_origins)?;
+        if req.method == "OPTIONS" {
+            return Ok(());
+        }
+        let owner = checks::auth(req, &self.tokens)?;
+        if req.method == "POST" {
+            checks::accept_post(req)?;
+            checks::content_type(req)?;
+            checks::protocol_version(req)?;
+            if let Some(sid) = req.header("mcp-session-id") {
+                self.sessions
+                    .get(sid, &owner)
+                    .ok_or_else(|| reject(404, -32001, "Session not found"))?;
+            }
+        }
+        Ok(())
+    }
+
     fn handle(&self, req: Request, stream: &TcpStream, _peer: SocketAddr) -> io::Result<bool> {
         let keep_alive = req.keep_alive;
         let cors = self.cors(&req);
@@ -91,17 +120,13 @@ impl Endpoint {
         stream: &TcpStream,
         cors: &[(String, String)],
     ) -> Result<Reply, Response> {
-        if req.path == "/healthz" && matches!(req.method.as_str(), "GET" | "HEAD") {
+        if is_health(&req) {
             return Ok(Reply::Full(Response::json(
                 200,
                 &json!({"status": "ok", "sessions": self.sessions.len()}),
             )));
         }
-        if req.path != self.opts.path {
-            return Err(reject(404, -32000, "Not Found"));
-        }
-        checks::host(&req, &self.opts.allowed_hosts)?;
-        checks::origin(&req, &self.opts.allowed_origins)?;
+        self.check_head(&req)?;
         if req.method == "OPTIONS" {
             return Ok(Reply::Full(
                 Response::status(204)
@@ -137,9 +162,7 @@ impl Endpoint {
         stream: &TcpStream,
         cors: &[(String, String)],
     ) -> Result<Reply, Response> {
-        checks::accept_post(&req)?;
-        checks::content_type(&req)?;
-        checks::protocol_version(&req)?;
+        // The head passed `check_head` before the body was read.
         let parsed = jsonrpc::parse(&req.body).map_err(|e| {
             let body = e.response().unwrap_or_else(|| json!({"jsonrpc": "2.0", "id": null, "error": {"code": e.code, "message": e.message}}));
             Response::json(400, &body)
@@ -189,7 +212,8 @@ impl Endpoint {
         mcp.receive_parsed(parsed, &sink);
         let mut headers = vec![(SESSION_HEADER.to_owned(), sid.clone())];
         headers.extend(cors.iter().cloned());
-        let outcome = self.answer(stream, &session, attached, headers, req.keep_alive, created);
+        let framing = Framing::of(&req);
+        let outcome = self.answer(stream, &session, attached, headers, framing, created);
         if created && !outcome.initialized {
             // A failed initialize leaves no session behind.
             self.sessions.remove(&sid, &owner);
@@ -245,7 +269,7 @@ impl Endpoint {
             &session,
             attached,
             headers,
-            req.keep_alive,
+            Framing::of(&req),
             None,
             !resumed,
         );
@@ -278,9 +302,10 @@ impl Endpoint {
         session: &Arc<SessionStreams>,
         attached: Attached,
         headers: Vec<(String, String)>,
-        keep_alive: bool,
+        framing: Framing,
         initializing: bool,
     ) -> Answered {
+        let keep_alive = framing.keep_alive;
         let first = match attached.rx.recv() {
             Ok(f) => f,
             Err(_) => {
@@ -358,7 +383,7 @@ impl Endpoint {
             session,
             attached,
             headers,
-            keep_alive,
+            framing,
             Some(first),
             true,
         );
@@ -377,13 +402,13 @@ impl Endpoint {
         session: &Arc<SessionStreams>,
         attached: Attached,
         mut headers: Vec<(String, String)>,
-        keep_alive: bool,
+        framing: Framing,
         first: Option<Frame>,
         prime: bool,
     ) -> bool {
         headers.push(("Content-Type".into(), "text/event-stream".into()));
         headers.push(("Cache-Control".into(), "no-cache".into()));
-        let mut w = match ChunkedWriter::start(stream, 200, &headers, keep_alive) {
+        let mut w = match ChunkedWriter::start(stream, 200, &headers, framing) {
             Ok(w) => w,
             Err(_) => {
                 session.detach(attached.stream, attached.token, false);
@@ -459,8 +484,12 @@ impl Endpoint {
             w.finish()
         });
         session.detach(attached.stream, attached.token, delivered_end && ok.is_ok());
-        ok.is_ok() && keep_alive
+        matches!(ok, Ok(true)) && framing.keep_alive
     }
+}
+
+fn is_health(req: &Request) -> bool {
+    req.path == "/healthz" && matches!(req.method.as_str(), "GET" | "HEAD")
 }
 
 struct Answered {

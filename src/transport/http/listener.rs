@@ -6,7 +6,7 @@ use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Answers a connection refused because of the connection cap.
 pub(crate) fn refuse(stream: &TcpStream) {
@@ -20,6 +20,9 @@ pub(crate) fn refuse(stream: &TcpStream) {
 /// Handles one request on a connection. Returns whether the connection
 /// may serve another request.
 pub trait Handler: Send + Sync + 'static {
+    /// Looks at a request before its body is read: a refusal here is
+    /// written at once and the body is never buffered.
+    fn check_head(&self, req: &Request) -> Result<(), Response>;
     /// Serves `req`, writing the response to `stream`.
     fn handle(&self, req: Request, stream: &TcpStream, peer: SocketAddr) -> io::Result<bool>;
 }
@@ -42,11 +45,24 @@ impl HttpConnections {
         };
         let mut conn = Conn::new(stream, self.limits.clone());
         loop {
-            match conn.read_request() {
-                Ok(req) => match self.handler.handle(req, &write_side, peer) {
+            let read = conn.read_head().and_then(|mut req| {
+                if let Err(resp) = self.handler.check_head(&req) {
+                    return Ok(Err(resp));
+                }
+                conn.read_body(&mut req).map(|()| Ok(req))
+            });
+            match read {
+                Ok(Ok(req)) => match self.handler.handle(req, &write_side, peer) {
                     Ok(true) if !self.stopping.load(Ordering::SeqCst) => continue,
                     _ => break,
                 },
+                Ok(Err(refused)) => {
+                    // Refused on its head: the body (if any) is unread, so
+                    // the connection cannot serve another request.
+                    let _ = write_response(&write_side, &refused, false);
+                    linger(&write_side);
+                    break;
+                }
                 Err(ReadError::Closed) => break,
                 Err(ReadError::Io(e)) => {
                     log::debug!("http: {peer}: {e}");
@@ -69,18 +85,28 @@ impl HttpConnections {
     }
 }
 
+/// Longest a refused connection is drained before it is closed.
+pub(crate) const LINGER_TIME: Duration = Duration::from_secs(2);
+/// Most bytes drained from a refused connection.
+pub(crate) const LINGER_BYTES: usize = 4 * 1024 * 1024;
+
 /// Lingering close after refusing a request whose body is still arriving:
-/// stop writing, then read and discard a bounded amount for a moment, so the
-/// peer's kernel does not answer our close with a reset that destroys the
-/// error response before the client reads it.
+/// stop writing, then read and discard for a moment, so the peer's kernel
+/// does not answer our close with a reset that destroys the error response
+/// before the client reads it. Bounded in total time ([`LINGER_TIME`]) and
+/// bytes ([`LINGER_BYTES`]): a trickling peer cannot hold the connection.
 fn linger(stream: &TcpStream) {
     use std::io::Read;
     let _ = stream.shutdown(std::net::Shutdown::Write);
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    let until = Instant::now() + LINGER_TIME;
     let mut sink = [0u8; 16 * 1024];
-    let mut left: usize = 8 * 1024 * 1024;
+    let mut left = LINGER_BYTES;
     let mut s = stream;
     while left > 0 {
+        let wait = until.saturating_duration_since(Instant::now());
+        if wait.is_zero() || stream.set_read_timeout(Some(wait)).is_err() {
+            break;
+        }
         match s.read(&mut sink) {
             Ok(0) | Err(_) => break,
             Ok(n) => left = left.saturating_sub(n),

@@ -34,10 +34,23 @@ pub struct Request {
     pub path: String,
     /// Headers with lowercase names, in order.
     pub headers: Vec<(String, String)>,
-    /// The body.
+    /// The body (empty until [`Conn::read_body`]).
     pub body: Vec<u8>,
     /// Whether the connection may serve another request afterwards.
     pub keep_alive: bool,
+    /// Whether the client speaks HTTP/1.1 (false: HTTP/1.0, which gets no
+    /// chunked responses and no `100 Continue`).
+    pub http11: bool,
+    pub(crate) framing: BodyFraming,
+}
+
+/// How a request's body is delimited (RFC 9112 §6.3).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyFraming {
+    #[default]
+    None,
+    Length(usize),
+    Chunked,
 }
 
 impl Request {
@@ -48,6 +61,86 @@ impl Request {
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.as_str())
     }
+
+    fn all(&self, name: &'static str) -> impl Iterator<Item = &str> + '_ {
+        self.headers
+            .iter()
+            .filter(move |(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body's framing from `Content-Length` and `Transfer-Encoding`,
+    /// refusing anything ambiguous: differing lengths, anything but digits,
+    /// both headers together, a coding other than exactly one `chunked`,
+    /// and `Transfer-Encoding` from an HTTP/1.0 client.
+    fn framing(&self, max_body: usize) -> Result<BodyFraming, ReadError> {
+        let codings: Vec<&str> = self
+            .all("transfer-encoding")
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            .collect();
+        let mut length: Option<usize> = None;
+        for value in self.all("content-length").flat_map(|v| v.split(',')) {
+            let n = parse_decimal(value.trim())
+                .ok_or(ReadError::Reject(400, "invalid Content-Length"))?;
+            if length.is_some_and(|l| l != n) {
+                return Err(ReadError::Reject(400, "conflicting Content-Length"));
+            }
+            length = Some(n);
+        }
+        if codings.is_empty() {
+            return match length {
+                Some(n) if n > max_body => Err(ReadError::Reject(413, "request body too large")),
+                Some(0) | None => Ok(BodyFraming::None),
+                Some(n) => Ok(BodyFraming::Length(n)),
+            };
+        }
+        if length.is_some() {
+            return Err(ReadError::Reject(
+                400,
+                "both Content-Length and Transfer-Encoding",
+            ));
+        }
+        if !self.http11 {
+            return Err(ReadError::Reject(400, "Transfer-Encoding in HTTP/1.0"));
+        }
+        match codings.as_slice() {
+            [only] if only.eq_ignore_ascii_case("chunked") => Ok(BodyFraming::Chunked),
+            _ if codings.iter().all(|c| c.eq_ignore_ascii_case("chunked")) => {
+                Err(ReadError::Reject(400, "chunked applied more than once"))
+            }
+            _ => Err(ReadError::Reject(501, "unsupported transfer coding")),
+        }
+    }
+}
+
+/// Digits only (no sign, no spaces), without overflow.
+fn parse_decimal(text: &str) -> Option<usize> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// A chunk-size line: hex digits, optional whitespace, then nothing or
+/// `;` and extensions (ignored). `None` for anything else or an overflow.
+fn parse_chunk_size(line: &[u8]) -> Option<usize> {
+    let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    if digits == 0 {
+        return None;
+    }
+    let rest = &line[digits..];
+    let rest = &rest[rest
+        .iter()
+        .take_while(|b| matches!(b, b' ' | b'\t'))
+        .count()..];
+    if !rest.is_empty() && rest[0] != b';' {
+        return None;
+    }
+    line[..digits].iter().try_fold(0usize, |acc, b| {
+        let d = (*b as char).to_digit(16)? as usize;
+        acc.checked_mul(16)?.checked_add(d)
+    })
 }
 
 /// Why no request could be read.
@@ -63,16 +156,61 @@ pub enum ReadError {
     Io(io::Error),
 }
 
-/// A connection's reading side with its buffer.
+/// Longest chunk-size or trailer line.
+const MAX_CHUNK_LINE: usize = 1024;
+/// Granularity of body reads straight from the socket.
+const READ_PIECE: usize = 16 * 1024;
+/// Buffer a connection keeps between requests.
+const BASE_BUFFER: usize = 4096;
+
+/// A connection's reading side with its buffer: the unread bytes are
+/// `buf[start..end]`, so consuming is O(1) and memory follows the bytes
+/// that arrived.
 pub struct Conn {
     stream: TcpStream,
     buf: Vec<u8>,
-    len: usize,
+    start: usize,
+    end: usize,
     limits: WireLimits,
 }
 
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
+fn timed_out(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+/// Where a request head ends, scanning only bytes not scanned before.
+#[derive(Default)]
+struct HeadScan {
+    /// Bytes (from the head's start) known not to start the end of the head.
+    scanned: usize,
+    /// End of the request line, once seen.
+    line_end: Option<usize>,
+}
+
+impl HeadScan {
+    /// The head's length if `data` holds all of it. Accepts CRLF and bare
+    /// LF line ends (RFC 9112 §2.2).
+    fn advance(&mut self, data: &[u8]) -> Option<usize> {
+        let mut i = self.scanned;
+        while let Some(off) = data[i..].iter().position(|&b| b == b'\n') {
+            let lf = i + off;
+            self.line_end.get_or_insert(lf);
+            match (data.get(lf + 1), data.get(lf + 2)) {
+                (Some(b'\n'), _) => return Some(lf + 2),
+                (Some(b'\r'), Some(b'\n')) => return Some(lf + 3),
+                (Some(b'\r'), None) | (None, _) => {
+                    self.scanned = lf;
+                    return None;
+                }
+                _ => i = lf + 1,
+            }
+        }
+        self.scanned = data.len();
+        None
+    }
 }
 
 impl Conn {
@@ -80,14 +218,24 @@ impl Conn {
     pub fn new(stream: TcpStream, limits: WireLimits) -> Conn {
         Conn {
             stream,
-            buf: vec![0; 4096],
-            len: 0,
+            buf: vec![0; BASE_BUFFER],
+            start: 0,
+            end: 0,
             limits,
         }
     }
 
-    /// Reads more bytes before `deadline`; Ok(0) at EOF.
-    fn fill(&mut self, deadline: Instant) -> Result<usize, ReadError> {
+    fn data(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    fn available(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Reads more bytes before `deadline`, keeping at most `cap` unread
+    /// bytes buffered; Ok(0) at EOF.
+    fn fill(&mut self, deadline: Instant, cap: usize) -> Result<usize, ReadError> {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(ReadError::Timeout);
@@ -95,63 +243,73 @@ impl Conn {
         self.stream
             .set_read_timeout(Some(left))
             .map_err(ReadError::Io)?;
-        if self.len == self.buf.len() {
-            let grown =
-                (self.buf.len() * 2).min(self.limits.max_head.max(self.limits.max_body) + 4096);
-            if grown <= self.len {
-                return Err(ReadError::Reject(431, "request too large"));
+        if self.end == self.buf.len() {
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            } else {
+                // Full of unread bytes: grow by doubling, so the buffer
+                // follows what arrived and copying stays linear.
+                let grown = (self.buf.len() * 2).min(cap);
+                if grown <= self.end {
+                    return Err(ReadError::Reject(431, "request too large"));
+                }
+                self.buf.resize(grown, 0);
             }
-            self.buf.resize(grown, 0);
         }
-        match self.stream.read(&mut self.buf[self.len..]) {
+        match self.stream.read(&mut self.buf[self.end..]) {
             Ok(n) => {
-                self.len += n;
+                self.end += n;
                 Ok(n)
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                Err(ReadError::Timeout)
-            }
+            Err(e) if timed_out(&e) => Err(ReadError::Timeout),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(1),
             Err(e) => Err(ReadError::Io(e)),
         }
     }
 
     fn consume(&mut self, n: usize) {
-        self.buf.copy_within(n..self.len, 0);
-        self.len -= n;
-        // Give memory back after a large request.
-        if self.buf.len() > 64 * 1024 && self.len < 4096 {
-            self.buf.truncate(4096.max(self.len));
-            self.buf.shrink_to_fit();
+        self.start += n;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+            // Give memory back after a large request.
+            if self.buf.len() > 64 * 1024 {
+                self.buf = vec![0; BASE_BUFFER];
+            }
         }
     }
 
-    /// Reads the next request. Waits up to the idle timeout for it to
-    /// start, then up to the head timeout for the head to complete.
-    pub fn read_request(&mut self) -> Result<Request, ReadError> {
-        let mut deadline = Instant::now() + self.limits.idle_timeout;
-        let mut started = self.len > 0;
-        if started {
-            deadline = Instant::now() + self.limits.head_timeout;
-        }
+    /// Reads the next request head. Waits up to the idle timeout for it to
+    /// start, then up to the head timeout for the head to complete. The
+    /// body is left unread: the caller checks the head first, then calls
+    /// [`Conn::read_body`].
+    pub fn read_head(&mut self) -> Result<Request, ReadError> {
+        let mut started = self.available() > 0;
+        let mut deadline = Instant::now()
+            + if started {
+                self.limits.head_timeout
+            } else {
+                self.limits.idle_timeout
+            };
+        let mut scan = HeadScan::default();
         let head_end = loop {
-            if let Some(p) = find(&self.buf[..self.len], b"\r\n\r\n") {
-                break p + 4;
+            // Empty lines before a request line are ignored (RFC 9112 §2.2).
+            while scan.scanned == 0 && matches!(self.data(), [b'\n', ..] | [b'\r', b'\n', ..]) {
+                self.consume(if self.data()[0] == b'\n' { 1 } else { 2 });
             }
-            let line_end = find(&self.buf[..self.len], b"\r\n").unwrap_or(self.len);
-            if line_end > self.limits.max_request_line {
+            if let Some(end) = scan.advance(self.data()) {
+                break end;
+            }
+            if scan.line_end.unwrap_or(self.available()) > self.limits.max_request_line {
                 return Err(ReadError::Reject(414, "request line too long"));
             }
-            if self.len > self.limits.max_head {
+            if self.available() > self.limits.max_head {
                 return Err(ReadError::Reject(431, "request header fields too large"));
             }
-            match self.fill(deadline) {
-                Ok(0) if !started => return Err(ReadError::Closed),
+            match self.fill(deadline, self.limits.max_head + BASE_BUFFER) {
+                Ok(0) if self.available() == 0 => return Err(ReadError::Closed),
                 Ok(0) => return Err(ReadError::Reject(400, "connection closed mid-request")),
                 Ok(_) if !started => {
                     started = true;
@@ -167,7 +325,7 @@ impl Conn {
         }
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut parsed = httparse::Request::new(&mut headers);
-        match parsed.parse(&self.buf[..head_end]) {
+        match parsed.parse(&self.data()[..head_end]) {
             Ok(httparse::Status::Complete(_)) => {}
             Ok(httparse::Status::Partial) => {
                 return Err(ReadError::Reject(400, "incomplete request head"))
@@ -178,12 +336,15 @@ impl Conn {
             Err(_) => return Err(ReadError::Reject(400, "malformed request")),
         }
         let target = parsed.path.unwrap_or("/");
+        let http11 = parsed.version == Some(1);
         let mut req = Request {
             method: parsed.method.unwrap_or("").to_owned(),
             path: target.split('?').next().unwrap_or("/").to_owned(),
             headers: Vec::with_capacity(parsed.headers.len()),
             body: Vec::new(),
-            keep_alive: parsed.version == Some(1),
+            keep_alive: http11,
+            http11,
+            framing: BodyFraming::None,
         };
         for h in parsed.headers.iter() {
             let value = std::str::from_utf8(h.value)
@@ -191,34 +352,25 @@ impl Conn {
             req.headers
                 .push((h.name.to_ascii_lowercase(), value.trim().to_owned()));
         }
-        if let Some(c) = req.header("connection") {
-            let c = c.to_ascii_lowercase();
-            if c.contains("close") {
-                req.keep_alive = false;
-            } else if c.contains("keep-alive") {
-                req.keep_alive = true;
-            }
+        // HTTP/1.0 connections are not kept alive: our responses do not
+        // say `Connection: keep-alive`, which a 1.0 client would need.
+        if req
+            .header("connection")
+            .is_some_and(|c| c.to_ascii_lowercase().contains("close"))
+        {
+            req.keep_alive = false;
         }
         self.consume(head_end);
-        self.read_body(&mut req)?;
+        req.framing = req.framing(self.limits.max_body)?;
         Ok(req)
     }
 
-    fn read_body(&mut self, req: &mut Request) -> Result<(), ReadError> {
-        let chunked = req
-            .header("transfer-encoding")
-            .is_some_and(|t| t.to_ascii_lowercase().contains("chunked"));
-        let length = match req.header("content-length") {
-            Some(v) if !chunked => Some(
-                v.parse::<usize>()
-                    .map_err(|_| ReadError::Reject(400, "invalid Content-Length"))?,
-            ),
-            _ => None,
-        };
-        if length.unwrap_or(0) > self.limits.max_body {
-            return Err(ReadError::Reject(413, "request body too large"));
-        }
-        if (chunked || length.unwrap_or(0) > 0)
+    /// Reads the body of a request whose head [`Conn::read_head`] returned.
+    /// Memory grows with the bytes that arrive, not with what the head
+    /// announces, and time is linear in the body's size.
+    pub fn read_body(&mut self, req: &mut Request) -> Result<(), ReadError> {
+        if req.framing != BodyFraming::None
+            && req.http11
             && req
                 .header("expect")
                 .is_some_and(|e| e.eq_ignore_ascii_case("100-continue"))
@@ -228,84 +380,102 @@ impl Conn {
                 .map_err(ReadError::Io)?;
         }
         let deadline = Instant::now() + self.limits.head_timeout.max(Duration::from_secs(30));
-        if let Some(n) = length {
-            // What is buffered already, then straight from the socket into
-            // the body: a large body is held once, not twice.
-            let have = self.len.min(n);
-            req.body = Vec::with_capacity(n);
-            req.body.extend_from_slice(&self.buf[..have]);
-            self.consume(have);
-            while req.body.len() < n {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Err(ReadError::Timeout);
-                }
-                self.stream
-                    .set_read_timeout(Some(left))
-                    .map_err(ReadError::Io)?;
-                let start = req.body.len();
-                req.body.resize(n, 0);
-                match self.stream.read(&mut req.body[start..]) {
-                    Ok(0) => {
-                        return Err(ReadError::Reject(400, "body shorter than Content-Length"))
-                    }
-                    Ok(got) => req.body.truncate(start + got),
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                        ) =>
-                    {
-                        return Err(ReadError::Timeout)
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => req.body.truncate(start),
-                    Err(e) => return Err(ReadError::Io(e)),
-                }
+        match req.framing {
+            BodyFraming::None => {}
+            BodyFraming::Length(n) => self.read_exact_into(&mut req.body, n, deadline)?,
+            BodyFraming::Chunked => self.read_chunked(&mut req.body, deadline)?,
+        }
+        Ok(())
+    }
+
+    /// Appends exactly `n` more bytes to `body`: what is buffered first,
+    /// then straight from the socket in pieces.
+    fn read_exact_into(
+        &mut self,
+        body: &mut Vec<u8>,
+        n: usize,
+        deadline: Instant,
+    ) -> Result<(), ReadError> {
+        let have = self.available().min(n);
+        body.extend_from_slice(&self.data()[..have]);
+        self.consume(have);
+        let mut left = n - have;
+        let mut piece = [0u8; READ_PIECE];
+        while left > 0 {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            if wait.is_zero() {
+                return Err(ReadError::Timeout);
             }
-        } else if chunked {
-            loop {
-                let line = loop {
-                    if let Some(p) = find(&self.buf[..self.len], b"\r\n") {
-                        break p;
-                    }
-                    if self.len > 1024 || self.fill(deadline)? == 0 {
-                        return Err(ReadError::Reject(400, "bad chunk header"));
-                    }
-                };
-                let size_text = std::str::from_utf8(&self.buf[..line])
-                    .unwrap_or("")
-                    .split(';')
-                    .next()
-                    .unwrap_or("")
-                    .trim()
-                    .to_owned();
-                let size = usize::from_str_radix(&size_text, 16)
-                    .map_err(|_| ReadError::Reject(400, "bad chunk size"))?;
-                self.consume(line + 2);
-                // Checked: a size such as ffffffffffffffff must not wrap.
-                if req
-                    .body
-                    .len()
-                    .checked_add(size)
-                    .is_none_or(|total| total > self.limits.max_body)
-                {
-                    return Err(ReadError::Reject(413, "request body too large"));
+            self.stream
+                .set_read_timeout(Some(wait))
+                .map_err(ReadError::Io)?;
+            let want = left.min(READ_PIECE);
+            match self.stream.read(&mut piece[..want]) {
+                Ok(0) => return Err(ReadError::Reject(400, "body shorter than announced")),
+                Ok(got) => {
+                    body.extend_from_slice(&piece[..got]);
+                    left -= got;
                 }
-                while self.len < size + 2 {
-                    if self.fill(deadline)? == 0 {
-                        return Err(ReadError::Reject(400, "truncated chunk"));
-                    }
-                }
-                if size == 0 {
-                    // Trailers are not supported beyond the empty line.
-                    self.consume(2);
-                    break;
-                }
-                req.body.extend_from_slice(&self.buf[..size]);
-                self.consume(size + 2);
+                Err(e) if timed_out(&e) => return Err(ReadError::Timeout),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ReadError::Io(e)),
             }
         }
         Ok(())
+    }
+
+    /// One line (without its CRLF) of at most [`MAX_CHUNK_LINE`] bytes.
+    fn read_line(&mut self, deadline: Instant) -> Result<Vec<u8>, ReadError> {
+        let mut scanned = 0;
+        loop {
+            if let Some(p) = self.data()[scanned..].windows(2).position(|w| w == b"\r\n") {
+                let line = self.data()[..scanned + p].to_vec();
+                self.consume(scanned + p + 2);
+                return Ok(line);
+            }
+            scanned = self.available().saturating_sub(1);
+            if self.available() > MAX_CHUNK_LINE {
+                return Err(ReadError::Reject(400, "chunk line too long"));
+            }
+            if self.fill(deadline, MAX_CHUNK_LINE + BASE_BUFFER)? == 0 {
+                return Err(ReadError::Reject(400, "truncated chunked body"));
+            }
+        }
+    }
+
+    fn read_chunked(&mut self, body: &mut Vec<u8>, deadline: Instant) -> Result<(), ReadError> {
+        loop {
+            let line = self.read_line(deadline)?;
+            let size = parse_chunk_size(&line).ok_or(ReadError::Reject(400, "bad chunk size"))?;
+            // Checked: a size such as ffffffffffffffff must not wrap.
+            if body
+                .len()
+                .checked_add(size)
+                .is_none_or(|total| total > self.limits.max_body)
+            {
+                return Err(ReadError::Reject(413, "request body too large"));
+            }
+            if size == 0 {
+                break;
+            }
+            self.read_exact_into(body, size, deadline)?;
+            if !self.read_line(deadline)?.is_empty() {
+                return Err(ReadError::Reject(400, "chunk data not followed by CRLF"));
+            }
+        }
+        // The trailer section: fields up to an empty line, read and
+        // discarded so none of it is taken for the next request.
+        let mut trailer = 0;
+        loop {
+            let line = self.read_line(deadline)?;
+            if line.is_empty() {
+                return Ok(());
+            }
+            trailer += line.len() + 2;
+            if trailer > self.limits.max_head {
+                return Err(ReadError::Reject(431, "trailer section too large"));
+            }
+        }
     }
 }
 
@@ -328,6 +498,7 @@ pub fn reason(status: u16) -> &'static str {
         415 => "Unsupported Media Type",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
+        501 => "Not Implemented",
         503 => "Service Unavailable",
         _ => "Unknown",
     }
@@ -403,29 +574,62 @@ fn write_full(mut w: impl Write, resp: &Response, keep_alive: bool, body: bool) 
     w.flush()
 }
 
-/// A chunked response body written and flushed piece by piece.
+/// How a response may be framed for the request it answers.
+#[derive(Clone, Copy, Debug)]
+pub struct Framing {
+    /// Whether the connection may serve another request afterwards.
+    pub keep_alive: bool,
+    /// Whether the client reads chunked bodies (HTTP/1.1).
+    pub chunked: bool,
+}
+
+impl Framing {
+    /// The framing `req` allows.
+    pub fn of(req: &Request) -> Framing {
+        Framing {
+            keep_alive: req.keep_alive,
+            chunked: req.http11,
+        }
+    }
+}
+
+/// A streamed response body written and flushed piece by piece: chunked
+/// for HTTP/1.1, delimited by closing the connection for HTTP/1.0 (which
+/// has no chunked coding, RFC 9112 §6.1).
 pub struct ChunkedWriter<W: Write> {
     w: W,
+    chunked: bool,
 }
 
 impl<W: Write> ChunkedWriter<W> {
-    /// Writes the head of a chunked response.
+    /// Writes the head of a streamed response. Without chunking the
+    /// connection closes after the body, whatever `framing.keep_alive` says.
     pub fn start(
         mut w: W,
         status: u16,
         headers: &[(String, String)],
-        keep_alive: bool,
+        framing: Framing,
     ) -> io::Result<Self> {
-        let mut out = head(status, headers, keep_alive);
-        out.extend_from_slice(b"Transfer-Encoding: chunked\r\n\r\n");
+        let mut out = head(status, headers, framing.keep_alive && framing.chunked);
+        if framing.chunked {
+            out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
         w.write_all(&out)?;
         w.flush()?;
-        Ok(ChunkedWriter { w })
+        Ok(ChunkedWriter {
+            w,
+            chunked: framing.chunked,
+        })
     }
     /// Writes one chunk and flushes it to the socket.
     pub fn chunk(&mut self, data: &[u8]) -> io::Result<()> {
         if data.is_empty() {
             return Ok(());
+        }
+        if !self.chunked {
+            self.w.write_all(data)?;
+            return self.w.flush();
         }
         let mut out = Vec::with_capacity(data.len() + 16);
         out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
@@ -434,9 +638,126 @@ impl<W: Write> ChunkedWriter<W> {
         self.w.write_all(&out)?;
         self.w.flush()
     }
-    /// Ends the body.
-    pub fn finish(mut self) -> io::Result<()> {
+    /// Ends the body. Returns whether the connection may be reused.
+    pub fn finish(mut self) -> io::Result<bool> {
+        if !self.chunked {
+            return Ok(false);
+        }
         self.w.write_all(b"0\r\n\r\n")?;
-        self.w.flush()
+        self.w.flush()?;
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn limits() -> WireLimits {
+        WireLimits {
+            max_request_line: 8 * 1024,
+            max_head: 32 * 1024,
+            max_body: 4 * 1024 * 1024,
+            head_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// A connected pair: our `Conn` and the peer's socket.
+    fn pair() -> (Conn, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let peer = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (ours, _) = l.accept().unwrap();
+        (Conn::new(ours, limits()), peer)
+    }
+
+    #[test]
+    fn a_head_in_small_pieces_is_scanned_once() {
+        // #11 item 29 (repro t18): each read scans only the new bytes.
+        let mut head = b"POST /mcp HTTP/1.1\r\n".to_vec();
+        while head.len() < 31 * 1024 {
+            head.extend_from_slice(b"X-Filler: abcdefghijklmnopqrstuvwxyz\r\n");
+        }
+        head.extend_from_slice(b"\r\n");
+        let mut scan = HeadScan::default();
+        let mut examined = 0;
+        for end in (16..head.len()).step_by(16) {
+            let before = scan.scanned;
+            assert_eq!(scan.advance(&head[..end]), None);
+            assert!(scan.scanned + 3 >= end, "left behind at {end}");
+            examined += end - before;
+        }
+        assert!(
+            examined < 2 * head.len(),
+            "rescanned: {examined} bytes examined"
+        );
+        assert_eq!(scan.advance(&head), Some(head.len()));
+        assert_eq!(scan.line_end, Some(19), "the request line's LF");
+        // Bare LF line ends end a head too.
+        assert_eq!(
+            HeadScan::default().advance(b"GET / HTTP/1.1\nA: b\n\n"),
+            Some(21)
+        );
+    }
+
+    #[test]
+    fn memory_follows_the_bytes_that_arrived_not_the_announced_length() {
+        // #11 items 4 and 25 (repro t19): Content-Length 4 MiB and one byte.
+        let (mut conn, mut peer) = pair();
+        peer.write_all(b"POST /mcp HTTP/1.1\r\nHost: h\r\nContent-Length: 4194304\r\n\r\nx")
+            .unwrap();
+        let mut req = conn.read_head().unwrap();
+        peer.shutdown(std::net::Shutdown::Write).unwrap();
+        let err = conn.read_body(&mut req).unwrap_err();
+        assert!(matches!(err, ReadError::Reject(400, _)), "{err:?}");
+        assert_eq!(req.body, b"x");
+        assert!(req.body.capacity() < 64 * 1024, "{}", req.body.capacity());
+        assert!(conn.buf.len() <= 64 * 1024, "{}", conn.buf.len());
+    }
+
+    #[test]
+    fn many_tiny_chunks_are_read_in_linear_time_and_memory() {
+        // #11 item 4: 1-byte chunks used to copy the whole buffer each.
+        let (mut conn, mut peer) = pair();
+        let n = 200_000;
+        let mut body = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+        for _ in 0..n {
+            body.extend_from_slice(b"1;ext=1\r\nx\r\n");
+        }
+        body.extend_from_slice(b"0\r\n\r\n");
+        let writer = std::thread::spawn(move || peer.write_all(&body).map(|()| peer));
+        let mut req = conn.read_head().unwrap();
+        conn.read_body(&mut req).unwrap();
+        assert_eq!(req.body.len(), n);
+        assert!(conn.buf.len() <= 64 * 1024, "{}", conn.buf.len());
+        writer.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn chunk_sizes_and_lengths_are_exact_tokens() {
+        assert_eq!(parse_chunk_size(b"1a"), Some(26));
+        assert_eq!(parse_chunk_size(b"1A ; name=value"), Some(26));
+        assert_eq!(parse_chunk_size(b"0"), Some(0));
+        for bad in [
+            &b""[..],
+            b"+1a",
+            b" 1a",
+            b"1a x",
+            b"0x1a",
+            b"-1",
+            b"10000000000000000",
+        ] {
+            assert_eq!(
+                parse_chunk_size(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        assert_eq!(parse_decimal("42"), Some(42));
+        for bad in ["", "+42", "-1", "4 2", "0x10", "99999999999999999999999"] {
+            assert_eq!(parse_decimal(bad), None, "{bad:?}");
+        }
     }
 }
