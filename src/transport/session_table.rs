@@ -95,19 +95,26 @@ impl<T: Expirable> SessionTable<T> {
         removed.map(|e| e.value.end()).is_some()
     }
 
-    /// Ends every session idle for longer than the idle timeout and not
-    /// busy. Returns how many expired.
+    /// Ends every session idle for longer than the idle timeout. A
+    /// session's idle time counts from the last request that reached it,
+    /// or from the last sweep that found it busy (work in flight, a stream
+    /// open): a call that ran for an hour does not leave its session
+    /// expired the moment it ends. Returns how many expired.
     pub fn sweep(&self) -> usize {
         let now = self.clock.now();
         let expired: Vec<Arc<T>> = {
             let mut entries = self.lock();
-            let ids: Vec<String> = entries
-                .iter()
-                .filter(|(_, e)| {
-                    now.saturating_duration_since(e.last_seen) > self.idle && !e.value.busy()
-                })
-                .map(|(id, _)| id.clone())
-                .collect();
+            let mut ids = Vec::new();
+            for (id, e) in entries.iter_mut() {
+                if now.saturating_duration_since(e.last_seen) <= self.idle {
+                    continue;
+                }
+                if e.value.busy() {
+                    e.last_seen = now;
+                } else {
+                    ids.push(id.clone());
+                }
+            }
             ids.iter()
                 .filter_map(|id| entries.remove(id))
                 .map(|e| e.value)
@@ -205,6 +212,9 @@ mod tests {
         clock.advance(Duration::from_secs(120));
         assert_eq!(t.sweep(), 0, "busy sessions do not expire");
         a.busy.store(false, Ordering::SeqCst);
+        clock.advance(Duration::from_secs(30));
+        assert_eq!(t.sweep(), 0, "idle time counts from the sweep that saw it busy");
+        clock.advance(Duration::from_secs(31));
         assert_eq!(t.sweep(), 1);
         assert!(a.ended.load(Ordering::SeqCst));
         assert_eq!(t.len(), 0);

@@ -339,8 +339,11 @@ impl Endpoint {
                         };
                         resp.headers
                             .push(("Content-Type".into(), "application/json".into()));
+                        session.release(attached.stream, attached.token);
                         let ok = write_response(stream, &resp, keep_alive).is_ok();
-                        session.detach(attached.stream, attached.token, ok);
+                        if ok {
+                            session.forget(attached.stream);
+                        }
                         return Answered {
                             keep_alive: ok && keep_alive,
                             initialized,
@@ -348,6 +351,8 @@ impl Endpoint {
                     }
                     Some(Frame::End) => {
                         // Cancelled: no JSON-RPC response is ever sent.
+                        session.release(attached.stream, attached.token);
+                        session.forget(attached.stream);
                         let ok = write_response(
                             stream,
                             &Response {
@@ -358,7 +363,6 @@ impl Endpoint {
                             keep_alive,
                         )
                         .is_ok();
-                        session.detach(attached.stream, attached.token, true);
                         return Answered {
                             keep_alive: ok && keep_alive,
                             initialized: false,
@@ -368,7 +372,7 @@ impl Endpoint {
                     None => match attached.rx.recv() {
                         Ok(f) => frame = Some(f),
                         Err(_) => {
-                            session.detach(attached.stream, attached.token, false);
+                            session.release(attached.stream, attached.token);
                             return Answered {
                                 keep_alive: false,
                                 initialized: false,
@@ -411,7 +415,7 @@ impl Endpoint {
         let mut w = match ChunkedWriter::start(stream, 200, &headers, framing) {
             Ok(w) => w,
             Err(_) => {
-                session.detach(attached.stream, attached.token, false);
+                session.release(attached.stream, attached.token);
                 return false;
             }
         };
@@ -477,13 +481,17 @@ impl Endpoint {
                 }
             }
         })();
+        // Released before the last bytes leave (see `SessionStreams::release`).
+        session.release(attached.stream, attached.token);
         let ok = result.and_then(|()| {
             if !out.is_empty() {
                 w.chunk(&out)?;
             }
             w.finish()
         });
-        session.detach(attached.stream, attached.token, delivered_end && ok.is_ok());
+        if delivered_end && ok.is_ok() {
+            session.forget(attached.stream);
+        }
         matches!(ok, Ok(true)) && framing.keep_alive
     }
 }

@@ -217,19 +217,26 @@ impl SessionStreams {
         })
     }
 
-    /// The connection of `token` is done with `stream`: a finished stream
-    /// whose end was written is forgotten; otherwise it stays resumable.
-    pub fn detach(&self, stream: u64, token: u64, delivered_end: bool) {
+    /// The connection of `token` stops writing `stream`. Called before the
+    /// last bytes of an answer leave: once a client holds its answer, the
+    /// session is no longer busy with it.
+    pub fn release(&self, stream: u64, token: u64) {
         let mut st = self.lock();
         if let Some(s) = st.map.get_mut(&stream) {
             if s.live.as_ref().is_some_and(|(t, _)| *t == token) {
                 s.live = None;
             }
-            if delivered_end && s.finished && stream != STANDALONE {
-                st.map.remove(&stream);
-                st.order.retain(|(sid, _)| *sid != stream);
-                st.shrink();
-            }
+        }
+    }
+
+    /// The end of a finished request stream reached its client: forget it
+    /// (until then it stays resumable).
+    pub fn forget(&self, stream: u64) {
+        let mut st = self.lock();
+        if stream != STANDALONE && st.map.get(&stream).is_some_and(|s| s.finished) {
+            st.map.remove(&stream);
+            st.order.retain(|(sid, _)| *sid != stream);
+            st.shrink();
         }
     }
 
@@ -268,9 +275,15 @@ impl SessionStreams {
         s.forward(frame);
     }
 
-    /// Whether requests are in flight or a connection is attached.
+    /// Whether a request is unanswered or a connection is attached. A
+    /// request's stream is finished when its answer is logged, before any
+    /// connection writes it, so a client that holds its answer never finds
+    /// the session still busy with it.
     fn has_activity(&self) -> bool {
-        self.mcp().inflight() > 0 || self.lock().map.values().any(|s| s.live.is_some())
+        self.lock()
+            .map
+            .iter()
+            .any(|(id, s)| s.live.is_some() || (*id != STANDALONE && !s.finished))
     }
 }
 
