@@ -162,6 +162,8 @@ fn a_client_calls_tools_through_the_broker() {
 struct Proxy {
     port: u16,
     closed: Arc<std::sync::atomic::AtomicBool>,
+    /// While set, new connections are accepted and dropped at once.
+    refusing: Arc<std::sync::atomic::AtomicBool>,
     conns: Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
 }
 
@@ -171,14 +173,18 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let refusing = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let conns: Arc<std::sync::Mutex<Vec<TcpStream>>> = Default::default();
-        let (c2, conns2) = (closed.clone(), conns.clone());
+        let (c2, r2, conns2) = (closed.clone(), refusing.clone(), conns.clone());
         std::thread::spawn(move || {
             for inbound in listener.incoming() {
                 if c2.load(Ordering::SeqCst) {
                     return;
                 }
                 let Ok(inbound) = inbound else { continue };
+                if r2.load(Ordering::SeqCst) {
+                    continue;
+                }
                 let Ok(upstream) = TcpStream::connect("127.0.0.1:5672") else {
                     continue;
                 };
@@ -202,6 +208,7 @@ impl Proxy {
         Proxy {
             port,
             closed,
+            refusing,
             conns,
         }
     }
@@ -855,4 +862,157 @@ fn a_network_cut_is_ridden_out_without_losing_requests() {
     // again and opens a session nobody uses; it expires when idle.
     assert!(server.session_count() >= 4);
     server.shutdown().unwrap();
+}
+
+/// #11 item 2: connection numbers only grow, also when the supervisor
+/// restarts the link. A handler still running when the link was restarted
+/// answers with its delivery's tag from the old connection; it must not be
+/// taken for a tag of the new one (which acknowledged another delivery, or
+/// closed the channel with PRECONDITION_FAILED: unknown delivery tag).
+#[test]
+fn a_link_restart_with_handlers_in_flight_acknowledges_nothing_twice() {
+    let proxy = Proxy::start();
+    let mut config = config("restart");
+    let _cleanup = Cleanup(config.clone());
+    let direct = config.clone();
+    config.url = AmqpUrl::parse(&proxy.url()).unwrap();
+    config.reconnect = fast_reconnect(1);
+    let (events_tx, events) = crossbeam_channel::unbounded();
+    let refusing = proxy.refusing.clone();
+    config.on_event = Some(Arc::new(move |e: &AmqpEvent| {
+        // The link gave up: let the restarted one connect.
+        if matches!(e, AmqpEvent::GaveUp(_)) {
+            refusing.store(false, Ordering::SeqCst);
+        }
+        let _ = events_tx.send(e.clone());
+    }));
+    let (started_tx, started) = crossbeam_channel::unbounded();
+    let (release_tx, release) = crossbeam_channel::unbounded::<()>();
+    let server = server("a", Arc::new(AtomicUsize::new(0)));
+    server
+        .add_tool(Tool::new("gated", json!({"type":"object"}), move |_, _| {
+            let _ = started_tx.send(());
+            let _ = release.recv_timeout(WAIT);
+            Ok(ToolResult::text("released"))
+        }))
+        .unwrap();
+    let amqp = server.start_amqp(config).unwrap();
+    assert_eq!(
+        events.recv().unwrap(),
+        AmqpEvent::Connected { generation: 1 }
+    );
+    let c = client(&direct);
+    std::thread::scope(|s| {
+        let call = s.spawn(|| c.call_tool("gated", json!({})));
+        started.recv_timeout(WAIT).expect("the handler runs");
+        // Cut the server's link and refuse it until it gave up; the
+        // supervisor restarts it and it connects again.
+        proxy.refusing.store(true, Ordering::SeqCst);
+        proxy.cut();
+        loop {
+            match events.recv_timeout(WAIT).expect("the link comes back") {
+                AmqpEvent::Connected { generation } => {
+                    assert!(generation > 1, "numbering started again at {generation}");
+                    break;
+                }
+                _ => continue,
+            }
+        }
+        release_tx.send(()).unwrap();
+        let r = call.join().unwrap().expect("the call is answered");
+        assert_eq!(text(&r), "released");
+    });
+    // One more round trip on the same channel: had the old tag been
+    // acknowledged on it, the broker would have closed it by now.
+    assert_eq!(
+        text(&c.call_tool("echo", json!({"message": "after"})).unwrap()),
+        "after"
+    );
+    let late: Vec<AmqpEvent> = events.try_iter().collect();
+    assert!(late.is_empty(), "the link failed again: {late:?}");
+    c.close();
+    amqp.shutdown().unwrap();
+}
+
+/// Polls `fact` (a sweep) while the manual clock moves on a second per
+/// round: for effects of broker events the test cannot wait on directly.
+fn eventually(clock: &supervisor::ManualClock, mut fact: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + WAIT;
+    while std::time::Instant::now() < deadline {
+        if fact() {
+            return true;
+        }
+        clock.advance(Duration::from_secs(1));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// #11 items 7 and 19: sending to a session is not activity (notifications
+/// kept sessions of dead clients alive forever); a message returned by the
+/// broker ends its session after `client_gone_grace`; and the reply queue
+/// is the one of `initialize`, whatever later messages say.
+#[test]
+fn sessions_of_gone_clients_expire_and_their_replies_stay_pinned() {
+    let clock = supervisor::ManualClock::new();
+    let mut config = config("gone");
+    let _cleanup = Cleanup(config.clone());
+    config.clock = Arc::new(clock.clone());
+    config.session_idle = Duration::from_secs(10 * 24 * 3600);
+    config.client_gone_grace = Duration::from_secs(5);
+    let server = server("a", Arc::new(AtomicUsize::new(0)));
+    let amqp = server.start_amqp(config.clone()).unwrap();
+    let ping = |raw: &Raw, queue: &str, session: &str, id: &str| {
+        let body = json!({"jsonrpc":"2.0","id":id,"method":"ping"}).to_string();
+        raw.publish(
+            "",
+            queue,
+            body.as_bytes(),
+            raw.props(id).with_headers(session_headers(session)),
+        );
+    };
+    let tool = |name: &str| {
+        Tool::new(name, json!({"type":"object"}), |_, _| {
+            Ok(ToolResult::text(""))
+        })
+    };
+
+    // Item 7: a notification to a silent client does not push expiry back.
+    let raw = Raw::new();
+    let (session, queue) = raw_initialize(&raw, &config);
+    ping(&raw, &queue, &session, "p1");
+    assert_eq!(body(&raw.recv())["id"], "p1");
+    clock.advance(config.session_idle / 2);
+    server.add_tool(tool("one")).unwrap();
+    assert_eq!(
+        body(&raw.recv())["method"],
+        "notifications/tools/list_changed"
+    );
+    clock.advance(config.session_idle / 2 + Duration::from_secs(1));
+    assert_eq!(amqp.sweep_sessions(), 1, "idle since its last message");
+
+    // Item 19: another queue naming the session gets nothing of it.
+    let owner = Raw::new();
+    let (session, queue) = raw_initialize(&owner, &config);
+    let other = Raw::new();
+    ping(&other, &queue, &session, "p2");
+    server.add_tool(tool("two")).unwrap();
+    let mut got: Vec<Value> = vec![body(&owner.recv()), body(&owner.recv())];
+    got.sort_by_key(|m| m["id"].is_null());
+    assert_eq!(got[0]["id"], "p2", "{got:?}");
+    assert_eq!(got[1]["method"], "notifications/tools/list_changed");
+    assert!(other.rx.try_recv().is_err(), "redirected to another queue");
+
+    // Item 7: the owner leaves (its queue goes with its connection); the
+    // next notification comes back from the broker, and the session ends
+    // after the grace time.
+    drop(owner);
+    drop(other);
+    assert_eq!(amqp.session_count(), 1);
+    server.add_tool(tool("three")).unwrap();
+    assert!(
+        eventually(&clock, || amqp.sweep_sessions() == 1),
+        "the session of a client whose queue is gone never ended"
+    );
+    amqp.shutdown().unwrap();
 }

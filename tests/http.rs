@@ -355,7 +355,11 @@ fn a_session_is_idle_the_moment_its_client_holds_the_answer() {
     // moved on at once could find its session still busy. Every mode, many
     // rounds: each new session must expire on the first sweep after its
     // idle time, right after its last answer arrived.
-    for mode in [ResponseMode::Auto, ResponseMode::JsonOnly, ResponseMode::SseOnly] {
+    for mode in [
+        ResponseMode::Auto,
+        ResponseMode::JsonOnly,
+        ResponseMode::SseOnly,
+    ] {
         let clock = ManualClock::new();
         let (http, _s, _g) = test_server(
             HttpOptions::default()

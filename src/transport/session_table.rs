@@ -18,6 +18,11 @@ pub trait Expirable: Send + Sync {
     fn busy(&self) -> bool;
     /// Ends the session: cancels its in-flight work, closes its streams.
     fn end(&self);
+    /// Whether the session's client is known to be gone: it ends at the
+    /// next sweep, idle or not, unless busy (default: never known).
+    fn abandoned(&self) -> bool {
+        false
+    }
 }
 
 /// The identity a session is bound to (e.g. a digest of a bearer token).
@@ -83,6 +88,15 @@ impl<T: Expirable> SessionTable<T> {
         Some(e.value.clone())
     }
 
+    /// The session with `id` if `owner` may use it, without counting as
+    /// activity: for sending to a session (a notification to a client that
+    /// went away must not keep its session alive).
+    pub fn peek(&self, id: &str, owner: &Owner) -> Option<Arc<T>> {
+        let entries = self.lock();
+        let e = entries.get(id).filter(|e| e.owner == *owner)?;
+        Some(e.value.clone())
+    }
+
     /// Removes and ends a session (DELETE).
     pub fn remove(&self, id: &str, owner: &Owner) -> bool {
         let removed = {
@@ -95,7 +109,8 @@ impl<T: Expirable> SessionTable<T> {
         removed.map(|e| e.value.end()).is_some()
     }
 
-    /// Ends every session idle for longer than the idle timeout. A
+    /// Ends every session idle for longer than the idle timeout, or
+    /// abandoned by its client (see [`Expirable::abandoned`]). A
     /// session's idle time counts from the last request that reached it,
     /// or from the last sweep that found it busy (work in flight, a stream
     /// open): a call that ran for an hour does not leave its session
@@ -106,7 +121,7 @@ impl<T: Expirable> SessionTable<T> {
             let mut entries = self.lock();
             let mut ids = Vec::new();
             for (id, e) in entries.iter_mut() {
-                if now.saturating_duration_since(e.last_seen) <= self.idle {
+                if now.saturating_duration_since(e.last_seen) <= self.idle && !e.value.abandoned() {
                     continue;
                 }
                 if e.value.busy() {
@@ -204,6 +219,7 @@ mod tests {
         );
         assert!(t.get(&id_a, &owner).is_some());
         clock.advance(Duration::from_secs(45));
+        assert!(t.peek(&id_b, &None).is_some(), "peeking is no activity");
         assert!(t.get(&id_a, &owner).is_some(), "use pushes expiry back");
         clock.advance(Duration::from_secs(45));
         assert_eq!(t.sweep(), 1, "b idled 90 s");
@@ -213,7 +229,11 @@ mod tests {
         assert_eq!(t.sweep(), 0, "busy sessions do not expire");
         a.busy.store(false, Ordering::SeqCst);
         clock.advance(Duration::from_secs(30));
-        assert_eq!(t.sweep(), 0, "idle time counts from the sweep that saw it busy");
+        assert_eq!(
+            t.sweep(),
+            0,
+            "idle time counts from the sweep that saw it busy"
+        );
         clock.advance(Duration::from_secs(31));
         assert_eq!(t.sweep(), 1);
         assert!(a.ended.load(Ordering::SeqCst));

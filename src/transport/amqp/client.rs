@@ -472,9 +472,11 @@ impl Connection {
             .name("mcpvisor-amqp-client".into())
             .spawn(move || {
                 let config = state.config.clone();
+                // One link per client connection, never restarted: its own count.
                 let result = link::run(
                     &config,
                     &stop_rx,
+                    &std::sync::atomic::AtomicU64::new(0),
                     Some(first),
                     |conn, channel, generation| {
                         state.serve(conn, channel, generation, &out_rx, &stop_rx)

@@ -19,6 +19,10 @@ pub const DEFAULT_PREFETCH: u16 = 64;
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1024 * 1024;
 /// Default idle expiry of a session owned by an instance.
 pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(30 * 60);
+/// Default time a session lives on after the broker returned a message to
+/// its client's queue (the queue is gone; a client that only lost its
+/// connection declares it again and speaks within this time): 60 s.
+pub const DEFAULT_CLIENT_GONE_GRACE: Duration = Duration::from_secs(60);
 /// Default queue that collects dead letters (bound to the dead-letter exchange).
 pub const DEFAULT_DEAD_LETTER_QUEUE: &str = "mcp.dead-letters";
 /// Default most sessions one server instance owns.
@@ -132,6 +136,17 @@ impl AmqpUrl {
             "amqps" => true,
             other => return Err(ConfigError::Scheme(other.to_owned())),
         };
+        // A '/' or '?' written unescaped in the user name or password ends
+        // the authority early; say so without quoting any of it.
+        if let Some(at) = rest.rfind('@') {
+            if rest[..at].contains(['/', '?', '#']) {
+                return Err(ConfigError::Malformed(
+                    "the user name or password contains '/', '?' or '#': \
+                     percent-encode it (%2F, %3F, %23)"
+                        .into(),
+                ));
+            }
+        }
         let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
         let mut ca_file = None;
         for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -179,8 +194,9 @@ impl AmqpUrl {
         let (host, port) = match hostport.rsplit_once(':') {
             Some((h, p)) if !h.is_empty() && !p.contains(']') => (
                 h.to_owned(),
-                p.parse()
-                    .map_err(|_| ConfigError::Malformed(format!("bad port {p:?}")))?,
+                p.parse().map_err(|_| {
+                    ConfigError::Malformed("the port is not a number from 0 to 65535".into())
+                })?,
             ),
             _ => (hostport.to_owned(), default_port),
         };
@@ -266,6 +282,10 @@ pub struct AmqpConfig {
     pub session_idle: Duration,
     /// Most sessions one instance owns (default [`DEFAULT_MAX_SESSIONS`]).
     pub max_sessions: usize,
+    /// How long a session outlives its client's queue: after the broker
+    /// returned a message to it and the client sent nothing since, the
+    /// session ends (default [`DEFAULT_CLIENT_GONE_GRACE`]).
+    pub client_gone_grace: Duration,
     /// AMQP heartbeat in seconds (default [`DEFAULT_HEARTBEAT_SECS`]).
     pub heartbeat_secs: u16,
     /// Most messages held while the broker is unreachable (default [`DEFAULT_MAX_BACKLOG`]).
@@ -314,6 +334,7 @@ impl AmqpConfig {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             session_idle: DEFAULT_SESSION_IDLE,
             max_sessions: DEFAULT_MAX_SESSIONS,
+            client_gone_grace: DEFAULT_CLIENT_GONE_GRACE,
             heartbeat_secs: DEFAULT_HEARTBEAT_SECS,
             max_backlog: DEFAULT_MAX_BACKLOG,
             reconnect: Reconnect::default(),
@@ -363,6 +384,27 @@ mod tests {
         ));
         assert!(AmqpUrl::parse("amqps://h").unwrap().tls);
         assert_eq!(AmqpUrl::parse("amqps://h").unwrap().port, 5671);
+    }
+
+    #[test]
+    fn an_unescaped_slash_or_question_mark_in_the_password_is_named_not_quoted() {
+        // #11 item 23: "bad port" quoted part of the password.
+        for url in [
+            "amqp://user:xq/cr3t@broker:5672/vh",
+            "amqp://user:xq?cr3t@broker",
+            "amqp://user:xq#cr3t@broker",
+            "amqp://user:a:b/cr3t@broker",
+        ] {
+            let e = AmqpUrl::parse(url).unwrap_err().to_string();
+            assert!(e.contains("percent-encode"), "{url}: {e}");
+            assert!(!e.contains("cr3t") && !e.contains("xq"), "{url}: {e}");
+        }
+        let e = AmqpUrl::parse("amqp://broker:56x2")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("56x2"), "{e}");
+        let u = AmqpUrl::parse("amqp://user:se%2Fcr3t@broker").unwrap();
+        assert_eq!(u.password(), "se/cr3t");
     }
 
     #[test]

@@ -8,7 +8,9 @@ use std::fmt;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
-/// How long opening the TCP connection may take.
+/// How long each step of opening a connection may take: the TCP connect,
+/// the TLS handshake and the AMQP handshake (a broker that accepts TCP and
+/// stays silent is given up on after it).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why a broker connection could not be opened. Never contains credentials.
@@ -35,12 +37,21 @@ impl fmt::Display for ConnectError {
 impl std::error::Error for ConnectError {}
 
 /// Opens a connection to the broker of `url` over a socket with TCP_NODELAY,
-/// asking for heartbeats every `heartbeat_secs` seconds (0: none).
+/// asking for heartbeats every `heartbeat_secs` seconds (0: none). Each
+/// step is bounded by [`CONNECT_TIMEOUT`].
 pub fn open(url: &AmqpUrl, heartbeat_secs: u16) -> Result<Connection, ConnectError> {
+    open_within(url, heartbeat_secs, CONNECT_TIMEOUT)
+}
+
+fn open_within(
+    url: &AmqpUrl,
+    heartbeat_secs: u16,
+    timeout: Duration,
+) -> Result<Connection, ConnectError> {
     let addrs = (url.host.as_str(), url.port)
         .to_socket_addrs()
         .map_err(ConnectError::Io)?;
-    let socket = connect_any(&url.host, addrs).map_err(ConnectError::Io)?;
+    let socket = connect_any(&url.host, addrs, timeout).map_err(ConnectError::Io)?;
     socket.set_nodelay(true).map_err(ConnectError::Io)?;
     let options = ConnectionOptions::default()
         .auth(Auth::Plain {
@@ -48,12 +59,12 @@ pub fn open(url: &AmqpUrl, heartbeat_secs: u16) -> Result<Connection, ConnectErr
             password: url.password().to_owned(),
         })
         .virtual_host(url.vhost.clone())
-        .heartbeat(heartbeat_secs);
+        .heartbeat(heartbeat_secs)
+        .connection_timeout(Some(timeout));
     if url.tls {
         #[cfg(feature = "amqps")]
         {
-            let stream =
-                super::tls::handshake(url, socket, CONNECT_TIMEOUT).map_err(ConnectError::Tls)?;
+            let stream = super::tls::handshake(url, socket, timeout).map_err(ConnectError::Tls)?;
             start(stream, options)
         }
         #[cfg(not(feature = "amqps"))]
@@ -84,13 +95,14 @@ fn start<S: amiquip::IoStream>(
 fn connect_any(
     host: &str,
     addrs: impl Iterator<Item = std::net::SocketAddr>,
+    timeout: Duration,
 ) -> std::io::Result<TcpStream> {
     let mut last = std::io::Error::new(
         std::io::ErrorKind::NotFound,
         format!("{host} did not resolve"),
     );
     for addr in addrs {
-        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+        match TcpStream::connect_timeout(&addr, timeout) {
             Ok(s) => return Ok(s),
             Err(e) => last = e,
         }
@@ -110,15 +122,38 @@ mod tests {
             .unwrap()
             .local_addr()
             .unwrap();
-        let s = connect_any("h", [dead, live.local_addr().unwrap()].into_iter()).unwrap();
+        let s = connect_any(
+            "h",
+            [dead, live.local_addr().unwrap()].into_iter(),
+            CONNECT_TIMEOUT,
+        )
+        .unwrap();
         assert_eq!(s.peer_addr().unwrap(), live.local_addr().unwrap());
-        let e = connect_any("h", [dead].into_iter()).unwrap_err();
+        let e = connect_any("h", [dead].into_iter(), CONNECT_TIMEOUT).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused);
-        let e = connect_any("nowhere.invalid", std::iter::empty()).unwrap_err();
+        let e = connect_any("nowhere.invalid", std::iter::empty(), CONNECT_TIMEOUT).unwrap_err();
         assert!(
             e.to_string().contains("nowhere.invalid did not resolve"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_broker_that_accepts_and_stays_silent_is_given_up_on() {
+        // #11 item 8: amiquip waits forever for the handshake by default.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let url = AmqpUrl::parse(&format!("amqp://u:p@127.0.0.1:{port}")).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(open_within(&url, 0, Duration::from_millis(300)).err());
+        });
+        let (_held, _) = silent.accept().unwrap();
+        let e = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the handshake was given up on")
+            .expect("no connection to a silent peer");
+        assert!(matches!(e, ConnectError::Amqp(_)), "{e}");
     }
 
     #[cfg(feature = "amqps")]

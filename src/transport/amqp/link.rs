@@ -7,6 +7,7 @@ use super::config::{AmqpConfig, AmqpEvent};
 use super::connect::open;
 use amiquip::{Channel, Connection};
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How one connection's message loop ended.
 pub(crate) enum Outcome {
@@ -25,13 +26,19 @@ pub(crate) fn stopped(stop: &Receiver<()>) -> bool {
 /// then fresh ones) until it returns [`Outcome::Stop`] or `stop` is
 /// signalled (`Ok`), or every reconnection attempt failed (`Err`, after
 /// [`AmqpEvent::GaveUp`]). A successful connection restarts the backoff.
+///
+/// `generations` numbers the connections and is owned by the caller, so
+/// the numbers only ever grow, also across restarts of this loop by a
+/// supervisor: work that outlives a connection (a handler still running)
+/// carries its connection's number, and a delivery tag of an older
+/// connection is never taken for one of the current connection.
 pub(crate) fn run(
     config: &AmqpConfig,
     stop: &Receiver<()>,
+    generations: &AtomicU64,
     mut first: Option<Connection>,
     mut serve: impl FnMut(&mut Connection, &Channel, u64) -> Outcome,
 ) -> Result<(), String> {
-    let mut generation = 0;
     let mut delays = config.reconnect.delays();
     loop {
         let connection = match first.take() {
@@ -41,7 +48,7 @@ pub(crate) fn run(
         let why = match connection {
             Ok(mut conn) => match conn.open_channel(None) {
                 Ok(channel) => {
-                    generation += 1;
+                    let generation = generations.fetch_add(1, Ordering::SeqCst) + 1;
                     config.emit(AmqpEvent::Connected { generation });
                     let outcome = serve(&mut conn, &channel, generation);
                     match outcome {

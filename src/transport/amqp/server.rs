@@ -31,8 +31,15 @@ use supervisor::{ChildSpec, Restart, Strategy, SupervisorSpec};
 /// A session owned by this instance.
 pub(crate) struct SessionRoute {
     mcp: Arc<Session>,
-    /// The client's reply queue (updated from every message's `reply_to`).
+    /// The client's reply queue: the `reply_to` of its `initialize`, pinned
+    /// for the session's life (a message that names the session cannot
+    /// redirect its traffic elsewhere).
     reply_to: Mutex<String>,
+    /// When the broker first returned a message to the client's queue
+    /// since the client last spoke.
+    gone_since: Mutex<Option<std::time::Instant>>,
+    clock: Arc<dyn supervisor::Clock>,
+    grace: Duration,
 }
 
 impl Expirable for SessionRoute {
@@ -41,6 +48,10 @@ impl Expirable for SessionRoute {
     }
     fn end(&self) {
         self.mcp.close();
+    }
+    fn abandoned(&self) -> bool {
+        lock(&self.gone_since)
+            .is_some_and(|t| self.clock.now().saturating_duration_since(t) > self.grace)
     }
 }
 
@@ -74,6 +85,8 @@ struct Shared {
     next_message: AtomicU64,
     /// Deliveries in the engine whose answer is still owed.
     answering: AtomicUsize,
+    /// Connections made so far (see [`link::run`]).
+    generations: AtomicU64,
 }
 
 impl Shared {
@@ -189,7 +202,8 @@ impl Sink for SessionSink {
         let Some(shared) = self.shared.upgrade() else {
             return;
         };
-        let session = shared.sessions.get(&self.session_id, &None);
+        // Sending is no sign of the client: it must not delay expiry.
+        let session = shared.sessions.peek(&self.session_id, &None);
         Reply {
             shared: shared.clone(),
             session,
@@ -276,6 +290,7 @@ impl crate::transport::tree::Tree<AmqpListener> {
             work: work_tx,
             next_message: AtomicU64::new(1),
             answering: AtomicUsize::new(0),
+            generations: AtomicU64::new(0),
         });
         let first = Mutex::new(Some(first));
         let link = {
@@ -286,6 +301,7 @@ impl crate::transport::tree::Tree<AmqpListener> {
                 link::run(
                     &shared.config,
                     ctx.stop_signal(),
+                    &shared.generations,
                     first,
                     |_, channel, generation| {
                         let ready = || ctx.ready();
@@ -434,14 +450,7 @@ fn serve(
             },
             i if i == i_returns => {
                 if let Ok(r) = op.recv(&returns) {
-                    // The client's queue is gone: it left. Its request is
-                    // still acknowledged when the confirm arrives.
-                    log::debug!(
-                        "amqp: message to {} returned ({} {}); its client is gone",
-                        r.routing_key,
-                        r.reply_code,
-                        r.reply_text
-                    );
+                    link.returned(&r);
                 }
                 Ok(())
             }
@@ -466,6 +475,26 @@ struct Link<'a> {
 }
 
 impl Link<'_> {
+    /// A message to a client's queue came back: the queue is gone. Unless
+    /// the client speaks again within `client_gone_grace` (it only lost its
+    /// connection), its session ends at the sweep after that. A request it
+    /// sent is still acknowledged when the confirm arrives.
+    fn returned(&self, r: &amiquip::Return) {
+        log::debug!(
+            "amqp: message to {} returned ({} {}); its client is gone",
+            r.routing_key,
+            r.reply_code,
+            r.reply_text
+        );
+        let Some(id) = Envelope::of(&r.properties).session else {
+            return;
+        };
+        if let Some(s) = self.shared.sessions.peek(&id, &None) {
+            let now = s.clock.now();
+            lock(&s.gone_since).get_or_insert(now);
+        }
+    }
+
     fn consumed(
         &mut self,
         message: Result<ConsumerMessage, crossbeam_channel::RecvError>,
@@ -607,10 +636,10 @@ impl Link<'_> {
             },
             None => (None, false),
         };
-        if let (Some(s), Some(r)) = (&session, &envelope.reply_to) {
-            let mut reply_to = lock(&s.reply_to);
-            if *reply_to != *r {
-                r.clone_into(&mut reply_to);
+        if let Some(s) = &session {
+            *lock(&s.gone_since) = None;
+            if let (true, Some(r)) = (opened, &envelope.reply_to) {
+                r.clone_into(&mut lock(&s.reply_to));
             }
         }
         if let (Some(s), Parsed::Single(Message::Request(r))) = (&session, &parsed) {
@@ -664,6 +693,9 @@ impl Link<'_> {
         let session = Arc::new(SessionRoute {
             mcp: mcp.clone(),
             reply_to: Mutex::new(String::new()),
+            gone_since: Mutex::new(None),
+            clock: shared.config.clock.clone(),
+            grace: shared.config.client_gone_grace,
         });
         match shared
             .sessions
