@@ -37,6 +37,12 @@ fn test_server(options: HttpOptions) -> (HttpServer, Server, Gate) {
             ctx.progress(2.0, Some(2.0), None);
             Ok(ToolResult::text("through"))
         }))
+        .tool(Tool::new("parked", json!({"type": "object"}), move |_, ctx| {
+            // Closes its stream, then runs until cancelled.
+            ctx.close_stream(Duration::from_millis(50));
+            let _ = ctx.cancelled().recv();
+            Ok(ToolResult::text("cancelled"))
+        }))
         .tool(Tool::new("polling", json!({"type": "object"}), |_, ctx| {
             // SSE polling: close this call's stream, finish later.
             ctx.close_stream(Duration::from_millis(50));
@@ -493,6 +499,18 @@ fn standalone_stream_carries_server_messages_and_is_exclusive() {
         .status,
         409
     );
+    // #11 item 35 (repro t10): resuming is no way around the 409.
+    for last in ["0-0", "0-1", prime.id.as_deref().unwrap()] {
+        let h = [("Accept", "text/event-stream"), sh, ("Last-Event-ID", last)];
+        assert_eq!(send(addr, "GET", "/mcp", &h, b"").status, 409, "{last}");
+    }
+    // #11 item 24 (repro t01): a batch (not allowed since 2025-06-18) of
+    // notifications only is refused with 400 on the POST; nothing goes on
+    // the open standalone stream, which keeps working.
+    let batch = json!([{"jsonrpc":"2.0","method":"notifications/initialized"}]);
+    let r = post(addr, Some(&sid), &batch, &[]);
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["error"]["code"], -32600);
     server
         .add_tool(Tool::new("late", json!({"type":"object"}), |_, _| {
             Ok(ToolResult::text(""))
@@ -638,5 +656,40 @@ fn a_handler_can_close_its_stream_and_the_client_resumes_for_the_result() {
         resumed.message().is_none(),
         "the resumed stream ends after the response"
     );
+    http.shutdown().unwrap();
+}
+
+#[test]
+fn a_request_cancelled_while_its_stream_is_closed_leaves_nothing_behind() {
+    // #11 item 33 (repro t12): the finished stream stayed until DELETE.
+    let (http, _s, _g) = default_server();
+    let addr = http.local_addr();
+    let sid = initialize(addr, &[]);
+    let mut r = post(addr, Some(&sid), &call(21, "parked", json!({})), &[]);
+    let last_id = r.event().unwrap().id.expect("priming event id");
+    while r.event().is_some() {}
+    let cancel = json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":21}});
+    assert_eq!(post(addr, Some(&sid), &cancel, &[]).status, 202);
+    // The handler ends on its own thread: wait for the fact that the
+    // stream is gone (a resumption then names an unknown stream).
+    let h = [
+        ("Accept", "text/event-stream"),
+        ("Mcp-Session-Id", sid.as_str()),
+        ("Last-Event-ID", last_id.as_str()),
+    ];
+    let deadline = std::time::Instant::now() + common::WAIT;
+    loop {
+        let resumed = send(addr, "GET", "/mcp", &h, b"");
+        let status = resumed.status;
+        drop(resumed.body());
+        if status == 400 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cancelled request's stream is still kept"
+        );
+        std::thread::yield_now();
+    }
     http.shutdown().unwrap();
 }

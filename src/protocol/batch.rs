@@ -25,21 +25,65 @@ impl Collector {
 
 impl Sink for Collector {
     fn send(&self, out: Outgoing) {
-        let done = {
+        let (done, last_cancelled) = {
             let mut st = lock(&self.state);
-            match out {
-                Outgoing::Response { message, .. } => st.1.push(message),
-                Outgoing::Suppressed { .. } => {}
+            let cancelled = match out {
+                Outgoing::Response { message, .. } => {
+                    st.1.push(message);
+                    None
+                }
+                Outgoing::Suppressed { id } => Some(id),
                 other => return self.parent.send(other),
-            }
+            };
             st.0 = st.0.saturating_sub(1);
-            (st.0 == 0 && !st.1.is_empty()).then(|| std::mem::take(&mut st.1))
+            let done = (st.0 == 0).then(|| std::mem::take(&mut st.1));
+            (done, cancelled)
         };
-        if let Some(responses) = done {
-            self.parent.send(Outgoing::Response {
+        match (done, last_cancelled) {
+            (Some(responses), _) if !responses.is_empty() => self.parent.send(Outgoing::Response {
                 id: None,
                 message: Value::Array(responses),
-            });
+            }),
+            // Every request was cancelled: nothing is written, but whoever
+            // waits for the batch's end (an HTTP stream) learns it ended.
+            (Some(_), Some(id)) => self.parent.send(Outgoing::Suppressed { id }),
+            _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::RequestId;
+
+    #[test]
+    fn a_batch_whose_requests_were_all_cancelled_still_ends() {
+        // #11 item 6: nothing was sent, so the HTTP stream waited forever.
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = seen.clone();
+        let parent: Arc<dyn Sink> = Arc::new(move |out: Outgoing| lock(&record).push(out));
+        let c = Collector::new(parent, 2);
+        c.send(Outgoing::Suppressed { id: RequestId::Number(1) });
+        assert!(lock(&seen).is_empty());
+        c.send(Outgoing::Suppressed { id: RequestId::Number(2) });
+        assert!(matches!(
+            lock(&seen).as_slice(),
+            [Outgoing::Suppressed { .. }]
+        ));
+        // One answered, one cancelled: the array holds the answer.
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = seen.clone();
+        let parent: Arc<dyn Sink> = Arc::new(move |out: Outgoing| lock(&record).push(out));
+        let c = Collector::new(parent, 2);
+        c.send(Outgoing::Suppressed { id: RequestId::Number(1) });
+        c.send(Outgoing::Response {
+            id: Some(RequestId::Number(2)),
+            message: serde_json::json!({"id": 2}),
+        });
+        assert!(matches!(
+            lock(&seen).as_slice(),
+            [Outgoing::Response { id: None, message }] if message.as_array().is_some_and(|a| a.len() == 1)
+        ));
     }
 }

@@ -163,10 +163,7 @@ impl Endpoint {
         cors: &[(String, String)],
     ) -> Result<Reply, Response> {
         // The head passed `check_head` before the body was read.
-        let parsed = jsonrpc::parse(&req.body).map_err(|e| {
-            let body = e.response().unwrap_or_else(|| json!({"jsonrpc": "2.0", "id": null, "error": {"code": e.code, "message": e.message}}));
-            Response::json(400, &body)
-        })?;
+        let parsed = jsonrpc::parse(&req.body).map_err(refused)?;
         let is_init =
             matches!(&parsed, Parsed::Single(Message::Request(r)) if r.method() == "initialize");
         let (session, sid, created) = match req.header("mcp-session-id") {
@@ -194,6 +191,16 @@ impl Endpoint {
                     .unwrap_or_else(|| reject(400, -32000, "Bad Request")))
             }
         };
+        if matches!(parsed, Parsed::Batch(_))
+            && !session
+                .mcp()
+                .version()
+                .is_some_and(ProtocolVersion::allows_batches)
+        {
+            // Refused here with a status: a rejection with no request to
+            // answer must not go on the session's standalone stream.
+            return Err(refused(jsonrpc::ParseError::batch_not_supported()));
+        }
         let has_request = match &parsed {
             Parsed::Single(Message::Request(_)) => true,
             Parsed::Single(_) => false,
@@ -494,6 +501,14 @@ impl Endpoint {
         }
         matches!(ok, Ok(true)) && framing.keep_alive
     }
+}
+
+/// A POST body that cannot be accepted: 400 with the JSON-RPC error.
+fn refused(e: jsonrpc::ParseError) -> Response {
+    let body = e.response().unwrap_or_else(|| {
+        json!({"jsonrpc": "2.0", "id": null, "error": {"code": e.code, "message": e.message}})
+    });
+    Response::json(400, &body)
 }
 
 fn is_health(req: &Request) -> bool {

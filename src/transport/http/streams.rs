@@ -182,7 +182,8 @@ impl SessionStreams {
         let token = TOKENS.fetch_add(1, Ordering::Relaxed);
         let mut st = self.lock();
         let s = st.map.get_mut(&stream).ok_or(ResumeError::UnknownStream)?;
-        if stream == STANDALONE && after.is_none() && s.live.is_some() {
+        if stream == STANDALONE && s.live.is_some() {
+            // One connection at a time, resuming or not.
             return Err(ResumeError::InUse);
         }
         let replay: Vec<Frame> = match after {
@@ -233,10 +234,8 @@ impl SessionStreams {
     /// (until then it stays resumable).
     pub fn forget(&self, stream: u64) {
         let mut st = self.lock();
-        if stream != STANDALONE && st.map.get(&stream).is_some_and(|s| s.finished) {
-            st.map.remove(&stream);
-            st.order.retain(|(sid, _)| *sid != stream);
-            st.shrink();
+        if st.map.get(&stream).is_some_and(|s| s.finished) {
+            st.remove(stream);
         }
     }
 
@@ -250,6 +249,12 @@ impl SessionStreams {
             Outgoing::Reconnect { retry } => Frame::Reconnect(retry),
             Outgoing::Suppressed { .. } => {
                 s.finished = true;
+                if s.live.is_none() {
+                    // Cancelled while no connection writes it: nobody
+                    // resumes a request they cancelled; keep nothing.
+                    st.remove(stream);
+                    return;
+                }
                 Frame::End
             }
             other => {
@@ -288,6 +293,14 @@ impl SessionStreams {
 }
 
 impl Streams {
+    /// Forgets a request stream and its logged events.
+    fn remove(&mut self, stream: u64) {
+        if stream != STANDALONE && self.map.remove(&stream).is_some() {
+            self.order.retain(|(sid, _)| *sid != stream);
+            self.shrink();
+        }
+    }
+
     /// Idle sessions are the many: give back what finished requests used.
     fn shrink(&mut self) {
         if self.order.is_empty() {
