@@ -393,23 +393,77 @@ fn a_session_is_idle_the_moment_its_client_holds_the_answer() {
 }
 
 #[test]
-fn max_sessions_is_a_clear_503() {
-    let (http, _s, _g) = test_server(HttpOptions::default().with_max_sessions(2));
-    let addr = http.local_addr();
-    initialize(addr, &[]);
-    initialize(addr, &[]);
-    let r = post(
-        addr,
-        None,
-        &json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
-        &[],
+fn a_full_table_makes_room_and_only_all_busy_gives_a_clear_503() {
+    // #11 item 11: a full table used to refuse everyone (10,000 sessions
+    // that never finished their handshake locked the server for 30 min).
+    let clock = ManualClock::new();
+    let (http, _s, gate) = test_server(
+        HttpOptions::default()
+            .with_max_sessions(2)
+            .with_clock(Arc::new(clock.clone())),
     );
+    let addr = http.local_addr();
+    let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
+    // A handshake never finished: it lives seconds, not the idle timeout.
+    let half = post(addr, None, &init, &[]);
+    assert_eq!(half.status, 200);
+    drop(half.body());
+    clock.advance(Duration::from_secs(11));
+    assert_eq!(http.sweep_sessions(), 1, "the unfinished handshake expired");
+    // Two sessions busy with calls: a third is refused.
+    let a = initialize(addr, &[]);
+    let b = initialize(addr, &[]);
+    let mut busy = Vec::new();
+    for (i, sid) in [&a, &b].into_iter().enumerate() {
+        let mut body = call(40 + i as i64, "gated", json!({}));
+        body["params"]["_meta"] = json!({"progressToken": i});
+        let mut r = post(addr, Some(sid), &body, &[]);
+        let _ = r.message().expect("progress: the call runs");
+        busy.push(r);
+    }
+    let r = post(addr, None, &init, &[]);
     assert_eq!(r.status, 503);
     assert!(r.json()["error"]["message"]
         .as_str()
         .unwrap()
         .contains("too many sessions"));
+    // Once idle, the longest-idle session makes room for a new one.
+    gate.release.send(()).unwrap();
+    gate.release.send(()).unwrap();
+    for mut r in busy {
+        while r.message().is_some() {}
+    }
+    clock.advance(Duration::from_secs(1));
+    let ping = json!({"jsonrpc":"2.0","id":9,"method":"ping"});
+    assert_eq!(answer(post(addr, Some(&b), &ping, &[])).1[0]["id"], 9);
+    let c = initialize(addr, &[]);
+    assert_eq!(http.session_count(), 2);
+    assert_eq!(post(addr, Some(&a), &ping, &[]).status, 404, "a made room");
+    for sid in [&b, &c] {
+        assert_eq!(answer(post(addr, Some(sid), &ping, &[])).1[0]["id"], 9);
+    }
     http.shutdown().unwrap();
+}
+
+#[test]
+fn a_failed_initialize_names_no_session_and_leaves_none() {
+    // #11 items 11 and 32 (repro t03), in every response mode.
+    for mode in [
+        ResponseMode::Auto,
+        ResponseMode::JsonOnly,
+        ResponseMode::SseOnly,
+    ] {
+        let (http, _s, _g) = test_server(HttpOptions::default().with_response_mode(mode));
+        let addr = http.local_addr();
+        let bad = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{}});
+        let r = post(addr, None, &bad, &[]);
+        assert_eq!(r.status, 200, "{mode:?}");
+        assert_eq!(r.header("mcp-session-id"), None, "{mode:?}");
+        let (_, m) = answer(r);
+        assert_eq!(m.last().unwrap()["error"]["code"], -32602, "{mode:?}");
+        assert_eq!(http.session_count(), 0, "{mode:?}");
+        http.shutdown().unwrap();
+    }
 }
 
 #[test]
@@ -668,7 +722,8 @@ fn a_request_cancelled_while_its_stream_is_closed_leaves_nothing_behind() {
     let mut r = post(addr, Some(&sid), &call(21, "parked", json!({})), &[]);
     let last_id = r.event().unwrap().id.expect("priming event id");
     while r.event().is_some() {}
-    let cancel = json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":21}});
+    let cancel =
+        json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":21}});
     assert_eq!(post(addr, Some(&sid), &cancel, &[]).status, 202);
     // The handler ends on its own thread: wait for the fact that the
     // stream is gone (a resumption then names an unknown stream).

@@ -64,9 +64,13 @@ mod tests {
         let record = seen.clone();
         let parent: Arc<dyn Sink> = Arc::new(move |out: Outgoing| lock(&record).push(out));
         let c = Collector::new(parent, 2);
-        c.send(Outgoing::Suppressed { id: RequestId::Number(1) });
+        c.send(Outgoing::Suppressed {
+            id: RequestId::Number(1),
+        });
         assert!(lock(&seen).is_empty());
-        c.send(Outgoing::Suppressed { id: RequestId::Number(2) });
+        c.send(Outgoing::Suppressed {
+            id: RequestId::Number(2),
+        });
         assert!(matches!(
             lock(&seen).as_slice(),
             [Outgoing::Suppressed { .. }]
@@ -76,7 +80,9 @@ mod tests {
         let record = seen.clone();
         let parent: Arc<dyn Sink> = Arc::new(move |out: Outgoing| lock(&record).push(out));
         let c = Collector::new(parent, 2);
-        c.send(Outgoing::Suppressed { id: RequestId::Number(1) });
+        c.send(Outgoing::Suppressed {
+            id: RequestId::Number(1),
+        });
         c.send(Outgoing::Response {
             id: Some(RequestId::Number(2)),
             message: serde_json::json!({"id": 2}),

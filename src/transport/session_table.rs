@@ -11,6 +11,9 @@ use supervisor::Clock;
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// Default maximum number of sessions.
 pub const DEFAULT_MAX_SESSIONS: usize = 10_000;
+/// Default lifetime of a session that has not become operational (its
+/// client never sent `notifications/initialized`): 10 s.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the table needs from a session.
 pub trait Expirable: Send + Sync {
@@ -22,6 +25,11 @@ pub trait Expirable: Send + Sync {
     /// next sweep, idle or not, unless busy (default: never known).
     fn abandoned(&self) -> bool {
         false
+    }
+    /// Whether the client finished the handshake (`notifications/initialized`);
+    /// until then the session lives only for the handshake timeout.
+    fn operational(&self) -> bool {
+        true
     }
 }
 
@@ -43,29 +51,57 @@ pub struct SessionTable<T> {
     entries: Mutex<HashMap<String, Entry<T>>>,
     max: usize,
     idle: Duration,
+    handshake: Duration,
+    evict: bool,
     clock: Arc<dyn Clock>,
 }
 
 impl<T: Expirable> SessionTable<T> {
-    /// A table holding at most `max` sessions that expire after `idle`.
+    /// A table holding at most `max` sessions that expire after `idle`
+    /// (after [`DEFAULT_HANDSHAKE_TIMEOUT`] until they are operational).
     pub fn new(max: usize, idle: Duration, clock: Arc<dyn Clock>) -> Self {
         SessionTable {
             entries: Mutex::new(HashMap::new()),
             max,
             idle,
+            handshake: DEFAULT_HANDSHAKE_TIMEOUT.min(idle),
+            evict: false,
             clock,
         }
+    }
+
+    /// Makes a full table end its longest-idle session (one that never
+    /// became operational first) for a new one, instead of refusing it
+    /// (default: refuse). For transports anyone can reach (HTTP without
+    /// credentials): a flood of sessions cannot lock everyone else out.
+    pub fn evicting(mut self) -> Self {
+        self.evict = true;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry<T>>> {
         crate::sync::lock(&self.entries)
     }
 
-    /// Adds a session under `id` (from [`new_session_id`]).
+    /// Adds a session under `id` (from [`new_session_id`]). A full table
+    /// refuses it, unless it is [`evicting`](Self::evicting): then it first
+    /// makes room by ending the longest-idle session that is not busy,
+    /// preferring one that never became operational.
     pub fn insert(&self, id: String, value: Arc<T>, owner: Owner) -> Result<(), Full> {
         let mut entries = self.lock();
+        let mut evicted = None;
         if entries.len() >= self.max {
-            return Err(Full);
+            if !self.evict {
+                return Err(Full);
+            }
+            let victim = entries
+                .iter()
+                .filter(|(_, e)| !e.value.busy())
+                .min_by_key(|(_, e)| (e.value.operational(), e.last_seen))
+                .map(|(id, _)| id.clone())
+                .ok_or(Full)?;
+            evicted = entries.remove(&victim);
+            log::info!("session table full: ended the longest-idle session to make room");
         }
         entries.insert(
             id,
@@ -75,6 +111,10 @@ impl<T: Expirable> SessionTable<T> {
                 owner,
             },
         );
+        drop(entries);
+        if let Some(e) = evicted {
+            e.value.end();
+        }
         Ok(())
     }
 
@@ -121,7 +161,12 @@ impl<T: Expirable> SessionTable<T> {
             let mut entries = self.lock();
             let mut ids = Vec::new();
             for (id, e) in entries.iter_mut() {
-                if now.saturating_duration_since(e.last_seen) <= self.idle && !e.value.abandoned() {
+                let limit = if e.value.operational() {
+                    self.idle
+                } else {
+                    self.handshake
+                };
+                if now.saturating_duration_since(e.last_seen) <= limit && !e.value.abandoned() {
                     continue;
                 }
                 if e.value.busy() {
@@ -157,11 +202,12 @@ impl<T: Expirable> SessionTable<T> {
 
 impl<T: Expirable + 'static> SessionTable<T> {
     /// A supervised worker named `name` that sweeps `table` every tenth
-    /// of its idle timeout (between 100 ms and 60 s) until stopped, and
+    /// of its shorter timeout (between 100 ms and 60 s) until stopped, and
     /// then ends every session left.
     pub fn sweeper(table: &Arc<Self>, name: &'static str) -> supervisor::ChildSpec {
         let table = table.clone();
-        let every = (table.idle / 10).clamp(Duration::from_millis(100), Duration::from_secs(60));
+        let every = (table.idle.min(table.handshake) / 10)
+            .clamp(Duration::from_millis(100), Duration::from_secs(60));
         supervisor::ChildSpec::worker(name, move |ctx| {
             while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
                 ctx.stop_signal().recv_timeout(every)
@@ -189,6 +235,7 @@ mod tests {
     struct S {
         busy: AtomicBool,
         ended: AtomicBool,
+        handshaking: AtomicBool,
     }
     impl Expirable for S {
         fn busy(&self) -> bool {
@@ -197,6 +244,48 @@ mod tests {
         fn end(&self) {
             self.ended.store(true, Ordering::SeqCst);
         }
+        fn operational(&self) -> bool {
+            !self.handshaking.load(Ordering::SeqCst)
+        }
+    }
+
+    #[test]
+    fn handshakes_are_short_and_a_full_table_makes_room() {
+        // #11 item 11: 10,000 sessions that never finish the handshake
+        // used to live 30 minutes and lock everyone else out.
+        let clock = ManualClock::new();
+        let t = SessionTable::new(3, Duration::from_secs(1800), Arc::new(clock.clone())).evicting();
+        let half = || {
+            let s = Arc::new(S::default());
+            s.handshaking.store(true, Ordering::SeqCst);
+            s
+        };
+        let (a, b) = (Arc::new(S::default()), half());
+        t.insert("a".into(), a.clone(), None).unwrap();
+        t.insert("b".into(), b.clone(), None).unwrap();
+        clock.advance(DEFAULT_HANDSHAKE_TIMEOUT + Duration::from_secs(1));
+        assert_eq!(t.sweep(), 1, "only the unfinished handshake expired");
+        assert!(b.ended.load(Ordering::SeqCst) && !a.ended.load(Ordering::SeqCst));
+        // Full: an unfinished handshake goes first, even if it is newer.
+        let c = half();
+        t.insert("c".into(), c.clone(), None).unwrap();
+        let d = Arc::new(S::default());
+        t.insert("d".into(), d.clone(), None).unwrap();
+        t.insert("e".into(), Arc::new(S::default()), None).unwrap();
+        assert!(c.ended.load(Ordering::SeqCst), "the handshake made room");
+        // Then the longest-idle operational session that is not busy.
+        a.busy.store(true, Ordering::SeqCst);
+        clock.advance(Duration::from_secs(1));
+        t.insert("f".into(), Arc::new(S::default()), None).unwrap();
+        assert!(!a.ended.load(Ordering::SeqCst), "busy sessions stay");
+        assert!(d.ended.load(Ordering::SeqCst), "d was the longest idle");
+        // Everyone busy: refused.
+        let t = SessionTable::new(1, Duration::from_secs(60), Arc::new(clock.clone())).evicting();
+        t.insert("x".into(), a.clone(), None).unwrap();
+        assert_eq!(
+            t.insert("y".into(), Arc::new(S::default()), None),
+            Err(Full)
+        );
     }
 
     #[test]

@@ -49,6 +49,9 @@ impl Expirable for SessionRoute {
     fn end(&self) {
         self.mcp.close();
     }
+    fn operational(&self) -> bool {
+        self.mcp.phase() == crate::protocol::Phase::Operating
+    }
     fn abandoned(&self) -> bool {
         lock(&self.gone_since)
             .is_some_and(|t| self.clock.now().saturating_duration_since(t) > self.grace)

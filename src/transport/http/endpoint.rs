@@ -308,7 +308,7 @@ impl Endpoint {
         stream: &TcpStream,
         session: &Arc<SessionStreams>,
         attached: Attached,
-        headers: Vec<(String, String)>,
+        mut headers: Vec<(String, String)>,
         framing: Framing,
         initializing: bool,
     ) -> Answered {
@@ -324,6 +324,20 @@ impl Endpoint {
                 };
             }
         };
+        // A new session's initialize: did it succeed? (Its answer comes
+        // first.) A failed one names no session: it is removed afterwards.
+        let initialized = match &first {
+            _ if !initializing => true,
+            Frame::Event {
+                data, last: true, ..
+            } => serde_json::from_str::<serde_json::Value>(data)
+                .is_ok_and(|v| v.get("result").is_some()),
+            Frame::Event { .. } => true,
+            Frame::End | Frame::Reconnect(_) => false,
+        };
+        if !initialized {
+            headers.retain(|(name, _)| name != SESSION_HEADER);
+        }
         let json_first = matches!(first, Frame::Event { last: true, .. })
             && self.opts.response_mode != ResponseMode::SseOnly;
         let json_only = self.opts.response_mode == ResponseMode::JsonOnly;
@@ -335,10 +349,6 @@ impl Endpoint {
                     Some(Frame::Event {
                         data, last: true, ..
                     }) => {
-                        // Only a new session's initialize answer needs a look inside.
-                        let initialized = initializing
-                            && serde_json::from_str::<serde_json::Value>(&data)
-                                .is_ok_and(|v| v.get("result").is_some());
                         let mut resp = Response {
                             status: 200,
                             headers,
@@ -400,7 +410,7 @@ impl Endpoint {
         );
         Answered {
             keep_alive,
-            initialized: true,
+            initialized,
         }
     }
 
@@ -505,9 +515,9 @@ impl Endpoint {
 
 /// A POST body that cannot be accepted: 400 with the JSON-RPC error.
 fn refused(e: jsonrpc::ParseError) -> Response {
-    let body = e.response().unwrap_or_else(|| {
-        json!({"jsonrpc": "2.0", "id": null, "error": {"code": e.code, "message": e.message}})
-    });
+    let body = e.response().unwrap_or_else(
+        || json!({"jsonrpc": "2.0", "id": null, "error": {"code": e.code, "message": e.message}}),
+    );
     Response::json(400, &body)
 }
 

@@ -84,9 +84,13 @@ pub struct HttpOptions {
     pub enable_get_stream: bool,
     /// Whether DELETE ends sessions (default true; false: 405).
     pub enable_delete: bool,
-    /// Idle expiry of sessions (default 30 minutes).
+    /// Idle expiry of sessions (default 30 minutes). A session whose client
+    /// has not sent `notifications/initialized` lives only
+    /// [`DEFAULT_HANDSHAKE_TIMEOUT`](crate::transport::session_table::DEFAULT_HANDSHAKE_TIMEOUT) (10 s).
     pub session_idle_timeout: Duration,
-    /// Most sessions (default 10,000; beyond: 503).
+    /// Most sessions (default 10,000). A new session beyond it ends the
+    /// longest-idle session that is not busy (one still in its handshake
+    /// first); when every session is busy, 503.
     pub max_sessions: usize,
     /// Allowed `Origin`s (default: loopback origins when bound to loopback,
     /// none otherwise).
@@ -312,11 +316,14 @@ impl crate::transport::tree::Tree<HttpListener> {
             .iter()
             .map(|t| checks::token_digest(t))
             .collect();
-        let sessions = Arc::new(SessionTable::new(
-            options.max_sessions,
-            options.session_idle_timeout,
-            options.clock.clone(),
-        ));
+        let sessions = Arc::new(
+            SessionTable::new(
+                options.max_sessions,
+                options.session_idle_timeout,
+                options.clock.clone(),
+            )
+            .evicting(),
+        );
         let endpoint = Endpoint::new(engine, options.clone(), sessions.clone(), tokens);
         let stopping = Arc::new(AtomicBool::new(false));
         let connections = Arc::new(HttpConnections {

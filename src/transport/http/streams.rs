@@ -339,6 +339,9 @@ impl Expirable for SessionStreams {
     fn busy(&self) -> bool {
         self.has_activity()
     }
+    fn operational(&self) -> bool {
+        self.mcp().phase() == crate::protocol::Phase::Operating
+    }
     fn end(&self) {
         {
             let mut st = self.lock();
