@@ -90,7 +90,10 @@ impl ErrorObject {
     }
     /// -32601 naming the method.
     pub fn method_not_found(method: &str) -> Self {
-        Self::new(METHOD_NOT_FOUND, format!("Method not found: {method}"))
+        Self::new(
+            METHOD_NOT_FOUND,
+            format!("Method not found: {}", excerpt(method)),
+        )
     }
     /// -32602 with a message.
     pub fn invalid_params(message: impl Into<String>) -> Self {
@@ -326,6 +329,24 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
+/// Longest excerpt of peer input quoted in an error message.
+pub const MAX_EXCERPT: usize = 64;
+
+/// Peer input as quoted in errors and logs: at most [`MAX_EXCERPT`] bytes
+/// (on a character boundary) and the total size, so a huge bad member is
+/// neither echoed back nor logged whole.
+pub fn excerpt(value: impl fmt::Display) -> String {
+    let text = value.to_string();
+    if text.len() <= MAX_EXCERPT {
+        return text;
+    }
+    let mut end = MAX_EXCERPT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len())
+}
+
 /// Parses bytes into a message or batch, validating every framing rule.
 pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
     let value: Value = serde_json::from_slice(bytes)
@@ -368,7 +389,7 @@ pub fn validate(value: Value) -> Result<Message, ParseError> {
         Some(other) => {
             return Err(fail(
                 INVALID_REQUEST,
-                format!("jsonrpc must be \"2.0\", got {other}"),
+                format!("jsonrpc must be \"2.0\", got {}", excerpt(other)),
             ));
         }
         None => return Err(fail(INVALID_REQUEST, "missing jsonrpc member".into())),
@@ -392,7 +413,10 @@ pub fn validate(value: Value) -> Result<Message, ParseError> {
                     Some(id) => Ok(Message::Request(Request { id, method, object })),
                     None => Err(ParseError::new(
                         INVALID_REQUEST,
-                        format!("request id must be a string or an integer, got {raw}"),
+                        format!(
+                            "request id must be a string or an integer, got {}",
+                            excerpt(raw)
+                        ),
                         None,
                     )),
                 },
@@ -400,7 +424,7 @@ pub fn validate(value: Value) -> Result<Message, ParseError> {
         }
         Some(other) => Err(fail(
             INVALID_REQUEST,
-            format!("method must be a string, got {other}"),
+            format!("method must be a string, got {}", excerpt(other)),
         )),
         None => {
             let has_result = object.contains_key("result");
@@ -439,7 +463,10 @@ pub fn validate(value: Value) -> Result<Message, ParseError> {
                     })),
                     None => Err(fail(
                         INVALID_REQUEST,
-                        format!("response id must be a string or an integer, got {raw}"),
+                        format!(
+                            "response id must be a string or an integer, got {}",
+                            excerpt(raw)
+                        ),
                     )),
                 },
                 None => Err(fail(INVALID_REQUEST, "response has no id".into())),
@@ -477,6 +504,26 @@ pub fn notification(method: &str, params: Value) -> Value {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn errors_quote_a_bounded_excerpt_of_bad_input() {
+        // #11 item 34 (repro t15): a 4 MiB member was echoed and logged whole.
+        let big = "A".repeat(4 * 1024 * 1024);
+        for bad in [
+            serde_json::json!({"jsonrpc": big, "id": 1, "method": "ping"}),
+            serde_json::json!({"jsonrpc": "2.0", "id": [big], "method": "ping"}),
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": [big]}),
+        ] {
+            let e = parse(bad.to_string().as_bytes()).unwrap_err();
+            assert!(e.message.len() < 200, "{}", e.message.len());
+            assert!(e.to_string().len() < 200);
+            assert!(e.message.contains("bytes)"), "{}", e.message);
+        }
+        assert!(ErrorObject::method_not_found(&big).message.len() < 200);
+        assert_eq!(excerpt("short"), "short");
+        let multibyte = "é".repeat(100);
+        assert!(excerpt(&multibyte).starts_with("éé"));
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -37,6 +37,10 @@ fn round_trip(addr: SocketAddr, sid: &str, n: i64) {
 /// The conformance example over HTTP as a child process (optionally with a
 /// descriptor limit); returns it and its address, read from its stdout.
 fn child_server(nofile: Option<u32>) -> (Child, SocketAddr) {
+    child_server_logging(nofile, "warn")
+}
+
+fn child_server_logging(nofile: Option<u32>, log: &str) -> (Child, SocketAddr) {
     let exe = common::example("conformance");
     let mut cmd = match nofile {
         Some(n) => {
@@ -48,7 +52,7 @@ fn child_server(nofile: Option<u32>) -> (Child, SocketAddr) {
     };
     let mut child = cmd
         .args(["--listen", "http://127.0.0.1:0/mcp"])
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", log)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -356,4 +360,34 @@ fn head_responses_carry_no_body_and_keep_alive_framing_holds() {
     r.read_exact(&mut body).unwrap();
     assert!(String::from_utf8_lossy(&body).contains("\"ok\""));
     http.shutdown().unwrap();
+}
+
+#[test]
+fn logs_name_sessions_by_a_digest_and_never_quote_huge_input() {
+    // #11 items 18 and 34: the session id is the capability to use a
+    // session (no bearer tokens here), so it never reaches the log; a huge
+    // bad member is neither logged nor echoed whole.
+    let (mut child, addr) = child_server_logging(None, "info");
+    let sid = initialize(addr, &[]);
+    let huge = "A".repeat(1024 * 1024);
+    let bad = json!({"jsonrpc": huge, "id": 1, "method": "ping"});
+    let r = post(addr, Some(&sid), &bad, &[]);
+    let answer = r.body();
+    assert!(answer.len() < 1024, "echoed {} bytes", answer.len());
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    assert!(log.contains("initialized with protocol"), "{log}");
+    assert!(!log.contains(&sid), "the session id was logged");
+    assert!(
+        log.contains(&mcpvisor::protocol::session_log_name(&sid)),
+        "{log}"
+    );
+    assert!(log.len() < 64 * 1024, "the log grew by {} bytes", log.len());
 }

@@ -102,7 +102,7 @@ pub(crate) fn initialize(session: &Arc<Session>, req: &Request) -> Result<Value,
     }
     log::info!(
         "session {}: initialized with protocol {version} (client asked for {requested})",
-        session.id()
+        session.log_name()
     );
     Ok(Value::Object(result))
 }

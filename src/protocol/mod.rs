@@ -25,7 +25,7 @@ pub use context::{Context, PeerError, ProtocolContext, ToolContext, DEFAULT_PEER
 pub(crate) use outbound::{CallError, Outbound, Wait};
 pub use outbound::{PeerRequestHandler, ProgressHandler};
 pub use session::{Phase, Session};
-pub use session_id::{new_session_id, SESSION_ID_BYTES};
+pub use session_id::{log_name as session_log_name, new_session_id, SESSION_ID_BYTES};
 pub use sink::{Outgoing, Sink};
 // The data types engine users meet most, where they used to live.
 pub use crate::model::{LogLevel, ProtocolVersion};

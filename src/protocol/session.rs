@@ -45,6 +45,8 @@ pub struct Session {
     pub(crate) engine: Arc<Engine>,
     key: u64,
     id: String,
+    /// How logs name the session (never its id).
+    log_name: String,
     sink: Arc<dyn Sink>,
     state: Mutex<State>,
     inflight: Mutex<HashMap<RequestId, CancelToken>>,
@@ -55,10 +57,12 @@ pub struct Session {
 
 impl Session {
     pub(crate) fn new(engine: Arc<Engine>, key: u64, sink: Arc<dyn Sink>) -> Session {
+        let id = super::session_id::new_session_id();
         Session {
             engine,
             key,
-            id: super::session_id::new_session_id(),
+            log_name: super::session_id::log_name(&id),
+            id,
             sink,
             state: Mutex::new(State {
                 phase: Phase::AwaitingInitialize,
@@ -82,6 +86,11 @@ impl Session {
     /// The session id (32 hex digits from `ring`'s system random).
     pub fn id(&self) -> &str {
         &self.id
+    }
+    /// How logs name the session: a short digest of its id
+    /// ([`log_name`](super::session_id::log_name)), never the id itself.
+    pub fn log_name(&self) -> &str {
+        &self.log_name
     }
     /// The lifecycle phase.
     pub fn phase(&self) -> Phase {
@@ -140,7 +149,7 @@ impl Session {
 
     /// Answers a parse or validation failure (when an answer is owed).
     pub fn reject(&self, error: ParseError, sink: &Arc<dyn Sink>) {
-        log::warn!("session {}: rejected a message: {error}", self.id);
+        log::warn!("session {}: rejected a message: {error}", self.log_name);
         if let Some(message) = error.response() {
             sink.send(Outgoing::Response {
                 id: error.id.clone(),
@@ -222,7 +231,7 @@ impl Session {
             self.request_done(&id);
             log::warn!(
                 "session {}: handler queue full, request {id} refused",
-                self.id
+                self.log_name
             );
             respond(
                 &sink,
@@ -243,7 +252,7 @@ impl Session {
                     Phase::Operating => {}
                     Phase::AwaitingInitialize => log::warn!(
                         "session {}: initialized before initialize; ignored",
-                        self.id
+                        self.log_name
                     ),
                 }
             }
@@ -256,7 +265,7 @@ impl Session {
                     Some(token) => token.cancel(),
                     None => log::debug!(
                         "session {}: cancellation of an unknown or finished request ignored",
-                        self.id
+                        self.log_name
                     ),
                 }
             }
@@ -267,12 +276,13 @@ impl Session {
                     let _ = self.outbound.progress(p);
                 }
             }
-            other => log::debug!("session {}: notification {other} ignored", self.id),
+            other => log::debug!("session {}: notification {other} ignored", self.log_name),
         }
     }
 
     fn handle_response(&self, r: Response) {
-        self.outbound.answer(r, &format!("session {}", self.id));
+        self.outbound
+            .answer(r, &format!("session {}", self.log_name));
     }
 
     /// The protocol context a new request is served under.

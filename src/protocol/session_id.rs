@@ -24,9 +24,35 @@ pub fn new_session_id() -> String {
     id
 }
 
+/// How a session is named in logs: the first 8 hex digits of the
+/// SHA-256 of its id. Without bearer tokens the id is the capability to use
+/// the session, so logs never carry it; the digest still lets an operator
+/// follow one session through a log.
+pub fn log_name(id: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, id.as_bytes());
+    let mut out = String::with_capacity(9);
+    out.push('#');
+    for b in &digest.as_ref()[..4] {
+        out.push(char::from_digit((b >> 4).into(), 16).unwrap_or('0'));
+        out.push(char::from_digit((b & 15).into(), 16).unwrap_or('0'));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn logs_name_a_session_by_a_short_digest_not_its_id() {
+        // #11 item 18.
+        let id = new_session_id();
+        let name = log_name(&id);
+        assert_eq!(name.len(), 9);
+        assert!(!id.contains(&name[1..]) || name[1..] != id[..8]);
+        assert_eq!(name, log_name(&id), "stable");
+        assert_ne!(name, log_name(&new_session_id()));
+    }
 
     #[test]
     fn ids_are_128_bit_visible_ascii_and_distinct() {

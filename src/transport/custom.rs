@@ -219,7 +219,7 @@ impl ServerConnection {
     pub fn too_large(&self, len: usize) {
         log::warn!(
             "session {}: discarded a message of {len} bytes (limit {})",
-            self.session.id(),
+            self.session.log_name(),
             self.max
         );
         self.session
@@ -255,7 +255,7 @@ impl ServerConnection {
         if !session.wait_idle(self.grace) {
             log::warn!(
                 "session {}: {} request(s) still running after the grace period; cancelling",
-                session.id(),
+                session.log_name(),
                 session.inflight()
             );
         }

@@ -605,7 +605,8 @@ impl Link<'_> {
                 Some(s) => (Some(s), false),
                 None => {
                     log::info!(
-                        "amqp: a message for unknown session {id:?} answered with {SESSION_NOT_FOUND_CODE}"
+                        "amqp: a message for unknown session {} answered with {SESSION_NOT_FOUND_CODE}",
+                        crate::protocol::session_log_name(id)
                     );
                     let gone = ErrorObject::new(
                         SESSION_NOT_FOUND_CODE,
@@ -649,7 +650,7 @@ impl Link<'_> {
             if s.mcp.is_inflight(r.id()) {
                 log::debug!(
                     "amqp: session {}: request {} delivered again while in flight; the original answers",
-                    s.mcp.id(),
+                    s.mcp.log_name(),
                     r.id()
                 );
                 return self.ack(ticket);
