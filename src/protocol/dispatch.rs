@@ -178,7 +178,7 @@ fn list_prompts(session: &Arc<Session>, req: &Request) -> Result<Value, ErrorObj
 
 fn subscription(session: &Arc<Session>, req: &Request, on: bool) -> Result<Value, ErrorObject> {
     offered(&session.engine, "resources", req.method())?;
-    session.subscribe(required_str(params(req), "uri")?, on);
+    session.subscribe(required_str(params(req), "uri")?, on)?;
     Ok(json!({}))
 }
 

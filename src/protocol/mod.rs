@@ -24,7 +24,9 @@ pub use context::{Context, PeerError, ProtocolContext, ToolContext, DEFAULT_PEER
 #[cfg(feature = "client")]
 pub(crate) use outbound::{CallError, Outbound, Wait};
 pub use outbound::{PeerRequestHandler, ProgressHandler};
-pub use session::{Phase, Session};
+pub use session::{
+    Phase, Session, MAX_CLIENT_DESCRIPTION_BYTES, MAX_SUBSCRIPTIONS, MAX_SUBSCRIPTION_URI_BYTES,
+};
 pub use session_id::{log_name as session_log_name, new_session_id, SESSION_ID_BYTES};
 pub use sink::{Outgoing, Sink};
 // The data types engine users meet most, where they used to live.

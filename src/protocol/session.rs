@@ -20,6 +20,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+/// Most resources one session may subscribe to.
+pub const MAX_SUBSCRIPTIONS: usize = 1024;
+/// Longest resource URI a session may subscribe to, in bytes.
+pub const MAX_SUBSCRIPTION_URI_BYTES: usize = 8 * 1024;
+/// Largest `capabilities` plus `clientInfo` of an `initialize`, as JSON:
+/// a session keeps them for its life.
+pub const MAX_CLIENT_DESCRIPTION_BYTES: usize = 64 * 1024;
+
 /// The lifecycle phase.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -92,6 +100,14 @@ impl Session {
     pub fn log_name(&self) -> &str {
         &self.log_name
     }
+    /// Most resources one session may subscribe to.
+    pub const MAX_SUBSCRIPTIONS: usize = 1024;
+    /// Longest resource URI a session may subscribe to, in bytes.
+    pub const MAX_SUBSCRIPTION_URI_BYTES: usize = 8 * 1024;
+    /// Largest `capabilities` plus `clientInfo` of an `initialize`, as JSON:
+    /// a session keeps them for its life.
+    pub const MAX_CLIENT_DESCRIPTION_BYTES: usize = 64 * 1024;
+
     /// The lifecycle phase.
     pub fn phase(&self) -> Phase {
         lock(&self.state).phase
@@ -297,6 +313,12 @@ impl Session {
         capabilities: &Value,
         client_info: &Value,
     ) -> Result<(), ErrorObject> {
+        let size = capabilities.to_string().len() + client_info.to_string().len();
+        if size > MAX_CLIENT_DESCRIPTION_BYTES {
+            return Err(ErrorObject::invalid_params(format!(
+                "capabilities and clientInfo take {size} bytes; at most {MAX_CLIENT_DESCRIPTION_BYTES} are kept per session"
+            )));
+        }
         let mut st = lock(&self.state);
         if st.phase != Phase::AwaitingInitialize {
             return Err(ErrorObject::invalid_request(
@@ -313,13 +335,26 @@ impl Session {
         lock(&self.state).log_level = Some(level);
     }
 
-    pub(crate) fn subscribe(&self, uri: &str, on: bool) {
+    /// Subscribes to (or unsubscribes from) `uri`, within
+    /// [`MAX_SUBSCRIPTIONS`] of at most [`MAX_SUBSCRIPTION_URI_BYTES`] each.
+    pub(crate) fn subscribe(&self, uri: &str, on: bool) -> Result<(), ErrorObject> {
         let mut st = lock(&self.state);
-        if on {
-            st.subscriptions.insert(uri.to_owned());
-        } else {
+        if !on {
             st.subscriptions.remove(uri);
+            return Ok(());
         }
+        if uri.len() > MAX_SUBSCRIPTION_URI_BYTES {
+            return Err(ErrorObject::invalid_params(format!(
+                "the URI is longer than {MAX_SUBSCRIPTION_URI_BYTES} bytes"
+            )));
+        }
+        if st.subscriptions.len() >= MAX_SUBSCRIPTIONS && !st.subscriptions.contains(uri) {
+            return Err(ErrorObject::invalid_params(format!(
+                "a session may subscribe to at most {MAX_SUBSCRIPTIONS} resources"
+            )));
+        }
+        st.subscriptions.insert(uri.to_owned());
+        Ok(())
     }
 
     pub(crate) fn is_subscribed(&self, uri: &str) -> bool {

@@ -210,6 +210,58 @@ fn resource_updates_reach_only_subscribers() {
 }
 
 #[test]
+fn per_session_state_is_bounded() {
+    // #11 items 15 and 30 (repro t04): subscriptions and the client's
+    // description are kept per session: both have a limit.
+    use crate::protocol::{
+        MAX_CLIENT_DESCRIPTION_BYTES, MAX_SUBSCRIPTIONS, MAX_SUBSCRIPTION_URI_BYTES,
+    };
+    let server = Server::builder("t", "0")
+        .resource(Resource::new("r://x", "x", |u, _| {
+            Ok(vec![ResourceContents::text(u, "text/plain", "x")])
+        }))
+        .build()
+        .unwrap();
+    let mut c = Client::new(&server);
+    for i in 0..MAX_SUBSCRIPTIONS {
+        let r = c.call(
+            i as i64,
+            "resources/subscribe",
+            json!({"uri": format!("r://{i}")}),
+        );
+        assert_eq!(r["result"], json!({}), "{r}");
+    }
+    let over = c.call(-1, "resources/subscribe", json!({"uri": "r://one-more"}));
+    assert_eq!(over["error"]["code"], -32602, "{over}");
+    // Subscribing again to one already held, or after letting one go, works.
+    assert_eq!(
+        c.call(-2, "resources/subscribe", json!({"uri": "r://0"}))["result"],
+        json!({})
+    );
+    c.call(-3, "resources/unsubscribe", json!({"uri": "r://0"}));
+    assert_eq!(
+        c.call(-4, "resources/subscribe", json!({"uri": "r://new"}))["result"],
+        json!({})
+    );
+    let long = "r://".to_owned() + &"u".repeat(MAX_SUBSCRIPTION_URI_BYTES);
+    c.call(-5, "resources/unsubscribe", json!({"uri": "r://new"}));
+    assert_eq!(
+        c.call(-6, "resources/subscribe", json!({"uri": long}))["error"]["code"],
+        -32602
+    );
+    // An initialize describing the client in more than the limit is refused.
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let sink: Arc<dyn Sink> = Arc::new(Chan(tx));
+    let session = server.engine().open_session(sink.clone());
+    let huge = "x".repeat(MAX_CLIENT_DESCRIPTION_BYTES);
+    let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"experimental":{"x":huge}},"clientInfo":{"name":"t","version":"0"}}});
+    session.receive(init.to_string().as_bytes(), &sink);
+    let answer = rx.recv_timeout(WAIT).unwrap();
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert!(answer.to_string().len() < 1024);
+}
+
+#[test]
 fn output_schema_is_enforced_and_missing_capabilities_are_method_not_found() {
     let server = Server::builder("t", "0")
         .tool(
