@@ -45,6 +45,10 @@ pub const DEFAULT_POOL_THREADS: usize = 16;
 /// Default capacity of the handler queue; beyond it requests are refused
 /// with -32603 "server overloaded" instead of blocking the transport.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 4096;
+/// Default most requests one session may have in flight (queued or
+/// running); beyond it a request is refused with -32603 at once, so one
+/// session cannot take every handler thread and the whole queue.
+pub const DEFAULT_MAX_INFLIGHT_PER_SESSION: usize = 64;
 /// Default number of items per page of a list method.
 pub const DEFAULT_PAGE_SIZE: usize = 100;
 
@@ -57,6 +61,9 @@ pub struct EngineOptions {
     pub queue_capacity: usize,
     /// Items per page of `tools/list` and the other lists (default [`DEFAULT_PAGE_SIZE`]).
     pub page_size: usize,
+    /// Requests one session may have in flight (default
+    /// [`DEFAULT_MAX_INFLIGHT_PER_SESSION`]).
+    pub max_inflight_per_session: usize,
 }
 
 impl Default for EngineOptions {
@@ -65,6 +72,7 @@ impl Default for EngineOptions {
             pool_threads: DEFAULT_POOL_THREADS,
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             page_size: DEFAULT_PAGE_SIZE,
+            max_inflight_per_session: DEFAULT_MAX_INFLIGHT_PER_SESSION,
         }
     }
 }

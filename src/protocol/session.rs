@@ -218,6 +218,18 @@ impl Session {
                 ));
                 return respond(&sink, &id, Err(e));
             }
+            let limit = self.engine.options.max_inflight_per_session;
+            if inflight.len() >= limit {
+                drop(inflight);
+                log::warn!(
+                    "session {}: {limit} requests in flight; request {id} refused",
+                    self.log_name
+                );
+                let e = ErrorObject::internal(format!(
+                    "too many requests in flight on this session (at most {limit}); retry when some are answered"
+                ));
+                return respond(&sink, &id, Err(e));
+            }
             inflight.insert(id.clone(), cancel.clone());
         }
         let ctx = Context::new(
@@ -228,6 +240,11 @@ impl Session {
             self.protocol_context(),
         );
         let job = Box::new(move || {
+            if ctx.is_cancelled() {
+                // Cancelled (or its session ended) while queued: the
+                // handler never runs; nothing is answered.
+                return ctx.finish(Err(ErrorObject::internal("cancelled")));
+            }
             let outcome = catch_unwind(AssertUnwindSafe(|| handler(&ctx, &request)))
                 .unwrap_or_else(|_| {
                     let msg = super::pool::take_panic_report();

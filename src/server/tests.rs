@@ -72,6 +72,53 @@ fn server_with(tools: Vec<Tool>, threads: usize) -> Server {
 }
 
 #[test]
+fn one_session_has_a_bounded_share_and_cancelled_jobs_never_run() {
+    // #11 item 12: one session could fill the queue and every thread, and a
+    // queued job ran its handler after it was cancelled.
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (release_tx, release_rx) = crossbeam_channel::unbounded::<()>();
+    let (started_tx, started_rx) = crossbeam_channel::unbounded::<()>();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let ran2 = ran.clone();
+    let server = Server::builder("t", "0")
+        .options(EngineOptions {
+            pool_threads: 1,
+            max_inflight_per_session: 3,
+            ..Default::default()
+        })
+        .tool(tool("stuck", move |_| {
+            let _ = started_tx.send(());
+            let _ = release_rx.recv();
+            ToolResult::text("released")
+        }))
+        .tool(tool("effect", move |_| {
+            ran2.fetch_add(1, Ordering::SeqCst);
+            ToolResult::text("done")
+        }))
+        .build()
+        .unwrap();
+    let mut c = Client::new(&server);
+    let call = |name: &str| json!({"name": name, "arguments": {}});
+    c.send(json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":call("stuck")}));
+    started_rx.recv_timeout(WAIT).unwrap();
+    // Queued behind the stuck handler: 2 and 3; 4 is over the limit of 3.
+    c.send(json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":call("effect")}));
+    c.send(json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":call("effect")}));
+    let refused = c.call(4, "tools/call", call("effect"));
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    // Another session still gets in.
+    let mut other = Client::new(&server);
+    other.send(json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":call("effect")}));
+    // 2 is cancelled while queued: its handler must never run.
+    c.send(json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}));
+    release_tx.send(()).unwrap();
+    assert_eq!(c.recv()["id"], 1);
+    assert_eq!(c.recv()["id"], 3, "2 was cancelled: no answer");
+    assert_eq!(other.recv()["id"], 1);
+    assert_eq!(ran.load(Ordering::SeqCst), 2, "3 and the other session's call");
+}
+
+#[test]
 fn a_stuck_handler_delays_neither_ping_nor_other_sessions() {
     let (release_tx, release_rx) = crossbeam_channel::bounded::<()>(0);
     let server = server_with(
