@@ -37,6 +37,14 @@ fn test_server(options: HttpOptions) -> (HttpServer, Server, Gate) {
             ctx.progress(2.0, Some(2.0), None);
             Ok(ToolResult::text("through"))
         }))
+        .tool(Tool::new("asks", json!({"type": "object"}), |_, ctx| {
+            // A request to the client, with a timeout far beyond the tests'.
+            let params = json!({"messages": [], "maxTokens": 1});
+            Ok(match ctx.sample(params, Duration::from_secs(600)) {
+                Ok(v) => ToolResult::text(v.to_string()),
+                Err(e) => ToolResult::error(e.to_string()),
+            })
+        }))
         .tool(Tool::new("parked", json!({"type": "object"}), move |_, ctx| {
             // Closes its stream, then runs until cancelled.
             ctx.close_stream(Duration::from_millis(50));
@@ -524,6 +532,42 @@ fn forced_modes() {
         }
         http.shutdown().unwrap();
     }
+}
+
+#[test]
+fn json_only_mode_sends_requests_to_the_client_on_the_get_stream_or_fails_them_at_once() {
+    // #11 item 13: the request was dropped and ctx.sample() waited 60 s.
+    let (http, _s, _g) =
+        test_server(HttpOptions::default().with_response_mode(ResponseMode::JsonOnly));
+    let addr = http.local_addr();
+    let sid = initialize(addr, &[]);
+    let (_, msgs) = answer(post(addr, Some(&sid), &call(5, "asks", json!({})), &[]));
+    assert_eq!(msgs.len(), 1);
+    assert_eq!(msgs[0]["result"]["isError"], true, "{}", msgs[0]);
+    let text = msgs[0]["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("no GET stream"), "{text}");
+    // With the standalone stream open, the request goes there.
+    let sh = ("Mcp-Session-Id", sid.as_str());
+    let mut get = send(
+        addr,
+        "GET",
+        "/mcp",
+        &[("Accept", "text/event-stream"), sh],
+        b"",
+    );
+    assert_eq!(get.status, 200);
+    let _prime = get.event();
+    std::thread::scope(|s| {
+        let pending = s.spawn(|| answer(post(addr, Some(&sid), &call(6, "asks", json!({})), &[])));
+        let (_, request) = get.message().expect("the request on the GET stream");
+        assert_eq!(request["method"], "sampling/createMessage");
+        let reply = json!({"jsonrpc":"2.0","id":request["id"],"result":{"role":"assistant","content":{"type":"text","text":"hi"},"model":"m"}});
+        assert_eq!(post(addr, Some(&sid), &reply, &[]).status, 202);
+        let (_, msgs) = pending.join().unwrap();
+        assert_eq!(msgs[0]["result"]["isError"], json!(null), "{}", msgs[0]);
+    });
+    drop(get);
+    http.shutdown().unwrap();
 }
 
 #[test]

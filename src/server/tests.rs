@@ -115,7 +115,11 @@ fn one_session_has_a_bounded_share_and_cancelled_jobs_never_run() {
     assert_eq!(c.recv()["id"], 1);
     assert_eq!(c.recv()["id"], 3, "2 was cancelled: no answer");
     assert_eq!(other.recv()["id"], 1);
-    assert_eq!(ran.load(Ordering::SeqCst), 2, "3 and the other session's call");
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        2,
+        "3 and the other session's call"
+    );
 }
 
 #[test]

@@ -176,7 +176,8 @@ impl Endpoint {
             }
             None if is_init => {
                 let engine = self.engine.clone();
-                let s = SessionStreams::new(self.opts.event_log_capacity, move |sink| {
+                let json_only = self.opts.response_mode == ResponseMode::JsonOnly;
+                let s = SessionStreams::new(self.opts.event_log_capacity, json_only, move |sink| {
                     engine.open_session(sink)
                 });
                 let sid = s.mcp().id().to_owned();

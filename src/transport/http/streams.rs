@@ -107,6 +107,10 @@ pub struct SessionStreams {
     mcp: OnceLock<Arc<Session>>,
     streams: Mutex<Streams>,
     capacity: usize,
+    /// Request streams are answered with one JSON response: whatever else
+    /// a handler sends on them is dropped, so its requests to the client
+    /// go to the standalone stream, or fail at once.
+    json_only: bool,
 }
 
 static TOKENS: AtomicU64 = AtomicU64::new(1);
@@ -116,12 +120,14 @@ impl SessionStreams {
     /// stream's sink.
     pub fn new(
         capacity: usize,
+        json_only: bool,
         open: impl FnOnce(Arc<dyn Sink>) -> Arc<Session>,
     ) -> Arc<SessionStreams> {
         let s = Arc::new(SessionStreams {
             mcp: OnceLock::new(),
             streams: Mutex::new(Streams::default()),
             capacity: capacity.max(1),
+            json_only,
         });
         {
             let mut st = s.lock();
@@ -240,6 +246,9 @@ impl SessionStreams {
     }
 
     fn push(&self, stream: u64, out: Outgoing) {
+        if let (true, Outgoing::Request(request)) = (self.json_only && stream != STANDALONE, &out) {
+            return self.request_without_stream(request.clone());
+        }
         let mut st = self.lock();
         let capacity = self.capacity;
         let Some(s) = st.map.get_mut(&stream) else {
@@ -278,6 +287,30 @@ impl SessionStreams {
             }
         };
         s.forward(frame);
+    }
+
+    /// A request to the client from a handler whose stream is answered in
+    /// JSON only: it goes on the standalone stream if a client listens
+    /// there; otherwise the client can never see it, and the handler gets
+    /// an error at once instead of waiting for its timeout.
+    fn request_without_stream(&self, request: serde_json::Value) {
+        let listening = self
+            .lock()
+            .map
+            .get(&STANDALONE)
+            .is_some_and(|s| s.live.is_some());
+        if listening {
+            return self.push(STANDALONE, Outgoing::Request(request));
+        }
+        let method = request["method"].as_str().unwrap_or("a request");
+        let error = crate::jsonrpc::ErrorObject::internal(format!(
+            "cannot send {method} to the client: this server answers POSTs with JSON only \
+             and the client has no GET stream open to receive requests"
+        ));
+        let answer =
+            serde_json::json!({"jsonrpc": "2.0", "id": request["id"], "error": error.to_value()});
+        let mcp = self.mcp();
+        mcp.receive(answer.to_string().as_bytes(), mcp.sink());
     }
 
     /// Whether a request is unanswered or a connection is attached. A
