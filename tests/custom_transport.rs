@@ -50,8 +50,9 @@ fn the_unix_socket_example_serves_our_client() {
     // The seam validates arguments against the schema like any transport.
     #[cfg(feature = "schema")]
     {
-        let e = client.call_tool("echo", json!({})).unwrap_err();
-        assert!(matches!(e, mcpvisor::client::ClientError::Rpc(e) if e.code == -32602));
+        // (2025-11-25: a tool execution error the model can correct.)
+        let r = client.call_tool("echo", json!({})).unwrap();
+        assert_eq!(r["isError"], true, "{r}");
     }
     client.close();
 }

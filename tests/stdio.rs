@@ -271,29 +271,35 @@ fn every_tool_answers() {
 
 #[test]
 #[cfg(feature = "schema")] // without it, arguments are not validated
-fn unknown_tools_and_schema_violations_are_invalid_params() {
-    let mut p = ready();
-    let r = p.request(json!(1), "tools/call", json!({"name": "no_such_tool"}));
-    assert_eq!(error_code(&r), -32602);
-    let r = p.request(
-        json!(2),
-        "tools/call",
-        json!({"name": "test_sampling", "arguments": {"prompt": 5}}),
-    );
-    assert_eq!(error_code(&r), -32602);
-    let r = p.request(
-        json!(3),
-        "tools/call",
-        json!({"name": "test_sampling", "arguments": {}}),
-    );
-    assert_eq!(error_code(&r), -32602);
-    let r = p.request(
-        json!(4),
-        "tools/call",
-        json!({"name": "json_schema_2020_12_tool", "arguments": {"bogus": 1}}),
-    );
-    assert_eq!(error_code(&r), -32602);
-    assert_serving(&mut p, "schema errors");
+fn unknown_tools_are_invalid_params_and_schema_violations_follow_the_revision() {
+    // Since 2025-11-25 (SEP-1303, #11 item 16) arguments that break the
+    // input schema are a tool execution error the model can correct;
+    // before, -32602. An unknown tool is -32602 in every revision.
+    for version in ["2025-11-25", "2025-06-18", "2024-11-05"] {
+        let mut p = Peer::spawn("conformance", &[]);
+        p.initialize(version, CLIENT_CAPS());
+        let r = p.request(json!(1), "tools/call", json!({"name": "no_such_tool"}));
+        assert_eq!(error_code(&r), -32602);
+        for (id, name, args) in [
+            (2, "test_sampling", json!({"prompt": 5})),
+            (3, "test_sampling", json!({})),
+            (4, "json_schema_2020_12_tool", json!({"bogus": 1})),
+        ] {
+            let r = p.request(
+                json!(id),
+                "tools/call",
+                json!({"name": name, "arguments": args}),
+            );
+            if version == "2025-11-25" {
+                assert_eq!(r["result"]["isError"], true, "{version}: {r}");
+                let text = r["result"]["content"][0]["text"].as_str().unwrap();
+                assert!(text.contains("Invalid arguments"), "{text}");
+            } else {
+                assert_eq!(error_code(&r), -32602, "{version}");
+            }
+        }
+        assert_serving(&mut p, "schema errors");
+    }
 }
 
 #[test]

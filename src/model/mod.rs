@@ -3,6 +3,7 @@
 //! completions. Every layer above may use them; they use only the wire
 //! layer's types.
 
+pub mod adapt;
 mod completion;
 mod content;
 mod logging;

@@ -47,6 +47,13 @@ impl ProtocolVersion {
         Self::parse(requested).unwrap_or(Self::LATEST)
     }
 
+    /// Since 2025-11-25 (SEP-1303) arguments that break a tool's input
+    /// schema are a tool execution error (`isError: true`, so the model can
+    /// correct itself); before, a protocol error (-32602).
+    pub fn input_errors_are_tool_errors(self) -> bool {
+        self >= ProtocolVersion::V2025_11_25
+    }
+
     /// JSON-RPC batches exist only before 2025-06-18.
     pub fn allows_batches(self) -> bool {
         self < ProtocolVersion::V2025_06_18

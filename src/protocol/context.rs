@@ -313,7 +313,10 @@ impl Context {
             }
         } else {
             let message = match outcome {
-                Ok(v) => jsonrpc::result_response(&self.request_id, v),
+                Ok(v) => {
+                    let v = crate::model::adapt::result(&self.method, self.protocol.version, v);
+                    jsonrpc::result_response(&self.request_id, v)
+                }
                 Err(e) => jsonrpc::error_response_value(Some(&self.request_id), &e),
             };
             Outgoing::Response {

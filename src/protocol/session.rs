@@ -196,7 +196,12 @@ impl Session {
             method => dispatch::route(self, method),
         };
         match route {
-            Route::Inline(f) => respond(sink, request.id(), f(self, &request)),
+            Route::Inline(f) => {
+                let version = self.version().unwrap_or(ProtocolVersion::LATEST);
+                let outcome = f(self, &request)
+                    .map(|v| crate::model::adapt::result(request.method(), version, v));
+                respond(sink, request.id(), outcome)
+            }
             Route::Pool(f) => self.spawn(request, sink.clone(), f),
         }
     }

@@ -81,9 +81,13 @@ impl ToolEntry for LocalTool {
     fn call(&self, arguments: &Value, ctx: &Context) -> Result<Value, ErrorObject> {
         let name = &self.tool.name;
         // Validate the arguments where they are; copy them only once valid.
-        self.input.check(arguments).map_err(|e| {
-            ErrorObject::invalid_params(format!("Invalid arguments for tool {name}: {e}"))
-        })?;
+        if let Err(e) = self.input.check(arguments) {
+            let message = format!("Invalid arguments for tool {name}: {e}");
+            if ctx.protocol().version.input_errors_are_tool_errors() {
+                return Ok(ToolResult::error(message).to_value());
+            }
+            return Err(ErrorObject::invalid_params(message));
+        }
         let args = arguments.as_object().cloned().unwrap_or_default();
         match (self.tool.handler)(args, ctx) {
             Ok(result) => self.checked(result),

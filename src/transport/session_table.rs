@@ -271,6 +271,7 @@ mod tests {
         t.insert("c".into(), c.clone(), None).unwrap();
         let d = Arc::new(S::default());
         t.insert("d".into(), d.clone(), None).unwrap();
+        clock.advance(Duration::from_secs(1));
         t.insert("e".into(), Arc::new(S::default()), None).unwrap();
         assert!(c.ended.load(Ordering::SeqCst), "the handshake made room");
         // Then the longest-idle operational session that is not busy.

@@ -221,14 +221,9 @@ impl Endpoint {
         let mut headers = vec![(SESSION_HEADER.to_owned(), sid.clone())];
         headers.extend(cors.iter().cloned());
         let framing = Framing::of(&req);
-        let outcome = self.answer(stream, &session, attached, headers, framing, created);
-        if created && !outcome.initialized {
-            // A failed initialize leaves no session behind.
-            self.sessions.remove(&sid, &owner);
-        }
-        Ok(Reply::Streamed {
-            keep_alive: outcome.keep_alive,
-        })
+        let created = created.then_some((sid.as_str(), &owner));
+        let keep_alive = self.answer(stream, &session, attached, headers, framing, created);
+        Ok(Reply::Streamed { keep_alive })
     }
 
     fn get(
@@ -303,7 +298,8 @@ impl Endpoint {
     }
 
     /// Answers a POSTed request: JSON if the response comes first (and the
-    /// mode allows), SSE otherwise.
+    /// mode allows), SSE otherwise. `created`: the new session (id, owner)
+    /// this request initializes. Returns whether the connection may be reused.
     fn answer(
         &self,
         stream: &TcpStream,
@@ -311,24 +307,22 @@ impl Endpoint {
         attached: Attached,
         mut headers: Vec<(String, String)>,
         framing: Framing,
-        initializing: bool,
-    ) -> Answered {
+        created: Option<(&str, &Owner)>,
+    ) -> bool {
         let keep_alive = framing.keep_alive;
         let first = match attached.rx.recv() {
             Ok(f) => f,
             Err(_) => {
                 // The session ended before anything was produced.
                 let resp = reject(404, -32001, "Session not found");
-                return Answered {
-                    keep_alive: write_response(stream, &resp, keep_alive).is_ok() && keep_alive,
-                    initialized: false,
-                };
+                return write_response(stream, &resp, keep_alive).is_ok() && keep_alive;
             }
         };
         // A new session's initialize: did it succeed? (Its answer comes
-        // first.) A failed one names no session: it is removed afterwards.
+        // first.) A failed one names no session and leaves none: it is
+        // removed before the answer leaves.
         let initialized = match &first {
-            _ if !initializing => true,
+            _ if created.is_none() => true,
             Frame::Event {
                 data, last: true, ..
             } => serde_json::from_str::<serde_json::Value>(data)
@@ -336,8 +330,9 @@ impl Endpoint {
             Frame::Event { .. } => true,
             Frame::End | Frame::Reconnect(_) => false,
         };
-        if !initialized {
+        if let (false, Some((sid, owner))) = (initialized, created) {
             headers.retain(|(name, _)| name != SESSION_HEADER);
+            self.sessions.remove(sid, owner);
         }
         let json_first = matches!(first, Frame::Event { last: true, .. })
             && self.opts.response_mode != ResponseMode::SseOnly;
@@ -362,10 +357,7 @@ impl Endpoint {
                         if ok {
                             session.forget(attached.stream);
                         }
-                        return Answered {
-                            keep_alive: ok && keep_alive,
-                            initialized,
-                        };
+                        return ok && keep_alive;
                     }
                     Some(Frame::End) => {
                         // Cancelled: no JSON-RPC response is ever sent.
@@ -381,20 +373,14 @@ impl Endpoint {
                             keep_alive,
                         )
                         .is_ok();
-                        return Answered {
-                            keep_alive: ok && keep_alive,
-                            initialized: false,
-                        };
+                        return ok && keep_alive;
                     }
                     Some(_) => {}
                     None => match attached.rx.recv() {
                         Ok(f) => frame = Some(f),
                         Err(_) => {
                             session.release(attached.stream, attached.token);
-                            return Answered {
-                                keep_alive: false,
-                                initialized: false,
-                            };
+                            return false;
                         }
                     },
                 }
@@ -409,10 +395,7 @@ impl Endpoint {
             Some(first),
             true,
         );
-        Answered {
-            keep_alive,
-            initialized,
-        }
+        keep_alive
     }
 
     /// Writes an SSE stream until it ends, the client leaves, or the handler
@@ -524,9 +507,4 @@ fn refused(e: jsonrpc::ParseError) -> Response {
 
 fn is_health(req: &Request) -> bool {
     req.path == "/healthz" && matches!(req.method.as_str(), "GET" | "HEAD")
-}
-
-struct Answered {
-    keep_alive: bool,
-    initialized: bool,
 }

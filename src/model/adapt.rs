@@ -1,0 +1,178 @@
+//! Results shaped for the revision a session negotiated: what an older
+//! revision does not define is removed or, for content a client must not
+//! lose silently, turned into text it can read. Newest clients get results
+//! untouched (and for free: nothing is walked).
+//!
+//! | field or content                 | since      | for older clients        |
+//! |----------------------------------|------------|--------------------------|
+//! | `audio` content                  | 2025-03-26 | text naming what it was  |
+//! | tool `annotations`               | 2025-03-26 | removed                  |
+//! | `resource_link` content          | 2025-06-18 | text with its URI        |
+//! | `structuredContent`              | 2025-06-18 | removed (content stays)  |
+//! | `title`, tool `outputSchema`     | 2025-06-18 | removed                  |
+//! | `icons`                          | 2025-11-25 | removed                  |
+
+use super::ProtocolVersion;
+use serde_json::{json, Value};
+
+use ProtocolVersion::{V2025_03_26, V2025_06_18, V2025_11_25};
+
+/// Adapts the result of `method` for a client speaking `version`.
+pub fn result(method: &str, version: ProtocolVersion, mut result: Value) -> Value {
+    if version >= ProtocolVersion::LATEST {
+        return result;
+    }
+    let list = |r: &mut Value, key: &str, tool: bool| {
+        if let Some(items) = r.get_mut(key).and_then(Value::as_array_mut) {
+            for item in items {
+                definition(item, version, tool);
+            }
+        }
+    };
+    match method {
+        "tools/list" => list(&mut result, "tools", true),
+        "prompts/list" => list(&mut result, "prompts", false),
+        "resources/list" => list(&mut result, "resources", false),
+        "resources/templates/list" => list(&mut result, "resourceTemplates", false),
+        "tools/call" => {
+            if version < V2025_06_18 {
+                remove(&mut result, "structuredContent");
+            }
+            blocks(result.get_mut("content"), version);
+        }
+        "prompts/get" => {
+            if let Some(messages) = result.get_mut("messages").and_then(Value::as_array_mut) {
+                for m in messages {
+                    if let Some(c) = m.get_mut("content") {
+                        block(c, version);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    result
+}
+
+fn remove(v: &mut Value, key: &str) {
+    if let Some(o) = v.as_object_mut() {
+        o.remove(key);
+    }
+}
+
+/// A listed tool, prompt, resource or template.
+fn definition(item: &mut Value, version: ProtocolVersion, tool: bool) {
+    if version < V2025_11_25 {
+        remove(item, "icons");
+    }
+    if version < V2025_06_18 {
+        remove(item, "title");
+        if tool {
+            remove(item, "outputSchema");
+        }
+    }
+    if version < V2025_03_26 && tool {
+        remove(item, "annotations");
+    }
+}
+
+fn blocks(content: Option<&mut Value>, version: ProtocolVersion) {
+    if let Some(items) = content.and_then(Value::as_array_mut) {
+        for c in items {
+            block(c, version);
+        }
+    }
+}
+
+/// One content block: kinds the revision lacks become text.
+fn block(c: &mut Value, version: ProtocolVersion) {
+    let text = match c.get("type").and_then(Value::as_str) {
+        Some("audio") if version < V2025_03_26 => format!(
+            "[audio content ({}) omitted: not supported by protocol {version}]",
+            c["mimeType"].as_str().unwrap_or("unknown type")
+        ),
+        Some("resource_link") if version < V2025_06_18 => format!(
+            "[resource: {}{}]",
+            c["uri"].as_str().unwrap_or(""),
+            c["name"]
+                .as_str()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default()
+        ),
+        _ => {
+            if version < V2025_11_25 {
+                // Embedded resources and other blocks may carry icons too.
+                if let Some(r) = c.get_mut("resource") {
+                    remove(r, "icons");
+                }
+            }
+            return;
+        }
+    };
+    *c = json!({"type": "text", "text": text});
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ProtocolVersion::V2024_11_05;
+
+    #[test]
+    fn each_revision_gets_only_what_it_defines() {
+        // #11 item 17: audio, resource_link, structuredContent, title and
+        // icons reached 2024-11-05 clients.
+        let call = json!({
+            "content": [
+                {"type": "text", "text": "t"},
+                {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"},
+                {"type": "resource_link", "uri": "file:///a", "name": "a"}
+            ],
+            "structuredContent": {"x": 1},
+            "isError": false
+        });
+        assert_eq!(
+            result("tools/call", ProtocolVersion::LATEST, call.clone()),
+            call
+        );
+        let old = result("tools/call", V2024_11_05, call.clone());
+        assert!(old.get("structuredContent").is_none());
+        assert_eq!(old["content"][0], call["content"][0]);
+        assert_eq!(old["content"][1]["type"], "text");
+        assert!(old["content"][1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("audio/wav"));
+        assert_eq!(old["content"][2]["text"], "[resource: file:///a (a)]");
+        let mid = result("tools/call", V2025_03_26, call.clone());
+        assert_eq!(
+            mid["content"][1], call["content"][1],
+            "audio exists in 2025-03-26"
+        );
+        assert_eq!(mid["content"][2]["type"], "text");
+        let june = result("tools/call", V2025_06_18, call.clone());
+        assert_eq!(june["content"], call["content"]);
+        assert_eq!(june["structuredContent"], call["structuredContent"]);
+
+        let tools = json!({"tools": [{
+            "name": "t", "title": "T", "icons": [{"src": "https://i"}],
+            "inputSchema": {"type": "object"}, "outputSchema": {"type": "object"},
+            "annotations": {"readOnlyHint": true}
+        }]});
+        let old = result("tools/list", V2024_11_05, tools.clone());
+        assert_eq!(
+            old,
+            json!({"tools": [{"name": "t", "inputSchema": {"type": "object"}}]})
+        );
+        let june = result("tools/list", V2025_06_18, tools.clone());
+        assert!(june["tools"][0].get("icons").is_none());
+        assert_eq!(june["tools"][0]["title"], "T");
+        let prompts = json!({"prompts": [{"name": "p", "title": "P", "icons": []}]});
+        assert_eq!(
+            result("prompts/list", V2025_03_26, prompts),
+            json!({"prompts": [{"name": "p"}]})
+        );
+        let get = json!({"messages": [{"role": "user", "content": {"type": "audio", "data": "", "mimeType": "audio/ogg"}}]});
+        let old = result("prompts/get", V2024_11_05, get);
+        assert_eq!(old["messages"][0]["content"]["type"], "text");
+    }
+}
