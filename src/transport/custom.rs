@@ -21,7 +21,7 @@
 //! writer.join().unwrap();
 //! ```
 
-use super::lines::{Frame, LineReader};
+use super::lines::{Frame, LineBudget, LineReader};
 use crate::jsonrpc::ParseError;
 use crate::protocol::{Engine, Outgoing, Session, Sink};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
@@ -231,7 +231,17 @@ impl ServerConnection {
     /// the size limit is discarded up to its newline and refused, and the
     /// buffer never holds more than the limit.
     pub fn read_lines(&self, input: impl Read) -> io::Result<()> {
-        let mut lines = LineReader::new(input, self.max);
+        self.read_lines_within(input, None)
+    }
+
+    /// [`read_lines`](Self::read_lines), with partial lines held within a
+    /// budget shared with other connections.
+    pub(crate) fn read_lines_within(
+        &self,
+        input: impl Read,
+        budget: Option<Arc<LineBudget>>,
+    ) -> io::Result<()> {
+        let mut lines = LineReader::new(input, self.max).with_budget(budget);
         while let Some(frame) = lines.next_frame()? {
             match frame {
                 Frame::Line(line) if line.iter().all(u8::is_ascii_whitespace) => {}

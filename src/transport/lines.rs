@@ -1,9 +1,41 @@
 //! Newline-delimited framing with a size limit, shared by stdio and TCP.
 
 use std::io::{self, Read};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// Bytes read from the underlying reader per call.
 const READ_CHUNK: usize = 64 * 1024;
+
+/// Memory shared by the line buffers of many connections (TCP): a reader
+/// whose partial line would need more than what is left has that line
+/// refused as too large, so many connections each holding an almost
+/// maximal partial line cannot add up to more than the budget.
+#[derive(Debug)]
+pub struct LineBudget {
+    left: AtomicUsize,
+}
+
+impl LineBudget {
+    /// A budget of `bytes` beyond each reader's first read chunk (64 KiB).
+    pub fn new(bytes: usize) -> Arc<LineBudget> {
+        Arc::new(LineBudget {
+            left: AtomicUsize::new(bytes),
+        })
+    }
+    fn take(&self, n: usize) -> bool {
+        self.left
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| left.checked_sub(n))
+            .is_ok()
+    }
+    fn give(&self, n: usize) {
+        self.left.fetch_add(n, Ordering::AcqRel);
+    }
+    /// Bytes left.
+    pub fn left(&self) -> usize {
+        self.left.load(Ordering::Acquire)
+    }
+}
 
 /// One frame of input.
 #[derive(Debug, PartialEq, Eq)]
@@ -29,6 +61,9 @@ pub struct LineReader<R> {
     max: usize,
     // Bytes of an over-long line dropped so far; Some while discarding.
     discarding: Option<usize>,
+    // Growth beyond the first chunk is taken from here.
+    budget: Option<Arc<LineBudget>>,
+    reserved: usize,
 }
 
 enum Found {
@@ -47,6 +82,39 @@ impl<R: Read> LineReader<R> {
             scanned: 0,
             max: max_line_bytes,
             discarding: None,
+            budget: None,
+            reserved: 0,
+        }
+    }
+
+    /// Takes the buffer's growth beyond one read chunk from `budget`.
+    pub fn with_budget(mut self, budget: Option<Arc<LineBudget>>) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// Grows the buffer to `size` if the budget allows.
+    fn grow(&mut self, size: usize) -> bool {
+        let extra = size.saturating_sub(self.buf.len());
+        if let Some(b) = &self.budget {
+            if !b.take(extra) {
+                return false;
+            }
+            self.reserved += extra;
+        }
+        self.buf.resize(size, 0);
+        true
+    }
+
+    /// Gives back a grown buffer once it holds little.
+    fn shrink(&mut self) {
+        if self.buf.len() > READ_CHUNK && self.end <= READ_CHUNK {
+            self.buf.truncate(READ_CHUNK);
+            self.buf.shrink_to_fit();
+            if let Some(b) = &self.budget {
+                b.give(self.reserved);
+            }
+            self.reserved = 0;
         }
     }
 
@@ -94,11 +162,19 @@ impl<R: Read> LineReader<R> {
                 self.scanned = pending;
                 self.start = 0;
             }
+            self.shrink();
             if self.end == self.buf.len() {
                 let grown = (self.buf.len() * 2)
                     .min(self.max + READ_CHUNK + 1)
                     .max(self.end + READ_CHUNK);
-                self.buf.resize(grown, 0);
+                if !self.grow(grown) {
+                    // Out of shared budget: this line is refused as too
+                    // large; what it holds is dropped.
+                    *self.discarding.get_or_insert(0) += self.end - self.start;
+                    self.start = 0;
+                    self.end = 0;
+                    self.scanned = 0;
+                }
             }
             let n = match self.inner.read(&mut self.buf[self.end..]) {
                 Ok(n) => n,
@@ -126,9 +202,42 @@ impl<R: Read> LineReader<R> {
     }
 }
 
+impl<R> Drop for LineReader<R> {
+    fn drop(&mut self) {
+        if let Some(b) = &self.budget {
+            b.give(self.reserved);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn partial_lines_of_many_readers_share_one_budget() {
+        // #11 item 31 (repro t16): 40 connections each holding a 16 MiB - 1
+        // partial line took 669 MB; the per-line limit had no total.
+        let budget = LineBudget::new(4 * READ_CHUNK);
+        let max = 16 * READ_CHUNK;
+        let mut long = vec![b'x'; 3 * READ_CHUNK];
+        long.extend_from_slice(b"\nnext\n");
+        let mut a = LineReader::new(&long[..], max).with_budget(Some(budget.clone()));
+        assert!(matches!(a.next_frame().unwrap(), Some(Frame::Line(l)) if l.len() == 3 * READ_CHUNK));
+        // a holds its grown buffer until it reads a short line again.
+        let held = 4 * READ_CHUNK - budget.left();
+        assert!(held >= 2 * READ_CHUNK, "{held}");
+        let mut b = LineReader::new(&long[..], max).with_budget(Some(budget.clone()));
+        assert!(
+            matches!(b.next_frame().unwrap(), Some(Frame::TooLong { .. })),
+            "b's line did not fit in what a left"
+        );
+        assert!(matches!(b.next_frame().unwrap(), Some(Frame::Line(b"next"))));
+        assert!(matches!(a.next_frame().unwrap(), Some(Frame::Line(b"next"))));
+        assert!(a.next_frame().unwrap().is_none());
+        drop((a, b));
+        assert_eq!(budget.left(), 4 * READ_CHUNK, "everything given back");
+    }
 
     fn frames(input: &[u8], max: usize) -> Vec<String> {
         let mut r = LineReader::new(input, max);

@@ -6,6 +6,7 @@
 //! stderr through `log`.
 
 use super::custom::{ConnectionOptions, ServerConnection};
+use super::lines::LineBudget;
 use crate::protocol::Engine;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
@@ -97,7 +98,7 @@ where
     R: Read,
     W: Write + Send + 'static,
 {
-    serve_lines(engine, input, output, options, None)
+    serve_lines(engine, input, output, options, None, None)
 }
 
 /// Ends a connection from outside its reader (shuts a socket down).
@@ -111,6 +112,7 @@ pub(crate) fn serve_lines<R, W>(
     output: W,
     options: StdioOptions,
     end: Option<EndFn>,
+    budget: Option<Arc<LineBudget>>,
 ) -> io::Result<()>
 where
     R: Read,
@@ -129,7 +131,7 @@ where
             }
             written
         })?;
-    let read_result = conn.read_lines(input);
+    let read_result = conn.read_lines_within(input, budget);
     conn.close();
     let write_result = writer
         .join()

@@ -4,6 +4,7 @@
 //! limits and error behaviour as stdio.
 
 use super::accept::{Acceptor, ServeFn};
+use super::lines::LineBudget;
 use super::stdio::{serve_lines, EndFn, StdioOptions};
 use crate::protocol::Engine;
 use std::io;
@@ -18,6 +19,10 @@ pub const DEFAULT_TCP_BIND: &str = "127.0.0.1:8809";
 pub const DEFAULT_TCP_MAX_CONNECTIONS: usize = 1024;
 /// Default time a connection may send nothing before it is closed: 5 minutes.
 pub const DEFAULT_TCP_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// Default memory all connections' partial lines may hold together beyond
+/// 64 KiB each: 256 MiB. A line that would need more is refused as too
+/// large (its connection stays open).
+pub const DEFAULT_TCP_LINE_BUDGET: usize = 256 * 1024 * 1024;
 /// Default time one write to a peer may block before the connection is
 /// closed (the peer stopped reading): 30 s.
 pub const DEFAULT_TCP_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -38,6 +43,9 @@ pub struct TcpOptions {
     pub write_timeout: Duration,
     /// Line limit and shutdown grace, as for stdio.
     pub lines: StdioOptions,
+    /// Memory the partial lines of all connections may hold together
+    /// (default [`DEFAULT_TCP_LINE_BUDGET`]).
+    pub line_budget: usize,
     /// An already-bound listener to use instead of binding (socket activation).
     pub listener: Option<Arc<TcpListener>>,
 }
@@ -50,6 +58,7 @@ impl Default for TcpOptions {
             idle_timeout: DEFAULT_TCP_IDLE_TIMEOUT,
             write_timeout: DEFAULT_TCP_WRITE_TIMEOUT,
             lines: StdioOptions::default(),
+            line_budget: DEFAULT_TCP_LINE_BUDGET,
             listener: None,
         }
     }
@@ -131,6 +140,7 @@ impl super::tree::Tree<TcpListenerHandle> {
         let addr = socket.local_addr()?;
         let (idle, lines) = (options.idle_timeout, options.lines.clone());
         let write_timeout = options.write_timeout;
+        let budget = LineBudget::new(options.line_budget);
         let serve: Arc<ServeFn> = Arc::new(move |stream, peer| {
             let _ = stream.set_nodelay(true);
             let _ = stream.set_read_timeout(Some(idle));
@@ -144,7 +154,8 @@ impl super::tree::Tree<TcpListenerHandle> {
                 log::warn!("tcp: {peer}: stopped reading; closing its connection");
                 let _ = ender.shutdown(std::net::Shutdown::Both);
             });
-            if let Err(e) = serve_lines(&engine, stream, writer, lines.clone(), Some(end)) {
+            let budget = Some(budget.clone());
+            if let Err(e) = serve_lines(&engine, stream, writer, lines.clone(), Some(end), budget) {
                 log::debug!("tcp: {peer}: {e}");
             }
         });
