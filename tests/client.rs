@@ -267,6 +267,48 @@ fn a_child_that_ignores_eof_is_terminated_and_reaped() {
 }
 
 #[test]
+fn closing_never_waits_for_a_write_to_a_child_that_stopped_reading() {
+    // #11 item 10: a call blocked writing to a child that does not read
+    // held the writer lock, so close() and Drop waited forever and the
+    // child was never signalled or reaped.
+    use std::os::fd::AsRawFd;
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", "read request; echo '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"serverInfo\":{\"name\":\"sh\",\"version\":\"0\"}}}'; exec sleep 600"]);
+    let conn = Connection::child(cmd).unwrap();
+    let pid = conn.process_id().unwrap();
+    let c = Client::connect(conn, ClientOptions::default()).unwrap();
+    let caller = {
+        let c = c.clone();
+        let big = "x".repeat(4 << 20);
+        std::thread::spawn(move || c.call_tool("x", json!({ "data": big })))
+    };
+    // The fact to wait for: the call's bytes reach the child's stdin pipe,
+    // so its write holds the writer and cannot finish (4 MiB never fit).
+    let pipe = std::fs::File::open(format!("/proc/{pid}/fd/0")).unwrap();
+    let deadline = std::time::Instant::now() + common::WAIT;
+    loop {
+        let mut queued: libc::c_int = 0;
+        // SAFETY: a FIONREAD query on a descriptor we hold open.
+        unsafe { libc::ioctl(pipe.as_raw_fd(), libc::FIONREAD, &mut queued) };
+        if queued > 4096 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call never reached the pipe"
+        );
+        std::thread::yield_now();
+    }
+    drop(pipe);
+    c.close();
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "terminated and reaped"
+    );
+    assert!(caller.join().unwrap().is_err(), "the blocked call failed");
+}
+
+#[test]
 fn streamable_http_against_our_server() {
     let s = server();
     let http = s

@@ -525,7 +525,12 @@ impl Shared {
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
         }
-        lock(&self.writer).close();
+        // A write blocked on a peer that stopped reading holds the writer:
+        // do not wait for it. Closing the connection (a child is signalled
+        // and reaped, a socket is shut down) is what ends that write.
+        if let Ok(mut w) = self.writer.try_lock() {
+            w.close();
+        }
         self.outbound.close();
         if let Some(f) = lock(&self.on_close).take() {
             f();

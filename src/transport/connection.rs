@@ -71,11 +71,19 @@ impl Connection {
         self.pid
     }
 
-    /// A TCP connection to a line-delimited MCP server.
+    /// A TCP connection to a line-delimited MCP server. A write that
+    /// blocks for [`DEFAULT_WRITE_TIMEOUT`] (the server stopped reading)
+    /// fails; closing the connection shuts the socket down at once.
     pub fn tcp(addr: std::net::SocketAddr) -> io::Result<Connection> {
         let stream = std::net::TcpStream::connect(addr)?;
         stream.set_nodelay(true)?;
-        Ok(Connection::lines(stream.try_clone()?, TcpOut(stream)))
+        stream.set_write_timeout(Some(DEFAULT_WRITE_TIMEOUT))?;
+        let closer = stream.try_clone()?;
+        let mut conn = Connection::lines(stream.try_clone()?, TcpOut(stream));
+        conn.on_close = Some(Box::new(move || {
+            let _ = closer.shutdown(std::net::Shutdown::Both);
+        }));
+        Ok(conn)
     }
 
     /// Spawns `command` and speaks MCP over its stdin / stdout. Its stderr is
@@ -107,7 +115,7 @@ impl Connection {
                     }
                 })?;
         }
-        let mut conn = Connection::lines(stdout, stdin);
+        let mut conn = Connection::lines(stdout, PipeOut::new(stdin)?);
         conn.pid = Some(child.id());
         conn.on_close = Some(Box::new(move || reap(child)));
         Ok(conn)
@@ -141,6 +149,66 @@ fn reap(mut c: Child) {
     }
     let _ = c.kill();
     let _ = c.wait();
+}
+
+/// Longest a write to a server may block (it stopped reading) before it
+/// fails: 30 s.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A child's stdin, written without blocking: a write waits for room in the
+/// pipe at most [`DEFAULT_WRITE_TIMEOUT`].
+struct PipeOut(std::process::ChildStdin);
+
+impl PipeOut {
+    fn new(stdin: std::process::ChildStdin) -> io::Result<PipeOut> {
+        use std::os::fd::AsRawFd;
+        let fd = stdin.as_raw_fd();
+        // SAFETY: fcntl on a descriptor we own, adding O_NONBLOCK.
+        let ok = unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) >= 0
+        };
+        if !ok {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(PipeOut(stdin))
+    }
+}
+
+impl Write for PipeOut {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        let deadline = std::time::Instant::now() + DEFAULT_WRITE_TIMEOUT;
+        loop {
+            match self.0.write(b) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                other => return other,
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the server has not read its input for 30 s",
+                ));
+            }
+            let mut fds = libc::pollfd {
+                fd: self.0.as_raw_fd(),
+                events: libc::POLLOUT,
+                revents: 0,
+            };
+            let ms = left.as_millis().min(i32::MAX as u128) as i32;
+            // SAFETY: poll(2) on one valid pollfd for the call's duration.
+            if unsafe { libc::poll(&mut fds, 1, ms) } < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Writes each message as one line and flushes it.

@@ -25,7 +25,9 @@ impl LineBudget {
     }
     fn take(&self, n: usize) -> bool {
         self.left
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| left.checked_sub(n))
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                left.checked_sub(n)
+            })
             .is_ok()
     }
     fn give(&self, n: usize) {
@@ -223,7 +225,9 @@ mod tests {
         let mut long = vec![b'x'; 3 * READ_CHUNK];
         long.extend_from_slice(b"\nnext\n");
         let mut a = LineReader::new(&long[..], max).with_budget(Some(budget.clone()));
-        assert!(matches!(a.next_frame().unwrap(), Some(Frame::Line(l)) if l.len() == 3 * READ_CHUNK));
+        assert!(
+            matches!(a.next_frame().unwrap(), Some(Frame::Line(l)) if l.len() == 3 * READ_CHUNK)
+        );
         // a holds its grown buffer until it reads a short line again.
         let held = 4 * READ_CHUNK - budget.left();
         assert!(held >= 2 * READ_CHUNK, "{held}");
@@ -232,8 +236,14 @@ mod tests {
             matches!(b.next_frame().unwrap(), Some(Frame::TooLong { .. })),
             "b's line did not fit in what a left"
         );
-        assert!(matches!(b.next_frame().unwrap(), Some(Frame::Line(b"next"))));
-        assert!(matches!(a.next_frame().unwrap(), Some(Frame::Line(b"next"))));
+        assert!(matches!(
+            b.next_frame().unwrap(),
+            Some(Frame::Line(b"next"))
+        ));
+        assert!(matches!(
+            a.next_frame().unwrap(),
+            Some(Frame::Line(b"next"))
+        ));
         assert!(a.next_frame().unwrap().is_none());
         drop((a, b));
         assert_eq!(budget.left(), 4 * READ_CHUNK, "everything given back");
