@@ -6,22 +6,39 @@
 //! session id every later request needs. JSON answers and SSE streams both
 //! feed one queue that the client's reader drains. A stream that ends
 //! before its response is resumed with `GET` + `Last-Event-ID` after the
-//! server's `retry:` delay. Closing sends `DELETE`.
+//! server's `retry:` delay. Closing sends `DELETE`, ends every stream and
+//! the reader.
+//!
+//! Failures reach the caller at once: a POST that fails answers its request
+//! with an error; a server that cannot be reached any more ends the
+//! connection (the client then reconnects or reports it closed). Every
+//! socket has connect, read and write timeouts, and no body, line or event
+//! is held beyond [`DEFAULT_MAX_MESSAGE_BYTES`].
 
-use crate::jsonrpc::RequestId;
+use crate::jsonrpc::{ErrorObject, RequestId};
 use crate::sync::lock;
-use crate::transport::connection::{Connection, MessageReader, MessageWriter};
+use crate::transport::connection::{
+    Connection, MessageReader, MessageWriter, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_WRITE_TIMEOUT,
+};
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Default wait before resuming a stream when the server gave no `retry:`.
 pub const DEFAULT_RECONNECT_DELAY: Duration = Duration::from_millis(1000);
-/// How often a dropped stream is resumed before giving up.
+/// How often in a row a dropped stream is resumed before giving up.
 pub const MAX_RESUME_ATTEMPTS: u32 = 5;
+/// Longest a TCP connect to the server may take: 10 s.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest a response may stay silent (no head, no byte of body, no SSE
+/// event or keep-alive): 5 minutes. A silent standalone stream is simply
+/// opened again.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
 
 #[derive(Default)]
 struct SessionState {
@@ -38,6 +55,57 @@ struct Target {
     // it (None: a JSON body, the standalone stream). An empty message marks
     // the end of the session.
     incoming: Sender<(Vec<u8>, Option<RequestId>)>,
+    closed: AtomicBool,
+    // Every open socket, so closing ends the threads reading them.
+    sockets: Mutex<HashMap<u64, TcpStream>>,
+    next_socket: AtomicU64,
+}
+
+/// Unregisters a socket when its response is done with.
+struct Registered {
+    target: std::sync::Weak<Target>,
+    key: u64,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        if let Some(t) = self.target.upgrade() {
+            lock(&t.sockets).remove(&self.key);
+        }
+    }
+}
+
+/// Reads one line of at most [`DEFAULT_MAX_MESSAGE_BYTES`] (a server that
+/// never ends a line cannot fill memory).
+fn read_line(r: &mut impl BufRead, line: &mut String) -> io::Result<usize> {
+    let n = r
+        .take(DEFAULT_MAX_MESSAGE_BYTES as u64 + 1)
+        .read_line(line)?;
+    if n > DEFAULT_MAX_MESSAGE_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("a line longer than {DEFAULT_MAX_MESSAGE_BYTES} bytes"),
+        ));
+    }
+    Ok(n)
+}
+
+/// The server could not be connected to (refused, unreachable, timed out).
+#[derive(Debug)]
+struct Unreachable(io::Error);
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot connect to the server: {}", self.0)
+    }
+}
+
+impl std::error::Error for Unreachable {}
+
+/// Whether an error means the server cannot be reached at all (a slow
+/// answer is not that).
+fn unreachable(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<Unreachable>())
 }
 
 /// Parses `http://host:port/path`.
@@ -82,7 +150,7 @@ impl Head {
 
 fn read_head(r: &mut impl BufRead) -> io::Result<Head> {
     let mut line = String::new();
-    r.read_line(&mut line)?;
+    read_line(r, &mut line)?;
     let status = line
         .split_whitespace()
         .nth(1)
@@ -96,8 +164,14 @@ fn read_head(r: &mut impl BufRead) -> io::Result<Head> {
     let mut headers = Vec::new();
     loop {
         line.clear();
-        if r.read_line(&mut line)? == 0 {
+        if read_line(r, &mut line)? == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        if headers.len() > super::wire::MAX_HEADERS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "too many headers",
+            ));
         }
         let l = line.trim_end();
         if l.is_empty() {
@@ -115,6 +189,24 @@ struct Body<R> {
     chunked: bool,
     left: usize,
     done: bool,
+    _socket: Option<Registered>,
+}
+
+impl<R: BufRead> Body<R> {
+    /// The whole body, refused beyond [`DEFAULT_MAX_MESSAGE_BYTES`].
+    fn bounded(mut self) -> io::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        (&mut self)
+            .take(DEFAULT_MAX_MESSAGE_BYTES as u64 + 1)
+            .read_to_end(&mut out)?;
+        if out.len() > DEFAULT_MAX_MESSAGE_BYTES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a response body over {DEFAULT_MAX_MESSAGE_BYTES} bytes"),
+            ));
+        }
+        Ok(out)
+    }
 }
 
 impl<R: BufRead> Read for Body<R> {
@@ -128,14 +220,14 @@ impl<R: BufRead> Read for Body<R> {
                 return Ok(0);
             }
             let mut line = String::new();
-            if self.r.read_line(&mut line)? == 0 {
+            if read_line(&mut self.r, &mut line)? == 0 {
                 self.done = true;
                 return Ok(0);
             }
             let line = if line.trim().is_empty() {
                 // The CRLF after a chunk's data.
                 line.clear();
-                self.r.read_line(&mut line)?;
+                read_line(&mut self.r, &mut line)?;
                 line
             } else {
                 line
@@ -159,13 +251,25 @@ impl<R: BufRead> Read for Body<R> {
 
 impl Target {
     fn request(
-        &self,
+        self: &Arc<Self>,
         method: &str,
         body: Option<&[u8]>,
         extra: &[(&str, String)],
     ) -> io::Result<(Head, Body<BufReader<TcpStream>>)> {
-        let stream = TcpStream::connect(self.addr)?;
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        let stream = TcpStream::connect_timeout(&self.addr, DEFAULT_CONNECT_TIMEOUT)
+            .map_err(|e| io::Error::new(e.kind(), Unreachable(e)))?;
         stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(DEFAULT_READ_TIMEOUT))?;
+        stream.set_write_timeout(Some(DEFAULT_WRITE_TIMEOUT))?;
+        let key = self.next_socket.fetch_add(1, Ordering::Relaxed);
+        lock(&self.sockets).insert(key, stream.try_clone()?);
+        let registered = Registered {
+            target: Arc::downgrade(self),
+            key,
+        };
         let mut head = format!(
             "{method} {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
             self.path, self.host
@@ -210,14 +314,39 @@ impl Target {
                 chunked,
                 left,
                 done: false,
+                _socket: Some(registered),
             },
         ))
     }
 
-    /// POSTs one message and delivers whatever comes back.
+    /// POSTs one message and delivers whatever comes back. A request that
+    /// cannot be sent or answered is answered with an error at once; a
+    /// server that cannot be reached ends the connection.
     fn post(self: &Arc<Self>, message: &Value) -> io::Result<()> {
+        let result = self.try_post(message);
+        if let Err(e) = &result {
+            if let Some(id) = message.get("method").and(message.get("id")) {
+                let error = ErrorObject::internal(format!("the HTTP request failed: {e}"));
+                let answer =
+                    serde_json::json!({"jsonrpc": "2.0", "id": id, "error": error.to_value()});
+                self.deliver(answer.to_string().into_bytes(), None);
+            }
+            if unreachable(e) {
+                log::warn!("client: the server cannot be reached ({e}); the connection ends");
+                self.end();
+            }
+        }
+        result
+    }
+
+    /// Ends the connection: its reader sees the end.
+    fn end(&self) {
+        let _ = self.incoming.send((Vec::new(), None));
+    }
+
+    fn try_post(self: &Arc<Self>, message: &Value) -> io::Result<()> {
         let bytes = message.to_string().into_bytes();
-        let (head, mut body) = self.request(
+        let (head, body) = self.request(
             "POST",
             Some(&bytes),
             &[("Accept", "application/json, text/event-stream".into())],
@@ -236,23 +365,21 @@ impl Target {
                 Ok(())
             }
             200 => {
-                let mut text = Vec::new();
-                body.read_to_end(&mut text)?;
+                let text = body.bounded()?;
                 self.deliver(text, None);
                 Ok(())
             }
             404 if lock(&self.session).id.is_some() => {
                 // The session is gone (expired, deleted, server restarted):
                 // end this connection so the client can start a new one.
-                let _ = self.incoming.send((Vec::new(), None));
+                self.end();
                 Err(io::Error::new(
                     io::ErrorKind::NotFound,
                     "the server no longer knows this session (404)",
                 ))
             }
             status => {
-                let mut text = Vec::new();
-                let _ = body.read_to_end(&mut text);
+                let text = body.bounded().unwrap_or_default();
                 // A JSON-RPC error body still answers the request.
                 if serde_json::from_slice::<Value>(&text).is_ok_and(|v| {
                     v.get("error").is_some() && v.get("id").is_some_and(|i| !i.is_null())
@@ -299,6 +426,9 @@ impl Target {
                     return;
                 };
                 attempts += 1;
+                if target.closed.load(Ordering::SeqCst) {
+                    return;
+                }
                 if attempts > MAX_RESUME_ATTEMPTS {
                     log::warn!("client: giving up resuming a stream after {MAX_RESUME_ATTEMPTS} attempts");
                     return;
@@ -326,20 +456,37 @@ impl Target {
             .name("mcpvisor-client-get".into())
             .spawn(move || {
                 let mut last: Option<String> = None;
-                for _ in 0..=MAX_RESUME_ATTEMPTS {
+                let mut failures = 0;
+                while failures <= MAX_RESUME_ATTEMPTS && !self.closed.load(Ordering::SeqCst) {
                     let mut extra = vec![("Accept", "text/event-stream".to_owned())];
                     if let Some(l) = &last {
                         extra.push(("Last-Event-ID", l.clone()));
                     }
-                    match self.request("GET", None, &extra) {
+                    let retry = match self.request("GET", None, &extra) {
                         Ok((head, body)) if head.status == 200 => {
+                            failures = 0;
                             let (id, retry, _) = self.read_events(BufReader::new(body), None);
                             last = id.or(last);
-                            std::thread::sleep(retry.unwrap_or(DEFAULT_RECONNECT_DELAY));
+                            retry
                         }
                         // 405: no standalone stream; 404: the session ended.
-                        Ok(_) | Err(_) => return,
+                        Ok(_) => return,
+                        Err(e) if unreachable(&e) => {
+                            if !self.closed.load(Ordering::SeqCst) {
+                                log::warn!("client: the server cannot be reached ({e}); the connection ends");
+                                self.end();
+                            }
+                            return;
+                        }
+                        Err(_) => {
+                            failures += 1;
+                            None
+                        }
+                    };
+                    if self.closed.load(Ordering::SeqCst) {
+                        return;
                     }
+                    std::thread::sleep(retry.unwrap_or(DEFAULT_RECONNECT_DELAY));
                 }
             });
     }
@@ -356,7 +503,7 @@ impl Target {
         let mut line = String::new();
         loop {
             line.clear();
-            match r.read_line(&mut line) {
+            match read_line(&mut r, &mut line) {
                 Ok(0) | Err(_) => return (last_id, retry, answered),
                 Ok(_) => {}
             }
@@ -375,6 +522,10 @@ impl Target {
             } else if let Some(v) = l.strip_prefix("retry:") {
                 retry = v.trim().parse().ok().map(Duration::from_millis);
             } else if let Some(v) = l.strip_prefix("data:") {
+                if data.len() + v.len() > DEFAULT_MAX_MESSAGE_BYTES {
+                    log::warn!("client: an event over {DEFAULT_MAX_MESSAGE_BYTES} bytes; the stream is dropped");
+                    return (last_id, retry, answered);
+                }
                 if !data.is_empty() {
                     data.push('\n');
                 }
@@ -422,11 +573,18 @@ impl MessageWriter for HttpWriter {
         if std::mem::replace(&mut self.closed, true) {
             return;
         }
-        let has_session = lock(&self.target.session).id.is_some();
+        let t = &self.target;
+        let has_session = lock(&t.session).id.is_some();
         if has_session {
             // Tell the server the session is over (405 means it keeps it; fine).
-            let _ = self.target.request("DELETE", None, &[]);
+            let _ = t.request("DELETE", None, &[]);
         }
+        // End every thread reading a response, then the reader.
+        t.closed.store(true, Ordering::SeqCst);
+        for (_, s) in lock(&t.sockets).drain() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        t.end();
     }
 }
 
@@ -454,6 +612,9 @@ impl Connection {
             path,
             session: Mutex::new(SessionState::default()),
             incoming: tx,
+            closed: AtomicBool::new(false),
+            sockets: Mutex::new(HashMap::new()),
+            next_socket: AtomicU64::new(0),
         });
         Ok(Connection::new(
             Box::new(HttpWriter {
