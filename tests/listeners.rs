@@ -177,3 +177,31 @@ fn a_started_stdio_listener_ends_at_eof() {
         .unwrap();
     assert!(status.success(), "{status}");
 }
+
+#[test]
+fn dropping_a_started_listener_stops_it() {
+    // #11 item 22: dropping HttpServer / TcpServer left them running
+    // forever, with no handle left to stop them.
+    let server = echo();
+    let http = server
+        .start_http(
+            mcpvisor::transport::http::HttpOptions::default()
+                .with_bind("127.0.0.1:0".parse().unwrap()),
+        )
+        .unwrap();
+    let tcp = server
+        .start_tcp(TcpOptions::default().with_bind("127.0.0.1:0".parse().unwrap()))
+        .unwrap();
+    let addrs = [http.local_addr(), tcp.local_addr()];
+    for addr in addrs {
+        std::net::TcpStream::connect(addr).expect("serving");
+    }
+    drop((http, tcp));
+    // Stopped synchronously: the sockets are closed when drop returns.
+    for addr in addrs {
+        assert!(
+            std::net::TcpStream::connect(addr).is_err(),
+            "{addr} still accepts after its listener was dropped"
+        );
+    }
+}

@@ -65,8 +65,31 @@ pub enum ClientError {
     Rpc(ErrorObject),
     /// The server broke the protocol (e.g. an unusable initialize result).
     Protocol(String),
-    /// The transport failed.
-    Io(String),
+    /// The transport failed: its kind (`Other` when the failure was not an
+    /// I/O error of the system) and what happened.
+    Io {
+        /// The kind of the underlying I/O error.
+        kind: std::io::ErrorKind,
+        /// What failed.
+        message: String,
+    },
+}
+
+impl ClientError {
+    /// A transport failure from an I/O error, keeping its kind.
+    pub fn io(e: &std::io::Error) -> ClientError {
+        ClientError::Io {
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
+    /// A transport failure that is not an I/O error of the system.
+    pub fn transport(message: impl Into<String>) -> ClientError {
+        ClientError::Io {
+            kind: std::io::ErrorKind::Other,
+            message: message.into(),
+        }
+    }
 }
 
 impl fmt::Display for ClientError {
@@ -77,7 +100,7 @@ impl fmt::Display for ClientError {
             ClientError::Cancelled => f.write_str("the request was cancelled"),
             ClientError::Rpc(e) => e.fmt(f),
             ClientError::Protocol(m) => write!(f, "protocol violation: {m}"),
-            ClientError::Io(m) => write!(f, "transport error: {m}"),
+            ClientError::Io { message, .. } => write!(f, "transport error: {message}"),
         }
     }
 }
@@ -234,7 +257,7 @@ impl Client {
         F: Fn() -> std::io::Result<Connection> + Send + Sync + 'static,
     {
         let connector: Connector = Arc::new(connector);
-        let first = connector().map_err(|e| ClientError::Io(e.to_string()))?;
+        let first = connector().map_err(|e| ClientError::io(&e))?;
         Self::start(first, Some(connector), options)
     }
 
@@ -297,7 +320,7 @@ impl Client {
             thread::Builder::new()
                 .name("mcpvisor-client-heartbeat".into())
                 .spawn(move || heartbeat(weak, every))
-                .map_err(|e| ClientError::Io(e.to_string()))?;
+                .map_err(|e| ClientError::io(&e))?;
         }
         Ok(client)
     }
@@ -405,7 +428,7 @@ impl Client {
                 CallError::Timeout(id, _) => ClientError::Timeout { id },
                 CallError::Cancelled => ClientError::Cancelled,
                 CallError::Rpc(e) => ClientError::Rpc(e),
-                CallError::Send(text) => failed.take().unwrap_or(ClientError::Io(text)),
+                CallError::Send(text) => failed.take().unwrap_or(ClientError::transport(text)),
             })
     }
 
@@ -517,7 +540,7 @@ impl Shared {
         result.map_err(|e| {
             // Ending our side ends the reader, which reconnects or gives up.
             lock(&self.writer).close();
-            ClientError::Io(e.to_string())
+            ClientError::io(&e)
         })
     }
 
@@ -544,7 +567,7 @@ fn spawn_reader(shared: &Arc<Shared>, reader: Box<dyn MessageReader>) -> Result<
         .name("mcpvisor-client-reader".into())
         .spawn(move || read_loop(shared, reader))
         .map(drop)
-        .map_err(|e| ClientError::Io(e.to_string()))
+        .map_err(|e| ClientError::io(&e))
 }
 
 fn read_loop(shared: Arc<Shared>, mut reader: Box<dyn MessageReader>) {
@@ -552,7 +575,7 @@ fn read_loop(shared: Arc<Shared>, mut reader: Box<dyn MessageReader>) {
         let (bytes, related) = match reader.read_related() {
             Ok(Some(b)) => b,
             Ok(None) => break ClientError::Closed,
-            Err(e) => break ClientError::Io(e.to_string()),
+            Err(e) => break ClientError::io(&e),
         };
         let messages = match jsonrpc::parse(&bytes) {
             Ok(Parsed::Single(m)) => vec![m],
@@ -632,7 +655,7 @@ fn connection_lost(shared: &Arc<Shared>, why: ClientError) {
     shared.reconnecting.store(false, Ordering::SeqCst);
     give_up(
         shared,
-        ClientError::Io(format!(
+        ClientError::transport(format!(
             "gave up reconnecting after {} attempts",
             policy.max_attempts
         )),
@@ -846,7 +869,7 @@ fn heartbeat(shared: std::sync::Weak<Shared>, every: Duration) {
             ..Default::default()
         };
         if let Err(e) = client.send_request("ping", json!({}), opts) {
-            let why = ClientError::Io(format!(
+            let why = ClientError::transport(format!(
                 "heartbeat: ping not answered within {every:?} ({e})"
             ));
             if shared.options.reconnect.is_none() {

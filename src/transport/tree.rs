@@ -7,8 +7,11 @@ use std::io;
 use supervisor::{Supervisor, SupervisorRef, SupervisorSpec};
 
 /// A supervision tree that runs one listener, and the listener's handle.
+/// Dropping it stops the listener, like [`Tree::shutdown`]; keep it (or
+/// [`Tree::wait`] on it) for as long as the listener should serve.
 pub struct Tree<H> {
-    root: Supervisor,
+    // Taken by `wait`, `shutdown` or `Drop`.
+    root: Option<Supervisor>,
     handle: H,
     // Ready when the listener is done for good (stdio: EOF), for listeners
     // that end normally and are then not restarted.
@@ -20,7 +23,7 @@ impl<H> Tree<H> {
     pub(crate) fn run(spec: SupervisorSpec, handle: H) -> io::Result<Tree<H>> {
         let root = Supervisor::start(spec).map_err(io::Error::other)?;
         Ok(Tree {
-            root,
+            root: Some(root),
             handle,
             done: None,
         })
@@ -39,27 +42,51 @@ impl<H> Tree<H> {
 
     /// The supervision tree.
     pub fn supervisor(&self) -> SupervisorRef {
-        self.root.handle()
+        self.root().handle()
+    }
+
+    fn root(&self) -> &Supervisor {
+        self.root
+            .as_ref()
+            .expect("present until the tree is consumed")
+    }
+
+    fn take_root(&mut self) -> Supervisor {
+        self.root
+            .take()
+            .expect("present until the tree is consumed")
     }
 
     /// Blocks until the listener ends: `Err` when it failed beyond its
     /// restart intensity; `Ok` when it ended normally (stdio at EOF).
-    pub fn wait(self) -> io::Result<()> {
-        match self.done {
+    pub fn wait(mut self) -> io::Result<()> {
+        let root = self.take_root();
+        match self.done.take() {
             Some(done) => {
                 // Ready at the normal end; disconnected when the tree gave
                 // up (its specs are dropped): either way, stop what is left.
                 let _ = done.recv();
-                self.root.shutdown().map(drop).map_err(io::Error::other)
+                root.shutdown().map(drop).map_err(io::Error::other)
             }
-            None => self.root.wait().map_err(io::Error::other),
+            None => root.wait().map_err(io::Error::other),
         }
     }
 
     /// Stops the listener and its tree: it stops accepting, and its
     /// sessions end.
-    pub fn shutdown(self) -> io::Result<()> {
-        self.root.shutdown().map(drop).map_err(io::Error::other)
+    pub fn shutdown(mut self) -> io::Result<()> {
+        self.take_root()
+            .shutdown()
+            .map(drop)
+            .map_err(io::Error::other)
+    }
+}
+
+impl<H> Drop for Tree<H> {
+    fn drop(&mut self) {
+        if let Some(root) = self.root.take() {
+            let _ = root.shutdown();
+        }
     }
 }
 
