@@ -386,7 +386,7 @@ impl Endpoint {
                 }
             }
         }
-        let keep_alive = self.sse(
+        self.sse(
             stream,
             session,
             attached,
@@ -394,8 +394,7 @@ impl Endpoint {
             framing,
             Some(first),
             true,
-        );
-        keep_alive
+        )
     }
 
     /// Writes an SSE stream until it ends, the client leaves, or the handler
