@@ -317,3 +317,32 @@ fn a_refused_client_that_keeps_trickling_is_disconnected() {
     assert_eq!(send(addr, "GET", "/healthz", &[], b"").status, 200);
     http.shutdown().unwrap();
 }
+
+#[test]
+fn a_head_refusal_carries_cors_and_keeps_a_bodiless_connection() {
+    // Review of #11 item 4: refusals made on the head lost the CORS headers
+    // a browser needs to read them (a 404 tells it to initialize again),
+    // and closed connections that had no body left to read.
+    let http = server(HttpOptions::default());
+    let addr = http.local_addr();
+    let origin = ("Origin", "http://localhost:3000");
+    let refused = post(
+        addr,
+        Some("nosuchsession"),
+        &serde_json::json!({}),
+        &[origin],
+    );
+    assert_eq!(refused.status, 404);
+    assert_eq!(
+        refused.header("access-control-allow-origin"),
+        Some("http://localhost:3000")
+    );
+    // Without a body, the connection goes on after the refusal.
+    let bodiless = format!(
+        "POST /mcp HTTP/1.1\r\n{}Origin: http://localhost:3000\r\n\r\n{HEALTH}",
+        headers("nosuchsession")
+    );
+    let got = exchange(addr, bodiless.as_bytes(), 2);
+    assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), [404, 200]);
+    http.shutdown().unwrap();
+}

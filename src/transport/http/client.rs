@@ -35,9 +35,10 @@ pub const DEFAULT_RECONNECT_DELAY: Duration = Duration::from_millis(1000);
 pub const MAX_RESUME_ATTEMPTS: u32 = 5;
 /// Longest a TCP connect to the server may take: 10 s.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Longest a response may stay silent (no head, no byte of body, no SSE
-/// event or keep-alive): 5 minutes. A silent standalone stream is simply
-/// opened again.
+/// Longest a response that answers no call may stay silent (the answer to
+/// a notification, the standalone stream, a DELETE): 5 minutes. A silent
+/// standalone stream is simply opened again. The answer to a call may take
+/// as long as the call's own timeout allows; closing the client ends it.
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
 
 #[derive(Default)]
@@ -255,6 +256,7 @@ impl Target {
         method: &str,
         body: Option<&[u8]>,
         extra: &[(&str, String)],
+        silence: Option<Duration>,
     ) -> io::Result<(Head, Body<BufReader<TcpStream>>)> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(io::ErrorKind::BrokenPipe.into());
@@ -262,10 +264,18 @@ impl Target {
         let stream = TcpStream::connect_timeout(&self.addr, DEFAULT_CONNECT_TIMEOUT)
             .map_err(|e| io::Error::new(e.kind(), Unreachable(e)))?;
         stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(DEFAULT_READ_TIMEOUT))?;
+        stream.set_read_timeout(silence)?;
         stream.set_write_timeout(Some(DEFAULT_WRITE_TIMEOUT))?;
         let key = self.next_socket.fetch_add(1, Ordering::Relaxed);
-        lock(&self.sockets).insert(key, stream.try_clone()?);
+        {
+            // Checked under the registry's lock: close() drains it after
+            // setting `closed`, so no socket opened now escapes it.
+            let mut sockets = lock(&self.sockets);
+            if self.closed.load(Ordering::SeqCst) {
+                return Err(io::ErrorKind::BrokenPipe.into());
+            }
+            sockets.insert(key, stream.try_clone()?);
+        }
         let registered = Registered {
             target: Arc::downgrade(self),
             key,
@@ -325,11 +335,9 @@ impl Target {
     fn post(self: &Arc<Self>, message: &Value) -> io::Result<()> {
         let result = self.try_post(message);
         if let Err(e) = &result {
-            if let Some(id) = message.get("method").and(message.get("id")) {
-                let error = ErrorObject::internal(format!("the HTTP request failed: {e}"));
-                let answer =
-                    serde_json::json!({"jsonrpc": "2.0", "id": id, "error": error.to_value()});
-                self.deliver(answer.to_string().into_bytes(), None);
+            let id = message.get("method").and(message.get("id"));
+            if let Some(id) = id.and_then(RequestId::from_value) {
+                self.fail(&id, &e.to_string());
             }
             if unreachable(e) {
                 log::warn!("client: the server cannot be reached ({e}); the connection ends");
@@ -339,6 +347,15 @@ impl Target {
         result
     }
 
+    /// Answers our request `id` with an error (it can get no other answer).
+    fn fail(&self, id: &RequestId, why: &str) {
+        log::warn!("client: request {id} failed: {why}");
+        let error = ErrorObject::internal(format!("the HTTP request failed: {why}"));
+        let answer =
+            serde_json::json!({"jsonrpc": "2.0", "id": id.to_value(), "error": error.to_value()});
+        self.deliver(answer.to_string().into_bytes(), None);
+    }
+
     /// Ends the connection: its reader sees the end.
     fn end(&self) {
         let _ = self.incoming.send((Vec::new(), None));
@@ -346,10 +363,14 @@ impl Target {
 
     fn try_post(self: &Arc<Self>, message: &Value) -> io::Result<()> {
         let bytes = message.to_string().into_bytes();
+        // A call is answered when its handler is done: as long as the
+        // call's own timeout allows.
+        let call = message.get("method").is_some() && message.get("id").is_some();
         let (head, body) = self.request(
             "POST",
             Some(&bytes),
             &[("Accept", "application/json, text/event-stream".into())],
+            (!call).then_some(DEFAULT_READ_TIMEOUT),
         )?;
         if let Some(id) = head.header("mcp-session-id") {
             lock(&self.session).id = Some(id.to_owned());
@@ -418,32 +439,28 @@ impl Target {
             loop {
                 let (last_id, retry, answered) =
                     target.read_events(BufReader::new(body), request.as_ref());
-                if answered || request.is_none() {
-                    return;
-                }
-                let Some(last) = last_id else {
-                    log::warn!("client: stream ended without a response and without an event id; cannot resume");
+                let Some(request) = request.as_ref().filter(|_| !answered) else {
                     return;
                 };
-                attempts += 1;
                 if target.closed.load(Ordering::SeqCst) {
                     return;
                 }
+                // The call fails at once when its stream cannot be resumed.
+                let Some(last) = last_id else {
+                    return target.fail(request, "its stream ended without a response or an event id to resume from");
+                };
+                attempts += 1;
                 if attempts > MAX_RESUME_ATTEMPTS {
-                    log::warn!("client: giving up resuming a stream after {MAX_RESUME_ATTEMPTS} attempts");
-                    return;
+                    return target.fail(request, &format!("its stream was resumed {MAX_RESUME_ATTEMPTS} times without a response"));
                 }
                 std::thread::sleep(retry.unwrap_or(DEFAULT_RECONNECT_DELAY));
-                match target.request("GET", None, &[("Accept", "text/event-stream".into()), ("Last-Event-ID", last)]) {
+                let resume = [("Accept", "text/event-stream".into()), ("Last-Event-ID", last)];
+                match target.request("GET", None, &resume, None) {
                     Ok((head, b)) if head.status == 200 => body = b,
                     Ok((head, _)) => {
-                        log::warn!("client: resuming a stream failed with HTTP {}", head.status);
-                        return;
+                        return target.fail(request, &format!("resuming its stream failed with HTTP {}", head.status));
                     }
-                    Err(e) => {
-                        log::warn!("client: resuming a stream failed: {e}");
-                        return;
-                    }
+                    Err(e) => return target.fail(request, &format!("resuming its stream failed: {e}")),
                 }
             }
         });
@@ -462,12 +479,18 @@ impl Target {
                     if let Some(l) = &last {
                         extra.push(("Last-Event-ID", l.clone()));
                     }
-                    let retry = match self.request("GET", None, &extra) {
+                    let retry = match self.request("GET", None, &extra, Some(DEFAULT_READ_TIMEOUT)) {
                         Ok((head, body)) if head.status == 200 => {
                             failures = 0;
                             let (id, retry, _) = self.read_events(BufReader::new(body), None);
                             last = id.or(last);
                             retry
+                        }
+                        // The server still holds our previous stream (it has
+                        // not noticed it died): try again after a while.
+                        Ok((head, _)) if head.status == 409 => {
+                            failures += 1;
+                            None
                         }
                         // 405: no standalone stream; 404: the session ended.
                         Ok(_) => return,
@@ -577,7 +600,7 @@ impl MessageWriter for HttpWriter {
         let has_session = lock(&t.session).id.is_some();
         if has_session {
             // Tell the server the session is over (405 means it keeps it; fine).
-            let _ = t.request("DELETE", None, &[]);
+            let _ = t.request("DELETE", None, &[], Some(DEFAULT_READ_TIMEOUT));
         }
         // End every thread reading a response, then the reader.
         t.closed.store(true, Ordering::SeqCst);

@@ -37,8 +37,37 @@ enum Reply {
 impl Handler for Endpoint {
     /// Every check that needs no body, in the order a client would fix
     /// them: path, Host, Origin, credentials, then for a POST its media
-    /// types, protocol version and session.
+    /// types, protocol version and session. A refusal carries the CORS
+    /// headers an allowed browser origin needs to read it.
     fn check_head(&self, req: &Request) -> Result<(), Response> {
+        self.head_checks(req).map_err(|mut refused| {
+            refused.headers.extend(self.cors(req));
+            refused
+        })
+    }
+
+    fn handle(&self, req: Request, stream: &TcpStream, _peer: SocketAddr) -> io::Result<bool> {
+        let keep_alive = req.keep_alive;
+        let cors = self.cors(&req);
+        let head_only = req.method == "HEAD";
+        let reply = self.route(req, stream, &cors).unwrap_or_else(Reply::Full);
+        match reply {
+            Reply::Full(mut resp) => {
+                resp.headers.extend(cors);
+                if head_only {
+                    write_head_response(stream, &resp, keep_alive)?;
+                } else {
+                    write_response(stream, &resp, keep_alive)?;
+                }
+                Ok(keep_alive)
+            }
+            Reply::Streamed { keep_alive } => Ok(keep_alive),
+        }
+    }
+}
+
+impl Endpoint {
+    fn head_checks(&self, req: &Request) -> Result<(), Response> {
         if is_health(req) {
             return Ok(());
         }
@@ -64,27 +93,6 @@ impl Handler for Endpoint {
         Ok(())
     }
 
-    fn handle(&self, req: Request, stream: &TcpStream, _peer: SocketAddr) -> io::Result<bool> {
-        let keep_alive = req.keep_alive;
-        let cors = self.cors(&req);
-        let head_only = req.method == "HEAD";
-        let reply = self.route(req, stream, &cors).unwrap_or_else(Reply::Full);
-        match reply {
-            Reply::Full(mut resp) => {
-                resp.headers.extend(cors);
-                if head_only {
-                    write_head_response(stream, &resp, keep_alive)?;
-                } else {
-                    write_response(stream, &resp, keep_alive)?;
-                }
-                Ok(keep_alive)
-            }
-            Reply::Streamed { keep_alive } => Ok(keep_alive),
-        }
-    }
-}
-
-impl Endpoint {
     pub(crate) fn new(
         engine: Arc<Engine>,
         opts: HttpOptions,
@@ -126,7 +134,7 @@ impl Endpoint {
                 &json!({"status": "ok", "sessions": self.sessions.len()}),
             )));
         }
-        self.check_head(&req)?;
+        // The head passed `check_head` before the body was read.
         if req.method == "OPTIONS" {
             return Ok(Reply::Full(
                 Response::status(204)

@@ -1,7 +1,9 @@
 //! HTTP connections: the request loop of one keep-alive connection. The
 //! accept loop is `transport::accept`, shared with TCP.
 
-use super::wire::{write_response, Conn, ReadError, Request, Response, WireLimits};
+use super::wire::{
+    write_head_response, write_response, Conn, ReadError, Request, Response, WireLimits,
+};
 use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,7 +23,8 @@ pub(crate) fn refuse(stream: &TcpStream) {
 /// may serve another request.
 pub trait Handler: Send + Sync + 'static {
     /// Looks at a request before its body is read: a refusal here is
-    /// written at once and the body is never buffered.
+    /// written at once and the body is never buffered. `handle` is only
+    /// ever called for requests that passed it.
     fn check_head(&self, req: &Request) -> Result<(), Response>;
     /// Serves `req`, writing the response to `stream`.
     fn handle(&self, req: Request, stream: &TcpStream, peer: SocketAddr) -> io::Result<bool>;
@@ -47,7 +50,7 @@ impl HttpConnections {
         loop {
             let read = conn.read_head().and_then(|mut req| {
                 if let Err(resp) = self.handler.check_head(&req) {
-                    return Ok(Err(resp));
+                    return Ok(Err((req, resp)));
                 }
                 conn.read_body(&mut req).map(|()| Ok(req))
             });
@@ -56,11 +59,21 @@ impl HttpConnections {
                     Ok(true) if !self.stopping.load(Ordering::SeqCst) => continue,
                     _ => break,
                 },
-                Ok(Err(refused)) => {
-                    // Refused on its head: the body (if any) is unread, so
-                    // the connection cannot serve another request.
-                    let _ = write_response(&write_side, &refused, false);
-                    linger(&write_side);
+                Ok(Err((req, refused))) => {
+                    // Refused on its head. Without a body the connection
+                    // goes on; with one, the body is unread, so it closes.
+                    let keep_alive = req.keep_alive && !req.has_body();
+                    let written = if req.method == "HEAD" {
+                        write_head_response(&write_side, &refused, keep_alive)
+                    } else {
+                        write_response(&write_side, &refused, keep_alive)
+                    };
+                    if written.is_ok() && keep_alive && !self.stopping.load(Ordering::SeqCst) {
+                        continue;
+                    }
+                    if req.has_body() {
+                        linger(&write_side);
+                    }
                     break;
                 }
                 Err(ReadError::Closed) => break,

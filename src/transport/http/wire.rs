@@ -54,6 +54,11 @@ pub(crate) enum BodyFraming {
 }
 
 impl Request {
+    /// Whether a body follows the head (announced by its framing).
+    pub fn has_body(&self) -> bool {
+        self.framing != BodyFraming::None
+    }
+
     /// The first value of a header (name in lowercase).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
@@ -400,6 +405,9 @@ impl Conn {
         body.extend_from_slice(&self.data()[..have]);
         self.consume(have);
         let mut left = n - have;
+        if left == 0 {
+            return Ok(());
+        }
         let mut piece = [0u8; READ_PIECE];
         while left > 0 {
             let wait = deadline.saturating_duration_since(Instant::now());
