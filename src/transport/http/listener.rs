@@ -50,7 +50,7 @@ impl HttpConnections {
         loop {
             let read = conn.read_head().and_then(|mut req| {
                 if let Err(resp) = self.handler.check_head(&req) {
-                    return Ok(Err((req, resp)));
+                    return Ok(Err(Box::new((req, resp))));
                 }
                 conn.read_body(&mut req).map(|()| Ok(req))
             });
@@ -59,7 +59,8 @@ impl HttpConnections {
                     Ok(true) if !self.stopping.load(Ordering::SeqCst) => continue,
                     _ => break,
                 },
-                Ok(Err((req, refused))) => {
+                Ok(Err(refusal)) => {
+                    let (req, refused) = *refusal;
                     // Refused on its head. Without a body the connection
                     // goes on; with one, the body is unread, so it closes.
                     let keep_alive = req.keep_alive && !req.has_body();
