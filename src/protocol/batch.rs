@@ -57,32 +57,34 @@ mod tests {
     use super::*;
     use crate::jsonrpc::RequestId;
 
-    #[test]
-    fn a_batch_whose_requests_were_all_cancelled_still_ends() {
-        // #11 item 6: nothing was sent, so the HTTP stream waited forever.
+    /// A collector of `expected` requests and what it passes on.
+    fn collector(expected: usize) -> (Collector, Arc<Mutex<Vec<Outgoing>>>) {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let record = seen.clone();
         let parent: Arc<dyn Sink> = Arc::new(move |out: Outgoing| lock(&record).push(out));
-        let c = Collector::new(parent, 2);
-        c.send(Outgoing::Suppressed {
-            id: RequestId::Number(1),
-        });
+        (Collector::new(parent, expected), seen)
+    }
+
+    fn cancelled(id: i64) -> Outgoing {
+        Outgoing::Suppressed {
+            id: RequestId::Number(id),
+        }
+    }
+
+    #[test]
+    fn a_batch_whose_requests_were_all_cancelled_still_ends() {
+        // #11 item 6: nothing was sent, so the HTTP stream waited forever.
+        let (c, seen) = collector(2);
+        c.send(cancelled(1));
         assert!(lock(&seen).is_empty());
-        c.send(Outgoing::Suppressed {
-            id: RequestId::Number(2),
-        });
+        c.send(cancelled(2));
         assert!(matches!(
             lock(&seen).as_slice(),
             [Outgoing::Suppressed { .. }]
         ));
         // One answered, one cancelled: the array holds the answer.
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let record = seen.clone();
-        let parent: Arc<dyn Sink> = Arc::new(move |out: Outgoing| lock(&record).push(out));
-        let c = Collector::new(parent, 2);
-        c.send(Outgoing::Suppressed {
-            id: RequestId::Number(1),
-        });
+        let (c, seen) = collector(2);
+        c.send(cancelled(1));
         c.send(Outgoing::Response {
             id: Some(RequestId::Number(2)),
             message: serde_json::json!({"id": 2}),
