@@ -30,6 +30,7 @@ pub mod model;
 pub mod protocol;
 pub mod serve;
 pub mod server;
+pub mod service;
 mod sync;
 pub mod transport;
 mod wait;

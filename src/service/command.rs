@@ -1,0 +1,299 @@
+//! Command tools: a program the daemon runs as a tool, never through a
+//! shell. Its `argv` is a template whose `{name}` placeholders take the
+//! call's arguments as they are (no splitting, no globbing); it runs in a
+//! process group of its own with a cleared environment (an allow-list plus
+//! explicit variables), stdin from /dev/null, bounded output and a time
+//! limit after which the whole group is killed; cancelling the call kills
+//! it too. Exit 0 gives stdout as text (and as `structuredContent` when the
+//! tool declares an output schema and stdout is JSON); any other end gives
+//! `isError` with how it ended and the tail of stderr.
+
+use crate::server::{Tool, ToolResult};
+use crate::Context;
+use crossbeam_channel::{after, select, tick};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Default time limit of one run: 30 s.
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default most bytes of stdout kept (and of stderr): 1 MiB.
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 1024 * 1024;
+/// How much of stderr a failed run reports.
+pub const STDERR_TAIL_BYTES: usize = 4 * 1024;
+/// How often a run that was asked for progress reports it.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// One command tool.
+#[derive(Clone, Debug)]
+pub struct CommandTool {
+    /// The tool's name.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON Schema of its arguments.
+    pub input_schema: Value,
+    /// JSON Schema of its structured result, if it has one.
+    pub output_schema: Option<Value>,
+    /// The program and its arguments, with `{name}` placeholders (`{{` and
+    /// `}}` for literal braces).
+    pub argv: Vec<String>,
+    /// Working directory (default: the daemon's).
+    pub cwd: Option<PathBuf>,
+    /// Variables passed through from the daemon's environment.
+    pub env_allow: Vec<String>,
+    /// Variables set for the program.
+    pub env: BTreeMap<String, String>,
+    /// Time limit (default [`DEFAULT_COMMAND_TIMEOUT`]).
+    pub timeout: Duration,
+    /// Most output bytes kept (default [`DEFAULT_MAX_OUTPUT_BYTES`]).
+    pub max_output_bytes: usize,
+}
+
+impl CommandTool {
+    /// A command tool running `argv` with every other field at its default.
+    pub fn new(name: impl Into<String>, argv: Vec<String>) -> CommandTool {
+        CommandTool {
+            name: name.into(),
+            description: String::new(),
+            input_schema: serde_json::json!({"type": "object"}),
+            output_schema: None,
+            argv,
+            cwd: None,
+            env_allow: Vec::new(),
+            env: BTreeMap::new(),
+            timeout: DEFAULT_COMMAND_TIMEOUT,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+        }
+    }
+
+    /// The tool the server serves.
+    pub fn into_tool(self) -> Tool {
+        let spec = Arc::new(self);
+        let run = spec.clone();
+        let mut tool = Tool::new(
+            spec.name.clone(),
+            spec.input_schema.clone(),
+            move |args, ctx| Ok(run.run(&Value::Object(args), ctx)),
+        )
+        .description(spec.description.clone());
+        if let Some(schema) = &spec.output_schema {
+            tool = tool.output_schema(schema.clone());
+        }
+        tool
+    }
+
+    /// Runs the command for one call.
+    pub fn run(&self, args: &Value, ctx: &Context) -> ToolResult {
+        let argv = match fill_argv(&self.argv, args) {
+            Ok(a) => a,
+            Err(e) => return ToolResult::error(e),
+        };
+        let Some((program, rest)) = argv.split_first() else {
+            return ToolResult::error("the command's argv is empty");
+        };
+        let mut cmd = Command::new(program);
+        cmd.args(rest)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        for name in &self.env_allow {
+            if let Some(v) = std::env::var_os(name) {
+                cmd.env(name, v);
+            }
+        }
+        cmd.envs(&self.env);
+        if let Some(dir) = &self.cwd {
+            cmd.current_dir(dir);
+        }
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => return ToolResult::error(format!("cannot start {program}: {e}")),
+        };
+        let group = child.id() as libc::pid_t;
+        let limit = self.max_output_bytes;
+        let stdout = child.stdout.take().map(|s| capture(s, limit));
+        let stderr = child.stderr.take().map(|s| capture(s, limit));
+        let (done_tx, done) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || {
+            let _ = done_tx.send(child.wait());
+        });
+        let started = Instant::now();
+        let deadline = after(self.timeout);
+        let ticks = tick(PROGRESS_INTERVAL);
+        let cancelled = ctx.cancelled();
+        let ended = loop {
+            select! {
+                recv(done) -> status => break End::Exited(status.ok().and_then(Result::ok)),
+                recv(deadline) -> _ => break End::TimedOut,
+                recv(cancelled) -> _ => break End::Cancelled,
+                recv(ticks) -> _ => {
+                    let secs = started.elapsed().as_secs_f64();
+                    let limit = self.timeout.as_secs_f64();
+                    ctx.progress(secs, Some(limit), Some("running"));
+                }
+            }
+        };
+        if !matches!(ended, End::Exited(_)) {
+            // The whole group: whatever the program started dies with it.
+            // SAFETY: kill(2) on the process group we created for it.
+            unsafe {
+                libc::kill(-group, libc::SIGKILL);
+            }
+            let _ = done.recv();
+        }
+        let out = stdout
+            .map(|h| h.join().unwrap_or_default())
+            .unwrap_or_default();
+        let err = stderr
+            .map(|h| h.join().unwrap_or_default())
+            .unwrap_or_default();
+        self.result(ended, out, err)
+    }
+
+    fn result(&self, ended: End, out: Captured, err: Captured) -> ToolResult {
+        let cut = |c: &Captured, what: &str| {
+            (c.total > c.bytes.len())
+                .then(|| format!("\n[{what} cut at {} of {} bytes]", c.bytes.len(), c.total))
+        };
+        let how = match ended {
+            End::Exited(Some(s)) if s.success() => {
+                let text = String::from_utf8_lossy(&out.bytes).into_owned();
+                if let (Some(_), None) = (&self.output_schema, cut(&out, "output")) {
+                    if let Ok(v) = serde_json::from_str::<Value>(&text) {
+                        return ToolResult::structured(v);
+                    }
+                }
+                return ToolResult::text(text + &cut(&out, "output").unwrap_or_default());
+            }
+            End::Exited(Some(s)) => describe(s),
+            End::Exited(None) => "the command's end could not be observed".to_owned(),
+            End::TimedOut => format!(
+                "timed out after {:?}; its process group was killed",
+                self.timeout
+            ),
+            End::Cancelled => "cancelled; its process group was killed".to_owned(),
+        };
+        let from = err.bytes.len().saturating_sub(STDERR_TAIL_BYTES);
+        let tail = String::from_utf8_lossy(&err.bytes[from..]);
+        let mut message = format!("{} {how}", self.name);
+        if !tail.trim().is_empty() {
+            message.push_str(&format!("\nstderr:\n{}", tail.trim_end()));
+        }
+        ToolResult::error(message)
+    }
+}
+
+enum End {
+    Exited(Option<ExitStatus>),
+    TimedOut,
+    Cancelled,
+}
+
+fn describe(s: ExitStatus) -> String {
+    match (s.code(), s.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(sig)) => format!("was killed by signal {sig}"),
+        _ => "ended abnormally".to_owned(),
+    }
+}
+
+/// What a stream produced: the first `limit` bytes and how many there were.
+#[derive(Default)]
+struct Captured {
+    bytes: Vec<u8>,
+    total: usize,
+}
+
+/// Reads `source` to its end on a thread of its own, keeping at most
+/// `limit` bytes (the rest is read and dropped, so the program never blocks
+/// on a full pipe).
+fn capture(
+    mut source: impl Read + Send + 'static,
+    limit: usize,
+) -> std::thread::JoinHandle<Captured> {
+    std::thread::spawn(move || {
+        let mut c = Captured::default();
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            match source.read(&mut buf) {
+                Ok(0) | Err(_) => return c,
+                Ok(n) => {
+                    let keep = n.min(limit.saturating_sub(c.bytes.len()));
+                    c.bytes.extend_from_slice(&buf[..keep]);
+                    c.total += n;
+                }
+            }
+        }
+    })
+}
+
+/// Fills `{name}` placeholders from `args`: a string as it is, anything
+/// else as its JSON text; `{{` and `}}` are literal braces. A placeholder
+/// is (part of) one argv element; its value is never split.
+pub fn fill_argv(templates: &[String], args: &Value) -> Result<Vec<String>, String> {
+    templates.iter().map(|t| fill(t, args)).collect()
+}
+
+fn fill(template: &str, args: &Value) -> Result<String, String> {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(i) = rest.find(['{', '}']) {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        if let Some(after) = tail.strip_prefix("{{") {
+            out.push('{');
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix("}}") {
+            out.push('}');
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix('{') {
+            let end = after
+                .find('}')
+                .ok_or_else(|| format!("unclosed placeholder in {template:?}"))?;
+            let name = &after[..end];
+            match args.get(name) {
+                Some(Value::String(s)) => out.push_str(s),
+                Some(Value::Null) | None => {
+                    return Err(format!("argument {name:?} is required by the command"))
+                }
+                Some(other) => out.push_str(&other.to_string()),
+            }
+            rest = &after[end + 1..];
+        } else {
+            return Err(format!("a lone '}}' in {template:?} (write '}}}}')"));
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn placeholders_are_filled_whole_and_never_split() {
+        let t: Vec<String> = ["du", "-sh", "--", "{path}", "x{n}y", "{{literal}}"]
+            .map(String::from)
+            .to_vec();
+        let argv = fill_argv(&t, &json!({"path": "/tmp/a b;rm -rf *", "n": 3})).unwrap();
+        assert_eq!(
+            argv,
+            ["du", "-sh", "--", "/tmp/a b;rm -rf *", "x3y", "{literal}"]
+        );
+        assert!(fill_argv(&t, &json!({"n": 1}))
+            .unwrap_err()
+            .contains("\"path\""));
+        assert!(fill("{open", &json!({})).unwrap_err().contains("unclosed"));
+        assert!(fill("a}b", &json!({})).unwrap_err().contains("lone"));
+    }
+}

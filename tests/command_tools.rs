@@ -1,0 +1,162 @@
+//! Command tools (#12) through a real client: they run without a shell,
+//! report progress, are cut off at their output limit, killed with their
+//! whole process group at their time limit or when the call is cancelled.
+
+use mcpvisor::client::{CallOptions, Client, ClientOptions};
+use mcpvisor::protocol::CancelToken;
+use mcpvisor::server::Server;
+use mcpvisor::service::CommandTool;
+use mcpvisor::transport::memory;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn argv(parts: &[&str]) -> Vec<String> {
+    parts.iter().map(|s| s.to_string()).collect()
+}
+
+fn client(tools: Vec<CommandTool>) -> Client {
+    let mut b = Server::builder("commands", "1");
+    for t in tools {
+        b = b.tool(t.into_tool());
+    }
+    let server = b.build().unwrap();
+    let (a, c) = memory::pair();
+    server.serve_memory(a).unwrap();
+    Client::connect(c.into_connection(), ClientOptions::default()).unwrap()
+}
+
+fn text(r: &Value) -> &str {
+    r["content"][0]["text"].as_str().unwrap_or_default()
+}
+
+/// Whether a process with this pid is alive (and not a zombie).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+#[test]
+fn arguments_are_passed_whole_and_exit_status_decides_the_result() {
+    let mut echo = CommandTool::new("echo", argv(&["printf", "%s|", "{a}", "{b}"]));
+    echo.input_schema =
+        json!({"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"}}});
+    let mut fail = CommandTool::new("fail", argv(&["sh", "-c", "echo oops >&2; exit 3"]));
+    fail.env.insert("PATH".into(), "/usr/bin:/bin".into());
+    let mut env = CommandTool::new("env", argv(&["/usr/bin/env"]));
+    env.env.insert("ONLY".into(), "this".into());
+    let mut json_out = CommandTool::new("json", argv(&["printf", "{{\"n\": 2}}"]));
+    json_out.output_schema = Some(json!({"type":"object","properties":{"n":{"type":"integer"}}}));
+    let c = client(vec![echo, fail, env, json_out]);
+    let r = c
+        .call_tool("echo", json!({"a": "two words; $(rm -rf /)", "b": "*"}))
+        .unwrap();
+    assert_eq!(text(&r), "two words; $(rm -rf /)|*|");
+    let r = c.call_tool("fail", json!({})).unwrap();
+    assert_eq!(r["isError"], true);
+    assert!(
+        text(&r).contains("exited with status 3") && text(&r).contains("oops"),
+        "{r}"
+    );
+    let r = c.call_tool("env", json!({})).unwrap();
+    assert_eq!(text(&r).trim(), "ONLY=this", "a cleared environment");
+    let r = c.call_tool("json", json!({})).unwrap();
+    assert_eq!(r["structuredContent"], json!({"n": 2}));
+}
+
+#[test]
+fn output_is_cut_at_its_limit_and_the_result_says_so() {
+    let mut big = CommandTool::new("big", argv(&["head", "-c", "100000", "/dev/zero"]));
+    big.max_output_bytes = 1000;
+    let c = client(vec![big]);
+    let r = c.call_tool("big", json!({})).unwrap();
+    assert!(
+        text(&r).contains("[output cut at 1000 of 100000 bytes]"),
+        "{}",
+        &text(&r)[1000..]
+    );
+}
+
+#[test]
+fn a_timeout_kills_the_whole_process_group_and_progress_flows_meanwhile() {
+    // The command starts a grandchild that would outlive a plain kill.
+    let dir = std::env::temp_dir().join(format!("mcpvisor-cmd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pidfile = dir.join("grandchild.pid");
+    let script = format!("sleep 600 & echo $! > {}; wait", pidfile.display());
+    let mut slow = CommandTool::new("slow", argv(&["/bin/sh", "-c", &script]));
+    slow.timeout = Duration::from_millis(1500);
+    let c = client(vec![slow]);
+    let (tx, progress) = crossbeam_channel::unbounded();
+    let options = CallOptions {
+        progress: Some(Arc::new(move |p: f64, _: Option<f64>, _: Option<&str>| {
+            let _ = tx.send(p);
+        })),
+        ..Default::default()
+    };
+    let started = Instant::now();
+    let r = c.call_tool_with("slow", json!({}), options).unwrap();
+    assert_eq!(r["isError"], true);
+    assert!(text(&r).contains("timed out"), "{r}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert!(progress.try_recv().is_ok(), "progress while it ran");
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while alive(pid) {
+        assert!(Instant::now() < deadline, "the grandchild {pid} survived");
+        std::thread::yield_now();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn cancelling_the_call_kills_the_command() {
+    let dir = std::env::temp_dir().join(format!("mcpvisor-cancel-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pidfile = dir.join("pid");
+    let script = format!("echo $$ > {}; exec sleep 600", pidfile.display());
+    let c = client(vec![CommandTool::new(
+        "wait",
+        argv(&["/bin/sh", "-c", &script]),
+    )]);
+    let token = CancelToken::new();
+    let options = CallOptions {
+        cancel: Some(token.clone()),
+        ..Default::default()
+    };
+    std::thread::scope(|s| {
+        let call = s.spawn(|| c.call_tool_with("wait", json!({}), options));
+        // The fact to wait for: the command is running.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let pid: i32 = loop {
+            if let Some(p) = std::fs::read_to_string(&pidfile)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+            {
+                break p;
+            }
+            assert!(Instant::now() < deadline, "the command never started");
+            std::thread::yield_now();
+        };
+        token.cancel();
+        assert!(call.join().unwrap().is_err(), "the call was cancelled");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while alive(pid) {
+            assert!(
+                Instant::now() < deadline,
+                "the command {pid} survived its cancellation"
+            );
+            std::thread::yield_now();
+        }
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
