@@ -1,0 +1,610 @@
+//! The daemon's configuration file (`mcpvisor.json(5)`): one JSON object
+//! with camelCase keys, validated whole before anything starts. Unknown
+//! keys are errors; every error names the file, line, column and key path.
+//! `${VAR}` and `${VAR:-default}` expand in string values; secrets are read
+//! from files (relative paths under `$CREDENTIALS_DIRECTORY` when systemd
+//! set it), never written in the JSON.
+
+use super::command::{CommandTool, DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT_BYTES};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where the daemon looks for its configuration by default.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/mcpvisor/mcpvisor.json";
+/// Listeners when the file names none: HTTP on loopback.
+pub const DEFAULT_LISTEN: &str = "http://127.0.0.1:8808/mcp";
+
+/// HTTP settings (`http`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HttpSettings {
+    /// `allowedOrigins`: browser origins allowed besides the defaults.
+    pub allowed_origins: Option<Vec<String>>,
+    /// `allowedHosts`: `Host` names allowed.
+    pub allowed_hosts: Option<Vec<String>>,
+    /// `bearerTokenFile`: tokens, one per line.
+    pub bearer_token_file: Option<PathBuf>,
+    /// `sessionIdleTimeoutMs`.
+    pub session_idle_timeout: Option<Duration>,
+    /// `maxSessions`.
+    pub max_sessions: Option<usize>,
+}
+
+/// The whole configuration.
+#[derive(Clone, Debug, Default)]
+pub struct Config {
+    /// `listen`: where to serve ([`crate::transport::listen::Listen`] strings).
+    pub listen: Vec<String>,
+    /// `commands`: command tools by name.
+    pub commands: BTreeMap<String, CommandTool>,
+    /// `http`.
+    pub http: HttpSettings,
+    /// `handlerThreads`: threads running tool handlers.
+    pub handler_threads: Option<usize>,
+    /// `maxInflightPerSession`: requests one session may have in flight.
+    pub max_inflight_per_session: Option<usize>,
+    /// `logLevel`: `error`, `warn`, `info`, `debug` or `trace`.
+    pub log_level: Option<String>,
+}
+
+/// A configuration that cannot be used: where, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    /// The file.
+    pub file: PathBuf,
+    /// 1-based line and column (0 when unknown).
+    pub line: usize,
+    /// Column.
+    pub column: usize,
+    /// The key path, like `commands.disk.timeoutMs` (empty: the file).
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}: ", self.file.display(), self.line, self.column)?;
+        if !self.path.is_empty() {
+            write!(f, "{}: ", self.path)?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// Reads and validates the file at `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: path.to_owned(),
+            line: 0,
+            column: 0,
+            path: String::new(),
+            message: format!("cannot read: {e}"),
+        })?;
+        Config::parse(path, &text, &|name| std::env::var(name).ok())
+    }
+
+    /// Validates `text` (named `file` in errors), expanding variables with `env`.
+    pub fn parse(
+        file: &Path,
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let value: Value = serde_json::from_str(text).map_err(|e| ConfigError {
+            file: file.to_owned(),
+            line: e.line(),
+            column: e.column(),
+            path: String::new(),
+            message: format!("not valid JSON: {e}"),
+        })?;
+        let reader = Reader { file, text, env };
+        reader.config(&value)
+    }
+}
+
+struct Reader<'a> {
+    file: &'a Path,
+    text: &'a str,
+    env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+type Fields<'v> = Map<String, Value>;
+
+impl Reader<'_> {
+    fn error(&self, path: &str, message: impl Into<String>) -> ConfigError {
+        let (line, column) = locate(self.text, path).unwrap_or((0, 0));
+        ConfigError {
+            file: self.file.to_owned(),
+            line,
+            column,
+            path: path.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    fn object<'v>(
+        &self,
+        v: &'v Value,
+        path: &str,
+        known: &[&str],
+    ) -> Result<&'v Fields<'v>, ConfigError> {
+        let o = v
+            .as_object()
+            .ok_or_else(|| self.error(path, "expected an object"))?;
+        if let Some(k) = o.keys().find(|k| !known.contains(&k.as_str())) {
+            return Err(self.error(
+                &join(path, k),
+                format!("unknown key (known here: {})", known.join(", ")),
+            ));
+        }
+        Ok(o)
+    }
+
+    fn string(&self, v: &Value, path: &str) -> Result<String, ConfigError> {
+        let s = v
+            .as_str()
+            .ok_or_else(|| self.error(path, "expected a string"))?;
+        expand(s, self.env).map_err(|m| self.error(path, m))
+    }
+
+    fn strings(&self, v: &Value, path: &str) -> Result<Vec<String>, ConfigError> {
+        let items = v
+            .as_array()
+            .ok_or_else(|| self.error(path, "expected a list of strings"))?;
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, s)| self.string(s, &format!("{path}[{i}]")))
+            .collect()
+    }
+
+    fn positive(&self, v: &Value, path: &str) -> Result<u64, ConfigError> {
+        v.as_u64()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| self.error(path, "expected a positive integer"))
+    }
+
+    fn config(&self, v: &Value) -> Result<Config, ConfigError> {
+        let o = self.object(
+            v,
+            "",
+            &[
+                "listen",
+                "commands",
+                "http",
+                "handlerThreads",
+                "maxInflightPerSession",
+                "logLevel",
+            ],
+        )?;
+        let mut c = Config::default();
+        if let Some(l) = o.get("listen") {
+            c.listen = self.strings(l, "listen")?;
+            for (i, l) in c.listen.iter().enumerate() {
+                if let Err(e) = l.parse::<crate::transport::listen::Listen>() {
+                    return Err(self.error(&format!("listen[{i}]"), e.to_string()));
+                }
+            }
+        }
+        if let Some(cmds) = o.get("commands") {
+            let cmds = cmds
+                .as_object()
+                .ok_or_else(|| self.error("commands", "expected an object of command tools"))?;
+            for (name, spec) in cmds {
+                let tool = self.command(name, spec, &join("commands", name))?;
+                c.commands.insert(name.clone(), tool);
+            }
+        }
+        if let Some(h) = o.get("http") {
+            c.http = self.http(h)?;
+        }
+        if let Some(n) = o.get("handlerThreads") {
+            c.handler_threads = Some(self.positive(n, "handlerThreads")? as usize);
+        }
+        if let Some(n) = o.get("maxInflightPerSession") {
+            c.max_inflight_per_session = Some(self.positive(n, "maxInflightPerSession")? as usize);
+        }
+        if let Some(l) = o.get("logLevel") {
+            let level = self.string(l, "logLevel")?;
+            if !["error", "warn", "info", "debug", "trace"].contains(&level.as_str()) {
+                return Err(self.error(
+                    "logLevel",
+                    "expected one of error, warn, info, debug, trace",
+                ));
+            }
+            c.log_level = Some(level);
+        }
+        Ok(c)
+    }
+
+    fn command(&self, name: &str, v: &Value, path: &str) -> Result<CommandTool, ConfigError> {
+        let o = self.object(
+            v,
+            path,
+            &[
+                "description",
+                "inputSchema",
+                "outputSchema",
+                "argv",
+                "cwd",
+                "envAllow",
+                "env",
+                "timeoutMs",
+                "maxOutputBytes",
+            ],
+        )?;
+        let argv_path = join(path, "argv");
+        let argv = self.strings(
+            o.get("argv").ok_or_else(|| {
+                self.error(path, "argv (the program and its arguments) is required")
+            })?,
+            &argv_path,
+        )?;
+        if argv.is_empty() || argv[0].is_empty() {
+            return Err(self.error(&argv_path, "expected the program and its arguments"));
+        }
+        if let Err(e) = super::command::fill_argv(&argv, &Value::Null) {
+            if e.contains("unclosed") || e.contains("lone") {
+                return Err(self.error(&argv_path, e));
+            }
+        }
+        let mut t = CommandTool::new(name, argv);
+        if let Some(d) = o.get("description") {
+            t.description = self.string(d, &join(path, "description"))?;
+        }
+        if let Some(s) = o.get("inputSchema") {
+            if s.get("type").and_then(Value::as_str) != Some("object") {
+                return Err(self.error(
+                    &join(path, "inputSchema"),
+                    "expected a JSON Schema with \"type\": \"object\"",
+                ));
+            }
+            t.input_schema = s.clone();
+        }
+        if let Some(s) = o.get("outputSchema") {
+            if !s.is_object() {
+                return Err(self.error(&join(path, "outputSchema"), "expected a JSON Schema"));
+            }
+            t.output_schema = Some(s.clone());
+        }
+        if let Some(d) = o.get("cwd") {
+            t.cwd = Some(PathBuf::from(self.string(d, &join(path, "cwd"))?));
+        }
+        if let Some(a) = o.get("envAllow") {
+            t.env_allow = self.strings(a, &join(path, "envAllow"))?;
+        }
+        if let Some(e) = o.get("env") {
+            let env_path = join(path, "env");
+            let e = e
+                .as_object()
+                .ok_or_else(|| self.error(&env_path, "expected an object of strings"))?;
+            for (k, v) in e {
+                t.env
+                    .insert(k.clone(), self.string(v, &join(&env_path, k))?);
+            }
+        }
+        t.timeout = match o.get("timeoutMs") {
+            Some(ms) => Duration::from_millis(self.positive(ms, &join(path, "timeoutMs"))?),
+            None => DEFAULT_COMMAND_TIMEOUT,
+        };
+        t.max_output_bytes = match o.get("maxOutputBytes") {
+            Some(n) => self.positive(n, &join(path, "maxOutputBytes"))? as usize,
+            None => DEFAULT_MAX_OUTPUT_BYTES,
+        };
+        Ok(t)
+    }
+
+    fn http(&self, v: &Value) -> Result<HttpSettings, ConfigError> {
+        let o = self.object(
+            v,
+            "http",
+            &[
+                "allowedOrigins",
+                "allowedHosts",
+                "bearerTokenFile",
+                "sessionIdleTimeoutMs",
+                "maxSessions",
+            ],
+        )?;
+        let mut h = HttpSettings::default();
+        if let Some(l) = o.get("allowedOrigins") {
+            h.allowed_origins = Some(self.strings(l, "http.allowedOrigins")?);
+        }
+        if let Some(l) = o.get("allowedHosts") {
+            h.allowed_hosts = Some(self.strings(l, "http.allowedHosts")?);
+        }
+        if let Some(f) = o.get("bearerTokenFile") {
+            h.bearer_token_file = Some(credential(&self.string(f, "http.bearerTokenFile")?));
+        }
+        if let Some(ms) = o.get("sessionIdleTimeoutMs") {
+            h.session_idle_timeout = Some(Duration::from_millis(
+                self.positive(ms, "http.sessionIdleTimeoutMs")?,
+            ));
+        }
+        if let Some(n) = o.get("maxSessions") {
+            h.max_sessions = Some(self.positive(n, "http.maxSessions")? as usize);
+        }
+        Ok(h)
+    }
+}
+
+/// A secret file: relative paths are under `$CREDENTIALS_DIRECTORY` when
+/// systemd's `LoadCredential=` set it.
+fn credential(path: &str) -> PathBuf {
+    let p = PathBuf::from(path);
+    match std::env::var_os("CREDENTIALS_DIRECTORY") {
+        Some(dir) if p.is_relative() => PathBuf::from(dir).join(p),
+        _ => p,
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// Expands `${VAR}` and `${VAR:-default}`; `$$` is a literal `$`. An unset
+/// variable without a default is an error.
+pub fn expand(s: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        if let Some(after) = tail.strip_prefix("$$") {
+            out.push('$');
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix("${") {
+            let end = after
+                .find('}')
+                .ok_or_else(|| format!("unclosed ${{ in {s:?}"))?;
+            let inner = &after[..end];
+            let (name, default) = match inner.split_once(":-") {
+                Some((n, d)) => (n, Some(d)),
+                None => (inner, None),
+            };
+            match (env(name).filter(|v| !v.is_empty()), default) {
+                (Some(v), _) => out.push_str(&v),
+                (None, Some(d)) => out.push_str(d),
+                (None, None) => return Err(format!("environment variable {name} is not set")),
+            }
+            rest = &after[end + 1..];
+        } else {
+            out.push('$');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// The 1-based line and column of the key (or element) at `path` in JSON
+/// `text`, found by a small scan of the already-valid document.
+fn locate(text: &str, path: &str) -> Option<(usize, usize)> {
+    let mut scan = Scan {
+        b: text.as_bytes(),
+        i: 0,
+    };
+    let offset = scan.find(&steps(path))?;
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let column = before.len() - before.rfind('\n').map_or(0, |p| p + 1) + 1;
+    Some((line, column))
+}
+
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+fn steps(path: &str) -> Vec<Step> {
+    let mut out = Vec::new();
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let (key, indexes) = part.split_once('[').unwrap_or((part, ""));
+        if !key.is_empty() {
+            out.push(Step::Key(key.to_owned()));
+        }
+        for ix in indexes.split('[') {
+            if let Ok(n) = ix.trim_end_matches(']').parse() {
+                out.push(Step::Index(n));
+            }
+        }
+    }
+    out
+}
+
+struct Scan<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl Scan<'_> {
+    fn ws(&mut self) {
+        while self.i < self.b.len() && self.b[self.i].is_ascii_whitespace() {
+            self.i += 1;
+        }
+    }
+
+    /// A string starting at `i`; returns where its raw contents are.
+    fn string(&mut self) -> Option<(usize, usize)> {
+        let start = self.i + 1;
+        let mut j = start;
+        while j < self.b.len() {
+            match self.b[j] {
+                b'\\' => j += 2,
+                b'"' => {
+                    self.i = j + 1;
+                    return Some((start, j));
+                }
+                _ => j += 1,
+            }
+        }
+        None
+    }
+
+    /// Skips one value.
+    fn skip(&mut self) -> Option<()> {
+        self.ws();
+        match *self.b.get(self.i)? {
+            b'"' => self.string().map(drop),
+            open @ (b'{' | b'[') => {
+                let close = if open == b'{' { b'}' } else { b']' };
+                self.i += 1;
+                loop {
+                    self.ws();
+                    match *self.b.get(self.i)? {
+                        c if c == close => {
+                            self.i += 1;
+                            return Some(());
+                        }
+                        b',' | b':' => self.i += 1,
+                        _ => self.skip()?,
+                    }
+                }
+            }
+            _ => {
+                while self.i < self.b.len() && !b",:]} \t\r\n".contains(&self.b[self.i]) {
+                    self.i += 1;
+                }
+                Some(())
+            }
+        }
+    }
+
+    /// The offset of what `steps` names, from the value at `i`.
+    fn find(&mut self, steps: &[Step]) -> Option<usize> {
+        self.ws();
+        let Some((step, rest)) = steps.split_first() else {
+            return Some(self.i);
+        };
+        match (step, *self.b.get(self.i)?) {
+            (Step::Key(key), b'{') => {
+                self.i += 1;
+                loop {
+                    self.ws();
+                    match *self.b.get(self.i)? {
+                        b'}' => return None,
+                        b',' => self.i += 1,
+                        b'"' => {
+                            let at = self.i;
+                            let (from, to) = self.string()?;
+                            self.ws();
+                            self.i += 1; // ':'
+                            if &self.b[from..to] == key.as_bytes() {
+                                return if rest.is_empty() {
+                                    Some(at)
+                                } else {
+                                    self.find(rest)
+                                };
+                            }
+                            self.skip()?;
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            (Step::Index(n), b'[') => {
+                self.i += 1;
+                for _ in 0..*n {
+                    self.skip()?;
+                    self.ws();
+                    if self.b.get(self.i) == Some(&b',') {
+                        self.i += 1;
+                    }
+                }
+                self.find(rest)
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        let env = |name: &str| (name == "HOME_DIR").then(|| "/home/u".to_owned());
+        Config::parse(Path::new("t.json"), text, &env)
+    }
+
+    #[test]
+    fn a_full_file_reads_with_defaults_and_variables() {
+        let c = parse(
+            r#"{
+  "listen": ["http://127.0.0.1:0/mcp", "stdio"],
+  "commands": {
+    "disk": {"description": "usage", "argv": ["du", "-sh", "{path}"], "cwd": "${HOME_DIR}",
+             "env": {"LANG": "${LANG:-C}"}, "timeoutMs": 5000,
+             "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}}
+  },
+  "http": {"maxSessions": 10, "allowedOrigins": ["https://app.example"]},
+  "logLevel": "debug"
+}"#,
+        )
+        .unwrap();
+        assert_eq!(c.listen.len(), 2);
+        let disk = &c.commands["disk"];
+        assert_eq!(disk.cwd.as_deref(), Some(Path::new("/home/u")));
+        assert_eq!(disk.env["LANG"], "C");
+        assert_eq!(disk.timeout, Duration::from_secs(5));
+        assert_eq!(disk.max_output_bytes, DEFAULT_MAX_OUTPUT_BYTES);
+        assert_eq!(c.http.max_sessions, Some(10));
+        assert_eq!(c.log_level.as_deref(), Some("debug"));
+        assert!(
+            parse("{}").unwrap().commands.is_empty(),
+            "nothing configured is fine"
+        );
+    }
+
+    #[test]
+    fn errors_name_the_line_column_and_key_path() {
+        let e = parse(
+            "{\n  \"commands\": {\n    \"disk\": {\"argv\": [\"du\"], \"timeoutMs\": -1}\n  }\n}",
+        )
+        .unwrap_err();
+        assert_eq!(e.path, "commands.disk.timeoutMs");
+        assert_eq!((e.line, e.column), (3, 30), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "t.json:3:30: commands.disk.timeoutMs: expected a positive integer"
+        );
+        let e = parse("{\"listne\": []}").unwrap_err();
+        assert_eq!((e.path.as_str(), e.line, e.column), ("listne", 1, 2));
+        assert!(e.message.contains("unknown key"), "{e}");
+        let e = parse("{\"listen\": [\"stdio\", \"ftp://x\"]}").unwrap_err();
+        assert_eq!((e.path.as_str(), e.column), ("listen[1]", 22), "{e}");
+        let e =
+            parse("{\"commands\": {\"x\": {\"argv\": [\"a\"], \"env\": {\"K\": \"${NOPE}\"}}}}")
+                .unwrap_err();
+        assert!(e.message.contains("NOPE is not set"), "{e}");
+        let e = parse("{\n  \"listen\": [,]\n}").unwrap_err();
+        assert_eq!((e.line, e.path.as_str()), (2, ""), "{e}");
+        assert!(e.message.starts_with("not valid JSON"), "{e}");
+        let e = parse("{\"commands\": {\"x\": {}}}").unwrap_err();
+        assert!(e.message.contains("argv"), "{e}");
+    }
+
+    #[test]
+    fn expansion_rules() {
+        let env = |n: &str| match n {
+            "A" => Some("1".to_owned()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        };
+        assert_eq!(expand("x${A}y", &env).unwrap(), "x1y");
+        assert_eq!(expand("${B:-d}", &env).unwrap(), "d");
+        assert_eq!(expand("${EMPTY:-d}", &env).unwrap(), "d");
+        assert_eq!(expand("$$A $5", &env).unwrap(), "$A $5");
+        assert!(expand("${B}", &env).is_err());
+        assert!(expand("${A", &env).is_err());
+    }
+}
