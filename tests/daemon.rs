@@ -1,0 +1,98 @@
+//! The `mcpvisor` binary (#12, in progress): flags, configuration errors
+//! and exit status, serving the example configuration, SIGTERM.
+
+use mcpvisor::client::{Client, ClientOptions, Connection};
+use serde_json::json;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mcpvisor");
+
+fn example() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/examples/mcpvisor.json").to_owned()
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn flags_and_configuration_errors_have_their_exit_status() {
+    let (code, out, _) = run(&["--check-config", "--config", &example()]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("valid (1 listener(s), 4 command tool(s))"),
+        "{out}"
+    );
+    let (code, _, err) = run(&["--frobnicate"]);
+    assert_eq!(code, 64, "{err}");
+    let dir = std::env::temp_dir().join(format!("mcpvisor-daemon-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (text, wanted) in [
+        ("{\n  \"comands\": {}\n}", ":2:3: comands: unknown key"),
+        (
+            "{\"commands\": {\"x\": {\"argv\": [\"a\"], \"timeoutMs\": \"soon\"}}}",
+            "commands.x.timeoutMs: expected a positive integer",
+        ),
+        ("{\"listen\": [", "not valid JSON"),
+    ] {
+        let file = dir.join("bad.json");
+        std::fs::write(&file, text).unwrap();
+        let (code, _, err) = run(&["--check-config", "--config", file.to_str().unwrap()]);
+        assert_eq!(code, 78, "{text}: {err}");
+        assert!(
+            err.contains(wanted) && err.contains("bad.json:"),
+            "{text}: {err}"
+        );
+    }
+    let (code, _, err) = run(&["--config", "/nonexistent/mcpvisor.json"]);
+    assert_eq!(code, 78, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_example_configuration_serves_its_tools_and_sigterm_stops_it() {
+    let mut child = Command::new(BIN)
+        .args(["--config", &example(), "--listen", "http://127.0.0.1:0/mcp"])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .expect(&line)
+        .to_owned();
+    let c = Client::connect(Connection::http(&url).unwrap(), ClientOptions::default()).unwrap();
+    let names: Vec<String> = c
+        .list_tools()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+    let r = c.call_tool("kernel", json!({})).unwrap();
+    assert!(
+        r["content"][0]["text"].as_str().unwrap().contains("Linux"),
+        "{r}"
+    );
+    let r = c
+        .call_tool("disk_usage", json!({"path": env!("CARGO_MANIFEST_DIR")}))
+        .unwrap();
+    assert_ne!(r["isError"], true, "{r}");
+    c.close();
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "SIGTERM is a clean stop");
+}
