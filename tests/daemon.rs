@@ -96,3 +96,66 @@ fn the_example_configuration_serves_its_tools_and_sigterm_stops_it() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0), "SIGTERM is a clean stop");
 }
+
+#[test]
+fn the_service_manager_hears_ready_watchdog_and_stopping() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = std::env::temp_dir().join(format!("mcpvisor-sdnotify-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("notify.sock");
+    let manager = UnixDatagram::bind(&path).unwrap();
+    manager
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let recv = || {
+        let mut buf = [0u8; 1024];
+        let n = manager
+            .recv(&mut buf)
+            .expect("a message to the service manager");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    let mut child = Command::new(BIN)
+        .args(["--config", &example(), "--listen", "http://127.0.0.1:0/mcp"])
+        .env("NOTIFY_SOCKET", &path)
+        .env("WATCHDOG_USEC", "200000")
+        .env_remove("WATCHDOG_PID")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .expect(&line)
+        .to_owned();
+    let ready = recv();
+    assert!(ready.starts_with("READY=1\n"), "{ready}");
+    assert!(
+        ready.contains(&format!("MAINPID={}", child.id())),
+        "{ready}"
+    );
+    assert!(
+        ready.contains("STATUS=serving 4 command tool(s) on http://"),
+        "{ready}"
+    );
+    // READY means the port accepts.
+    let addr = url.trim_start_matches("http://").trim_end_matches("/mcp");
+    std::net::TcpStream::connect(addr).expect("accepting once READY=1 was sent");
+    assert_eq!(recv(), "WATCHDOG=1");
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let stopping = loop {
+        let m = recv();
+        if m != "WATCHDOG=1" {
+            break m;
+        }
+    };
+    assert!(stopping.starts_with("STOPPING=1"), "{stopping}");
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -176,13 +176,23 @@ fn serve(config: Config, listens: &[Listen]) -> u8 {
             return EXIT_CONFIG;
         }
     };
+    let notifier = match super::notify::Notifier::from_env() {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("mcpvisor: NOTIFY_SOCKET: {e}");
+            return EXIT_SOFTWARE;
+        }
+    };
     let mut root =
         SupervisorSpec::new("mcpvisor", Strategy::OneForOne).intensity(ROOT_INTENSITY, ROOT_PERIOD);
+    let mut urls = Vec::new();
     for listen in listens {
         match server.listener_with(listen, &options) {
             Ok((spec, listener)) => {
                 root = root.child(spec);
-                println!("listening on {}", listener_url(listen, &listener));
+                let url = listener_url(listen, &listener);
+                println!("listening on {url}");
+                urls.push(url);
             }
             Err(e) => {
                 eprintln!("mcpvisor: {listen}: {e}");
@@ -210,6 +220,30 @@ fn serve(config: Config, listens: &[Listen]) -> u8 {
         }
     };
     let handle = root.handle();
+    // Every listener is bound (its socket accepts) and the tree runs.
+    let _ = notifier.notify(&format!(
+        "READY=1\nSTATUS=serving {tools} command tool(s) on {}\nMAINPID={}",
+        urls.join(", "),
+        std::process::id()
+    ));
+    let (stop_watchdog, watchdog_stopped) = crossbeam_channel::bounded::<()>(0);
+    if let Some(every) = super::notify::watchdog_interval() {
+        let (notifier, handle) = (super::notify::Notifier::from_env(), handle.clone());
+        std::thread::Builder::new()
+            .name("mcpvisor-watchdog".into())
+            .spawn(move || {
+                let Ok(notifier) = notifier else { return };
+                // Pings only while the root supervisor answers.
+                while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
+                    watchdog_stopped.recv_timeout(every)
+                {
+                    if handle.count_children().is_ok() {
+                        let _ = notifier.notify("WATCHDOG=1");
+                    }
+                }
+            })
+            .ok();
+    }
     let (ended_tx, ended) = crossbeam_channel::bounded(1);
     std::thread::spawn(move || {
         let _ = ended_tx.send(root.wait());
@@ -231,6 +265,8 @@ fn serve(config: Config, listens: &[Listen]) -> u8 {
                 Ok(libc::SIGHUP) => log::warn!("SIGHUP: reloading is not supported yet; ignored"),
                 _ => {
                     log::info!("stopping");
+                    let _ = notifier.notify("STOPPING=1\nSTATUS=stopping");
+                    drop(stop_watchdog);
                     let _ = handle.shutdown();
                     let _ = ended.recv();
                     return EXIT_OK;

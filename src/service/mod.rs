@@ -6,6 +6,7 @@
 pub mod command;
 pub mod config;
 pub mod daemon;
+pub mod notify;
 pub mod signals;
 
 pub use command::CommandTool;
