@@ -86,9 +86,8 @@ fn the_example_configuration_serves_its_tools_and_sigterm_stops_it() {
         r["content"][0]["text"].as_str().unwrap().contains("Linux"),
         "{r}"
     );
-    let r = c
-        .call_tool("disk_usage", json!({"path": env!("CARGO_MANIFEST_DIR")}))
-        .unwrap();
+    let small = concat!(env!("CARGO_MANIFEST_DIR"), "/systemd");
+    let r = c.call_tool("disk_usage", json!({ "path": small })).unwrap();
     assert_ne!(r["isError"], true, "{r}");
     c.close();
     // SAFETY: kill(2) on our own child.
@@ -143,9 +142,10 @@ fn the_service_manager_hears_ready_watchdog_and_stopping() {
         ready.contains("STATUS=serving 4 command tool(s) on http://"),
         "{ready}"
     );
-    // READY means the port accepts.
-    let addr = url.trim_start_matches("http://").trim_end_matches("/mcp");
-    std::net::TcpStream::connect(addr).expect("accepting once READY=1 was sent");
+    // READY means the listener answers.
+    let c = Client::connect(Connection::http(&url).unwrap(), ClientOptions::default()).unwrap();
+    c.ping().expect("answering once READY=1 was sent");
+    c.close();
     assert_eq!(recv(), "WATCHDOG=1");
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
@@ -158,4 +158,31 @@ fn the_service_manager_hears_ready_watchdog_and_stopping() {
     assert!(stopping.starts_with("STOPPING=1"), "{stopping}");
     assert_eq!(child.wait().unwrap().code(), Some(0));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn over_stdio_only_mcp_is_written_and_the_end_of_stdin_stops_it() {
+    use std::io::Write;
+    let mut child = Command::new(BIN)
+        .args(["--config", &example(), "--stdio"])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}}}}}}"#).unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let first: serde_json::Value = serde_json::from_str(&line).expect("the first line is MCP");
+    assert_eq!(first["result"]["serverInfo"]["name"], "mcpvisor");
+    drop(stdin);
+    assert_eq!(
+        child.wait().unwrap().code(),
+        Some(0),
+        "EOF on stdin stops it"
+    );
 }

@@ -141,20 +141,19 @@ impl CommandTool {
                 }
             }
         };
+        // The whole group, also after a normal exit: whatever the program
+        // left running in the background would hold its pipes open.
+        // SAFETY: kill(2) on the process group we created for it.
+        unsafe {
+            libc::kill(-group, libc::SIGKILL);
+        }
         if !matches!(ended, End::Exited(_)) {
-            // The whole group: whatever the program started dies with it.
-            // SAFETY: kill(2) on the process group we created for it.
-            unsafe {
-                libc::kill(-group, libc::SIGKILL);
-            }
             let _ = done.recv();
         }
-        let out = stdout
-            .map(|h| h.join().unwrap_or_default())
-            .unwrap_or_default();
-        let err = stderr
-            .map(|h| h.join().unwrap_or_default())
-            .unwrap_or_default();
+        // A process that left the group (setsid) may still hold a pipe:
+        // take what arrived within a moment and go on.
+        let out = stdout.map(Capture::finish).unwrap_or_default();
+        let err = stderr.map(Capture::finish).unwrap_or_default();
         self.result(ended, out, err)
     }
 
@@ -166,12 +165,18 @@ impl CommandTool {
         let how = match ended {
             End::Exited(Some(s)) if s.success() => {
                 let text = String::from_utf8_lossy(&out.bytes).into_owned();
-                if let (Some(_), None) = (&self.output_schema, cut(&out, "output")) {
-                    if let Ok(v) = serde_json::from_str::<Value>(&text) {
-                        return ToolResult::structured(v);
-                    }
+                let note = cut(&out, "output").unwrap_or_default();
+                if self.output_schema.is_none() {
+                    return ToolResult::text(text + &note);
                 }
-                return ToolResult::text(text + &cut(&out, "output").unwrap_or_default());
+                // A declared output schema needs JSON: say why there is none.
+                return match serde_json::from_str::<Value>(&text) {
+                    Ok(v) if note.is_empty() => ToolResult::structured(v),
+                    _ => ToolResult::error(format!(
+                        "{} declares an output schema but its output is not JSON{note}:\n{text}",
+                        self.name
+                    )),
+                };
             }
             End::Exited(Some(s)) => describe(s),
             End::Exited(None) => "the command's end could not be observed".to_owned(),
@@ -212,27 +217,46 @@ struct Captured {
     total: usize,
 }
 
+/// Longest wait for a stream's end once the command's group was killed.
+const DRAIN_WAIT: Duration = Duration::from_secs(2);
+
+/// A stream being read on a thread of its own.
+struct Capture {
+    got: Arc<std::sync::Mutex<Captured>>,
+    ended: crossbeam_channel::Receiver<()>,
+}
+
+impl Capture {
+    /// What the stream produced, waiting at most [`DRAIN_WAIT`] for its end.
+    fn finish(self) -> Captured {
+        let _ = self.ended.recv_timeout(DRAIN_WAIT);
+        std::mem::take(&mut *crate::sync::lock(&self.got))
+    }
+}
+
 /// Reads `source` to its end on a thread of its own, keeping at most
 /// `limit` bytes (the rest is read and dropped, so the program never blocks
 /// on a full pipe).
-fn capture(
-    mut source: impl Read + Send + 'static,
-    limit: usize,
-) -> std::thread::JoinHandle<Captured> {
+fn capture(mut source: impl Read + Send + 'static, limit: usize) -> Capture {
+    let got = Arc::new(std::sync::Mutex::new(Captured::default()));
+    let (done, ended) = crossbeam_channel::bounded(1);
+    let into = got.clone();
     std::thread::spawn(move || {
-        let mut c = Captured::default();
         let mut buf = [0u8; 16 * 1024];
         loop {
             match source.read(&mut buf) {
-                Ok(0) | Err(_) => return c,
+                Ok(0) | Err(_) => break,
                 Ok(n) => {
+                    let mut c = crate::sync::lock(&into);
                     let keep = n.min(limit.saturating_sub(c.bytes.len()));
                     c.bytes.extend_from_slice(&buf[..keep]);
                     c.total += n;
                 }
             }
         }
-    })
+        let _ = done.send(());
+    });
+    Capture { got, ended }
 }
 
 /// Fills `{name}` placeholders from `args`: a string as it is, anything

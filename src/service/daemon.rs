@@ -150,6 +150,15 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
 }
 
 fn serve(config: Config, listens: &[Listen]) -> u8 {
+    // Before any thread starts (an AMQP listener's connection starts one):
+    // blocked signals are inherited, so only the signal thread gets them.
+    let signals = match super::signals::Signals::block() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("mcpvisor: cannot handle signals: {e}");
+            return EXIT_SOFTWARE;
+        }
+    };
     let mut engine = EngineOptions::default();
     if let Some(n) = config.handler_threads {
         engine.pool_threads = n;
@@ -186,7 +195,20 @@ fn serve(config: Config, listens: &[Listen]) -> u8 {
     let mut root =
         SupervisorSpec::new("mcpvisor", Strategy::OneForOne).intensity(ROOT_INTENSITY, ROOT_PERIOD);
     let mut urls = Vec::new();
+    // Ready when stdin ends (a `stdio` listener): the daemon then stops.
+    let (stdin_done, stdin_ended) = crossbeam_channel::bounded::<()>(1);
     for listen in listens {
+        if *listen == Listen::Stdio {
+            // stdout carries MCP: nothing else may be written there.
+            let done = Some(stdin_done.clone());
+            root = root.child(crate::transport::stdio::worker(
+                server.engine().clone(),
+                options.stdio.clone(),
+                done,
+            ));
+            urls.push("stdio".to_owned());
+            continue;
+        }
         match server.listener_with(listen, &options) {
             Ok((spec, listener)) => {
                 root = root.child(spec);
@@ -205,13 +227,6 @@ fn serve(config: Config, listens: &[Listen]) -> u8 {
     } else {
         log::info!("serving {tools} command tool(s)");
     }
-    let signals = match super::signals::Signals::block() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("mcpvisor: cannot handle signals: {e}");
-            return EXIT_SOFTWARE;
-        }
-    };
     let root = match Supervisor::start(root) {
         Ok(r) => r,
         Err(e) => {
@@ -226,7 +241,8 @@ fn serve(config: Config, listens: &[Listen]) -> u8 {
         urls.join(", "),
         std::process::id()
     ));
-    let (stop_watchdog, watchdog_stopped) = crossbeam_channel::bounded::<()>(0);
+    // Dropped when this function returns: the watchdog thread ends.
+    let (_stop_watchdog, watchdog_stopped) = crossbeam_channel::bounded::<()>(0);
     if let Some(every) = super::notify::watchdog_interval() {
         let (notifier, handle) = (super::notify::Notifier::from_env(), handle.clone());
         std::thread::Builder::new()
@@ -261,19 +277,27 @@ fn serve(config: Config, listens: &[Listen]) -> u8 {
                     Err(_) => EXIT_SOFTWARE,
                 };
             }
+            recv(stdin_ended) -> _ => return stop("stdin ended", &notifier, &handle, &ended),
             recv(received) -> signal => match signal {
                 Ok(libc::SIGHUP) => log::warn!("SIGHUP: reloading is not supported yet; ignored"),
-                _ => {
-                    log::info!("stopping");
-                    let _ = notifier.notify("STOPPING=1\nSTATUS=stopping");
-                    drop(stop_watchdog);
-                    let _ = handle.shutdown();
-                    let _ = ended.recv();
-                    return EXIT_OK;
-                }
+                _ => return stop("asked to stop", &notifier, &handle, &ended),
             },
         }
     }
+}
+
+/// Stops the tree (its sessions end) and tells the service manager.
+fn stop(
+    why: &str,
+    notifier: &super::notify::Notifier,
+    handle: &supervisor::SupervisorRef,
+    ended: &crossbeam_channel::Receiver<Result<(), supervisor::SupervisorError>>,
+) -> u8 {
+    log::info!("{why}; stopping");
+    let _ = notifier.notify("STOPPING=1\nSTATUS=stopping");
+    let _ = handle.shutdown();
+    let _ = ended.recv();
+    EXIT_OK
 }
 
 fn listener_url(listen: &Listen, listener: &crate::serve::Listener) -> String {
