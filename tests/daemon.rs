@@ -1,6 +1,8 @@
 //! The `mcpvisor` binary (#12, in progress): flags, configuration errors
 //! and exit status, serving the example configuration, SIGTERM.
 
+mod common;
+
 use mcpvisor::client::{Client, ClientOptions, Connection};
 use serde_json::json;
 use std::io::{BufRead, BufReader};
@@ -21,6 +23,12 @@ fn run(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// The daemon with the example configuration on a free loopback port.
+fn serving(mut cmd: Command) -> Command {
+    cmd.args(["--config", &example(), "--listen", "http://127.0.0.1:0/mcp"]);
+    cmd
+}
+
 #[test]
 fn flags_and_configuration_errors_have_their_exit_status() {
     let (code, out, _) = run(&["--check-config", "--config", &example()]);
@@ -31,6 +39,8 @@ fn flags_and_configuration_errors_have_their_exit_status() {
     );
     let (code, _, err) = run(&["--frobnicate"]);
     assert_eq!(code, 64, "{err}");
+    let (code, _, err) = run(&["--check-config", "--log-level", "verbose"]);
+    assert_eq!(code, 64, "{err}");
     let dir = std::env::temp_dir().join(format!("mcpvisor-daemon-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for (text, wanted) in [
@@ -40,6 +50,15 @@ fn flags_and_configuration_errors_have_their_exit_status() {
             "commands.x.timeoutMs: expected a positive integer",
         ),
         ("{\"listen\": [", "not valid JSON"),
+        // What the file implies is checked too: the token file must exist.
+        (
+            "{\"http\": {\"bearerTokenFile\": \"/nonexistent/token\"}}",
+            "/nonexistent/token",
+        ),
+        (
+            "{\"commands\": {\"x\": {\"argv\": [\"echo\", \"{a} }\"]}}}",
+            "lone",
+        ),
     ] {
         let file = dir.join("bad.json");
         std::fs::write(&file, text).unwrap();
@@ -57,22 +76,7 @@ fn flags_and_configuration_errors_have_their_exit_status() {
 
 #[test]
 fn the_example_configuration_serves_its_tools_and_sigterm_stops_it() {
-    let mut child = Command::new(BIN)
-        .args(["--config", &example(), "--listen", "http://127.0.0.1:0/mcp"])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .expect(&line)
-        .to_owned();
+    let (mut child, url) = common::spawn_command_listening(serving(Command::new(BIN)));
     let c = Client::connect(Connection::http(&url).unwrap(), ClientOptions::default()).unwrap();
     let names: Vec<String> = c
         .list_tools()
@@ -113,25 +117,11 @@ fn the_service_manager_hears_ready_watchdog_and_stopping() {
             .expect("a message to the service manager");
         String::from_utf8_lossy(&buf[..n]).into_owned()
     };
-    let mut child = Command::new(BIN)
-        .args(["--config", &example(), "--listen", "http://127.0.0.1:0/mcp"])
-        .env("NOTIFY_SOCKET", &path)
+    let mut cmd = serving(Command::new(BIN));
+    cmd.env("NOTIFY_SOCKET", &path)
         .env("WATCHDOG_USEC", "200000")
-        .env_remove("WATCHDOG_PID")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .expect(&line)
-        .to_owned();
+        .env_remove("WATCHDOG_PID");
+    let (mut child, url) = common::spawn_command_listening(cmd);
     let ready = recv();
     assert!(ready.starts_with("READY=1\n"), "{ready}");
     assert!(

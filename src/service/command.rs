@@ -263,10 +263,21 @@ fn capture(mut source: impl Read + Send + 'static, limit: usize) -> Capture {
 /// else as its JSON text; `{{` and `}}` are literal braces. A placeholder
 /// is (part of) one argv element; its value is never split.
 pub fn fill_argv(templates: &[String], args: &Value) -> Result<Vec<String>, String> {
-    templates.iter().map(|t| fill(t, args)).collect()
+    let value = |name: &str| match args.get(name) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Null) | None => Err(format!("argument {name:?} is required by the command")),
+        Some(other) => Ok(other.to_string()),
+    };
+    templates.iter().map(|t| fill(t, &value)).collect()
 }
 
-fn fill(template: &str, args: &Value) -> Result<String, String> {
+/// Checks the placeholder syntax of `templates` without any arguments.
+pub fn check_argv(templates: &[String]) -> Result<(), String> {
+    let any = |_: &str| Ok(String::new());
+    templates.iter().try_for_each(|t| fill(t, &any).map(drop))
+}
+
+fn fill(template: &str, value: &dyn Fn(&str) -> Result<String, String>) -> Result<String, String> {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
     while let Some(i) = rest.find(['{', '}']) {
@@ -282,14 +293,7 @@ fn fill(template: &str, args: &Value) -> Result<String, String> {
             let end = after
                 .find('}')
                 .ok_or_else(|| format!("unclosed placeholder in {template:?}"))?;
-            let name = &after[..end];
-            match args.get(name) {
-                Some(Value::String(s)) => out.push_str(s),
-                Some(Value::Null) | None => {
-                    return Err(format!("argument {name:?} is required by the command"))
-                }
-                Some(other) => out.push_str(&other.to_string()),
-            }
+            out.push_str(&value(&after[..end])?);
             rest = &after[end + 1..];
         } else {
             return Err(format!("a lone '}}' in {template:?} (write '}}}}')"));
@@ -317,7 +321,13 @@ mod tests {
         assert!(fill_argv(&t, &json!({"n": 1}))
             .unwrap_err()
             .contains("\"path\""));
-        assert!(fill("{open", &json!({})).unwrap_err().contains("unclosed"));
-        assert!(fill("a}b", &json!({})).unwrap_err().contains("lone"));
+        let syntax = |t: &str| check_argv(&[t.to_owned()]);
+        assert!(syntax("{open").unwrap_err().contains("unclosed"));
+        assert!(syntax("a}b").unwrap_err().contains("lone"));
+        assert!(
+            syntax("{a} then }").unwrap_err().contains("lone"),
+            "after a placeholder too"
+        );
+        assert!(syntax("{a}{{b}}").is_ok());
     }
 }

@@ -14,6 +14,8 @@ use std::time::Duration;
 
 /// Where the daemon looks for its configuration by default.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/mcpvisor/mcpvisor.json";
+/// The log levels `logLevel` and `--log-level` accept.
+pub const LOG_LEVELS: [&str; 5] = ["error", "warn", "info", "debug", "trace"];
 /// Listeners when the file names none: HTTP on loopback.
 pub const DEFAULT_LISTEN: &str = "http://127.0.0.1:8808/mcp";
 
@@ -113,8 +115,6 @@ struct Reader<'a> {
     env: &'a dyn Fn(&str) -> Option<String>,
 }
 
-type Fields<'v> = Map<String, Value>;
-
 impl Reader<'_> {
     fn error(&self, path: &str, message: impl Into<String>) -> ConfigError {
         let (line, column) = locate(self.text, path).unwrap_or((0, 0));
@@ -132,7 +132,7 @@ impl Reader<'_> {
         v: &'v Value,
         path: &str,
         known: &[&str],
-    ) -> Result<&'v Fields<'v>, ConfigError> {
+    ) -> Result<&'v Map<String, Value>, ConfigError> {
         let o = v
             .as_object()
             .ok_or_else(|| self.error(path, "expected an object"))?;
@@ -211,7 +211,7 @@ impl Reader<'_> {
         }
         if let Some(l) = o.get("logLevel") {
             let level = self.string(l, "logLevel")?;
-            if !["error", "warn", "info", "debug", "trace"].contains(&level.as_str()) {
+            if !LOG_LEVELS.contains(&level.as_str()) {
                 return Err(self.error(
                     "logLevel",
                     "expected one of error, warn, info, debug, trace",
@@ -248,11 +248,7 @@ impl Reader<'_> {
         if argv.is_empty() || argv[0].is_empty() {
             return Err(self.error(&argv_path, "expected the program and its arguments"));
         }
-        if let Err(e) = super::command::fill_argv(&argv, &Value::Null) {
-            if e.contains("unclosed") || e.contains("lone") {
-                return Err(self.error(&argv_path, e));
-            }
-        }
+        super::command::check_argv(&argv).map_err(|e| self.error(&argv_path, e))?;
         let mut t = CommandTool::new(name, argv);
         if let Some(d) = o.get("description") {
             t.description = self.string(d, &join(path, "description"))?;

@@ -1,7 +1,7 @@
 //! The `mcpvisor` daemon: flags, the configuration file, the supervision
 //! tree of its listeners, signals and exit status (sysexits(3)).
 
-use super::config::{Config, DEFAULT_CONFIG_PATH, DEFAULT_LISTEN};
+use super::config::{Config, DEFAULT_CONFIG_PATH, DEFAULT_LISTEN, LOG_LEVELS};
 use crate::protocol::EngineOptions;
 use crate::serve::ListenOptions;
 use crate::server::Server;
@@ -76,7 +76,16 @@ impl Flags {
                 "--stdio" => f.listen.push("stdio".into()),
                 "--http" => f.listen.push(format!("http://{}/mcp", value("--http")?)),
                 "--tcp" => f.listen.push(format!("tcp://{}", value("--tcp")?)),
-                "--log-level" => f.log_level = Some(value("--log-level")?),
+                "--log-level" => {
+                    let level = value("--log-level")?;
+                    if !LOG_LEVELS.contains(&level.as_str()) {
+                        return Err(format!(
+                            "--log-level: expected one of {}",
+                            LOG_LEVELS.join(", ")
+                        ));
+                    }
+                    f.log_level = Some(level);
+                }
                 "--version" | "-V" => f.version = true,
                 "--help" | "-h" => f.help = true,
                 other => return Err(format!("unknown argument {other:?}")),
@@ -130,28 +139,15 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
             return EXIT_USAGE;
         }
     };
-    if flags.check {
-        println!(
-            "{}: valid ({} listener(s), {} command tool(s))",
-            path.as_deref()
-                .map_or("(no file)".into(), |p| p.display().to_string()),
-            listens.len(),
-            config.commands.len()
-        );
-        return EXIT_OK;
-    }
     let level = flags
         .log_level
         .clone()
         .or(config.log_level.clone())
         .unwrap_or_else(|| "info".into());
-    crate::init_logging(&level);
-    serve(config, &listens)
-}
-
-fn serve(config: Config, listens: &[Listen]) -> u8 {
-    // Before any thread starts (an AMQP listener's connection starts one):
-    // blocked signals are inherited, so only the signal thread gets them.
+    let tools = config.commands.len();
+    // Before any thread starts (handler threads, an AMQP listener's
+    // connection): blocked signals are inherited, so only the signal
+    // thread gets them.
     let signals = match super::signals::Signals::block() {
         Ok(s) => s,
         Err(e) => {
@@ -159,6 +155,33 @@ fn serve(config: Config, listens: &[Listen]) -> u8 {
             return EXIT_SOFTWARE;
         }
     };
+    // Everything the file implies (tool schemas, the token file) is checked
+    // here, for --check-config too.
+    let (server, options) = match prepare(config) {
+        Ok(prepared) => prepared,
+        Err(e) => {
+            match &path {
+                Some(p) => eprintln!("mcpvisor: {}: {e}", p.display()),
+                None => eprintln!("mcpvisor: {e}"),
+            }
+            return EXIT_CONFIG;
+        }
+    };
+    if flags.check {
+        println!(
+            "{}: valid ({} listener(s), {tools} command tool(s))",
+            path.as_deref()
+                .map_or("(no file)".into(), |p| p.display().to_string()),
+            listens.len(),
+        );
+        return EXIT_OK;
+    }
+    crate::init_logging(&level);
+    serve(&server, &options, tools, &listens, signals)
+}
+
+/// The server with the file's command tools, and the listeners' options.
+fn prepare(config: Config) -> Result<(Server, ListenOptions), String> {
     let mut engine = EngineOptions::default();
     if let Some(n) = config.handler_threads {
         engine.pool_threads = n;
@@ -166,25 +189,22 @@ fn serve(config: Config, listens: &[Listen]) -> u8 {
     if let Some(n) = config.max_inflight_per_session {
         engine.max_inflight_per_session = n;
     }
+    let options = listen_options(&config.http)?;
     let mut builder = Server::builder("mcpvisor", env!("CARGO_PKG_VERSION")).options(engine);
-    let tools = config.commands.len();
     for tool in config.commands.into_values() {
         builder = builder.tool(tool.into_tool());
     }
-    let server = match builder.build() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("mcpvisor: {e}");
-            return EXIT_CONFIG;
-        }
-    };
-    let options = match listen_options(&config.http) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("mcpvisor: {e}");
-            return EXIT_CONFIG;
-        }
-    };
+    let server = builder.build().map_err(|e| e.to_string())?;
+    Ok((server, options))
+}
+
+fn serve(
+    server: &Server,
+    options: &ListenOptions,
+    tools: usize,
+    listens: &[Listen],
+    signals: super::signals::Signals,
+) -> u8 {
     let notifier = match super::notify::Notifier::from_env() {
         Ok(n) => n,
         Err(e) => {
@@ -209,7 +229,7 @@ fn serve(config: Config, listens: &[Listen]) -> u8 {
             urls.push("stdio".to_owned());
             continue;
         }
-        match server.listener_with(listen, &options) {
+        match server.listener_with(listen, options) {
             Ok((spec, listener)) => {
                 root = root.child(spec);
                 let url = listener_url(listen, &listener);

@@ -45,14 +45,20 @@ pub fn spawn_listening_with_env(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> (Child, String) {
-    let mut child = Command::new(example(name))
-        .args(args)
+    let mut cmd = Command::new(example(name));
+    cmd.args(args).envs(env.iter().copied());
+    spawn_command_listening(cmd)
+}
+
+/// Starts `cmd` (any program that prints `listening on <url>` first, its
+/// log at warn); returns the child and the URL.
+pub fn spawn_command_listening(mut cmd: Command) -> (Child, String) {
+    let mut child = cmd
         .env("RUST_LOG", "warn")
-        .envs(env.iter().copied())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
-        .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
