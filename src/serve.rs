@@ -203,6 +203,34 @@ impl std::fmt::Display for Listener {
     }
 }
 
+impl Listener {
+    /// Its transport: `stdio`, `tcp`, `http` or `amqp`.
+    pub fn transport(&self) -> &'static str {
+        match self {
+            Listener::Stdio => "stdio",
+            #[cfg(feature = "tcp")]
+            Listener::Tcp(_) => "tcp",
+            #[cfg(feature = "http")]
+            Listener::Http(_) => "http",
+            #[cfg(feature = "amqp")]
+            Listener::Amqp(_) => "amqp",
+        }
+    }
+
+    /// Its open sessions (a TCP connection is one), where it counts them.
+    pub fn session_count(&self) -> Option<usize> {
+        match self {
+            Listener::Stdio => None,
+            #[cfg(feature = "tcp")]
+            Listener::Tcp(t) => Some(t.connection_count()),
+            #[cfg(feature = "http")]
+            Listener::Http(h) => Some(h.session_count()),
+            #[cfg(feature = "amqp")]
+            Listener::Amqp(a) => Some(a.session_count()),
+        }
+    }
+}
+
 /// A listener running under a tree of its own.
 pub type Running = Tree<Listener>;
 

@@ -1,4 +1,5 @@
-//! Waiting on a channel with a short spin first.
+//! Waiting: on a channel with a short spin first, and on a listening
+//! socket with a timeout (so an accept loop sees its stop signal).
 //!
 //! On small (virtual) machines waking a parked thread costs tens of
 //! microseconds, most of a fast tool's round trip. A thread that has just
@@ -6,7 +7,40 @@
 //! parks: under steady traffic the next message is already there.
 
 use crossbeam_channel::{Receiver, TryRecvError};
+use std::io;
 use std::time::{Duration, Instant};
+
+/// How long an accept loop waits for a connection before it looks at its
+/// stop signal again.
+pub(crate) const STOP_CHECK: Duration = Duration::from_millis(200);
+
+/// Waits up to `timeout` for `listener` to have a connection waiting
+/// (poll(2)); an interrupted wait counts as none.
+pub(crate) fn readable(
+    listener: &impl std::os::fd::AsRawFd,
+    timeout: Duration,
+) -> io::Result<bool> {
+    let mut fd = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll(2) on one pollfd we own, for the duration of the call.
+    let n = unsafe { libc::poll(&mut fd, 1, timeout.as_millis() as libc::c_int) };
+    match n {
+        n if n < 0 => {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                Ok(false)
+            } else {
+                Err(e)
+            }
+        }
+        0 => Ok(false),
+        // Readable, or an error condition that accept() will report.
+        _ => Ok(true),
+    }
+}
 
 /// How long a thread polls before it parks.
 pub(crate) const SPIN_BEFORE_PARK: Duration = Duration::from_micros(200);

@@ -5,6 +5,7 @@
 use mcpvisor::client::{CallOptions, Client, ClientOptions};
 use mcpvisor::protocol::CancelToken;
 use mcpvisor::server::Server;
+use mcpvisor::service::command::{RunEnd, Runs};
 use mcpvisor::service::CommandTool;
 use mcpvisor::transport::memory;
 use serde_json::{json, Value};
@@ -16,9 +17,13 @@ fn argv(parts: &[&str]) -> Vec<String> {
 }
 
 fn client(tools: Vec<CommandTool>) -> Client {
+    client_recording(tools, Arc::new(Runs::default()))
+}
+
+fn client_recording(tools: Vec<CommandTool>, runs: Arc<Runs>) -> Client {
     let mut b = Server::builder("commands", "1");
     for t in tools {
-        b = b.tool(t.into_tool());
+        b = b.tool(t.into_tool(runs.clone()));
     }
     let server = b.build().unwrap();
     let (a, c) = memory::pair();
@@ -89,7 +94,8 @@ fn a_timeout_kills_the_whole_process_group_and_progress_flows_meanwhile() {
     let script = format!("sleep 600 & echo $! > {}; wait", pidfile.display());
     let mut slow = CommandTool::new("slow", argv(&["/bin/sh", "-c", &script]));
     slow.timeout = Duration::from_secs(3);
-    let c = client(vec![slow]);
+    let runs = Arc::new(Runs::default());
+    let c = client_recording(vec![slow], runs.clone());
     let (tx, progress) = crossbeam_channel::unbounded();
     let options = CallOptions {
         progress: Some(Arc::new(move |p: f64, _: Option<f64>, _: Option<&str>| {
@@ -107,6 +113,8 @@ fn a_timeout_kills_the_whole_process_group_and_progress_flows_meanwhile() {
     });
     assert_eq!(r["isError"], true);
     assert!(text(&r).contains("timed out"), "{r}");
+    assert_eq!(runs.ends(), [("slow".to_owned(), RunEnd::TimedOut, 1)]);
+    assert_eq!(runs.running(), 0);
     // The grandchild was started before the first progress, a second in.
     let pid: i32 = std::fs::read_to_string(&pidfile)
         .expect("the grandchild's pid")

@@ -1,5 +1,7 @@
-//! The `mcpvisor` binary (#12, in progress): flags, configuration errors
-//! and exit status, serving the example configuration, SIGTERM.
+//! The `mcpvisor` binary (#12): flags, configuration errors and exit
+//! status, serving the example configuration, sd_notify, SIGTERM with
+//! calls in flight, SIGHUP, socket activation, `mcpvisor status`,
+//! `/metrics` and the journal's priorities.
 
 mod common;
 
@@ -7,6 +9,7 @@ use mcpvisor::client::{Client, ClientOptions, Connection};
 use serde_json::json;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_mcpvisor");
 
@@ -175,4 +178,459 @@ fn over_stdio_only_mcp_is_written_and_the_end_of_stdin_stops_it() {
         Some(0),
         "EOF on stdin stops it"
     );
+}
+
+/// A daemon started by a test: its stdout lines on a channel (read to
+/// the end, so it can always print), its pid, and where it listens.
+struct Daemon {
+    child: std::process::Child,
+    lines: crossbeam_channel::Receiver<String>,
+    url: String,
+}
+
+impl Daemon {
+    /// Starts `cmd` and waits for its first `listening on` line.
+    fn start(mut cmd: Command) -> Daemon {
+        cmd.stderr(Stdio::null());
+        let mut d = Daemon::spawn(cmd);
+        d.url = d.line("listening on ");
+        d
+    }
+
+    /// Starts `cmd` (its stderr as the caller set it).
+    fn spawn(mut cmd: Command) -> Daemon {
+        let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
+        let (tx, lines) = crossbeam_channel::unbounded();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        Daemon {
+            child,
+            lines,
+            url: String::new(),
+        }
+    }
+
+    /// The rest of the next line that starts with `prefix`.
+    fn line(&self, prefix: &str) -> String {
+        loop {
+            let l = self
+                .lines
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("no line starting with {prefix:?}"));
+            if let Some(rest) = l.strip_prefix(prefix) {
+                return rest.to_owned();
+            }
+        }
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
+    }
+
+    /// SIGTERM, then its exit status.
+    fn stop(mut self) -> Option<i32> {
+        self.signal(libc::SIGTERM);
+        self.child.wait().unwrap().code()
+    }
+}
+
+/// A temporary directory of a test.
+fn scratch(test: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("mcpvisor-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A fake service manager: the NOTIFY_SOCKET a test hands the daemon.
+struct Manager(std::os::unix::net::UnixDatagram, std::path::PathBuf);
+
+impl Manager {
+    fn new(dir: &std::path::Path) -> Manager {
+        let path = dir.join("notify.sock");
+        let socket = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        Manager(socket, path)
+    }
+
+    /// The next message that is not a watchdog ping.
+    fn recv(&self) -> String {
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = self.0.recv(&mut buf).expect("a message to the manager");
+            let m = String::from_utf8_lossy(&buf[..n]).into_owned();
+            if m != "WATCHDOG=1" {
+                return m;
+            }
+        }
+    }
+}
+
+fn status_json(control: &std::path::Path) -> serde_json::Value {
+    let (code, out, err) = run(&["status", "--json", "--control", control.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+fn tool_names(c: &Client) -> Vec<String> {
+    c.list_tools()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn sighup_swaps_tools_and_listeners_once_and_a_broken_file_changes_nothing() {
+    let dir = scratch("reload");
+    let config = dir.join("mcpvisor.json");
+    let control = dir.join("control");
+    let write = |tools: &[&str], listen: &[&str]| {
+        let commands: serde_json::Map<String, serde_json::Value> = tools
+            .iter()
+            .map(|t| (t.to_string(), json!({"argv": ["echo", t]})))
+            .collect();
+        let text = json!({"listen": listen, "commands": commands, "control": control});
+        std::fs::write(&config, text.to_string()).unwrap();
+    };
+    write(&["a"], &["tcp://127.0.0.1:0"]);
+    let manager = Manager::new(&dir);
+    let mut cmd = Command::new(BIN);
+    cmd.args(["--config", config.to_str().unwrap()])
+        .env("NOTIFY_SOCKET", &manager.1)
+        .env("RUST_LOG", "warn");
+    let d = Daemon::start(cmd);
+    assert!(manager.recv().starts_with("READY=1"));
+    let addr = d.url.strip_prefix("tcp://").unwrap().parse().unwrap();
+    let (tx, changed) = crossbeam_channel::unbounded();
+    let options = ClientOptions {
+        on_notification: Some(std::sync::Arc::new(move |method: &str, _| {
+            let _ = tx.send(method.to_owned());
+        })),
+        ..Default::default()
+    };
+    let c = Client::connect(Connection::tcp(addr).unwrap(), options).unwrap();
+    assert_eq!(tool_names(&c), ["a"]);
+
+    // A tool and a listener more.
+    write(
+        &["a", "b"],
+        &["tcp://127.0.0.1:0", "http://127.0.0.1:0/mcp"],
+    );
+    d.signal(libc::SIGHUP);
+    let reloading = manager.recv();
+    assert!(
+        reloading.starts_with("RELOADING=1\nMONOTONIC_USEC="),
+        "{reloading}"
+    );
+    let usec: u64 = reloading.lines().nth(1).unwrap()["MONOTONIC_USEC=".len()..]
+        .parse()
+        .unwrap();
+    assert!(usec > 0);
+    let ready = manager.recv();
+    assert!(
+        ready.starts_with("READY=1\nSTATUS=serving 2 command tool(s)"),
+        "{ready}"
+    );
+    // The same session: its answers follow the notification on the wire.
+    assert_eq!(tool_names(&c), ["a", "b"]);
+    let got: Vec<String> = changed.try_iter().collect();
+    assert_eq!(got, ["notifications/tools/list_changed"], "exactly one");
+    let s = status_json(&control);
+    let urls: Vec<&str> = s["listeners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["url"].as_str().unwrap())
+        .collect();
+    assert_eq!(urls.len(), 2, "{s}");
+    assert!(urls[1].starts_with("http://127.0.0.1:"), "{s}");
+    let http_url = urls[1].to_owned();
+    let h = Client::connect(
+        Connection::http(&http_url).unwrap(),
+        ClientOptions::default(),
+    )
+    .expect("the added listener serves");
+    assert_eq!(tool_names(&h), ["a", "b"]);
+    h.close();
+
+    // A broken file: everything stays.
+    std::fs::write(&config, "{\"listen\": [").unwrap();
+    d.signal(libc::SIGHUP);
+    assert!(manager.recv().starts_with("RELOADING=1"));
+    assert!(manager.recv().starts_with("READY=1"));
+    assert_eq!(tool_names(&c), ["a", "b"]);
+    assert_eq!(
+        status_json(&control)["reloads"],
+        json!({"ok": 1, "failed": 1})
+    );
+
+    // The listener removed again; the session on the other one survives.
+    write(&["a", "b"], &["tcp://127.0.0.1:0"]);
+    d.signal(libc::SIGHUP);
+    assert!(manager.recv().starts_with("RELOADING=1"));
+    assert!(manager.recv().starts_with("READY=1"));
+    c.ping().expect("the session survived three reloads");
+    assert_eq!(
+        status_json(&control)["listeners"].as_array().unwrap().len(),
+        1
+    );
+    assert!(
+        Client::connect(
+            Connection::http(&http_url).unwrap(),
+            ClientOptions::default()
+        )
+        .is_err(),
+        "the removed listener is gone"
+    );
+    assert_eq!(changed.try_iter().count(), 0, "no change, no notification");
+    c.close();
+    assert_eq!(d.stop(), Some(0));
+    assert!(
+        !control.exists(),
+        "the control socket is removed at the stop"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Pids of the running `sleep` processes whose parent is `parent`.
+fn sleeping_children(parent: u32) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("stat")).ok())
+        .filter(|stat| {
+            let Some((name, rest)) = stat.split_once(") ") else {
+                return false;
+            };
+            let mut f = rest.split(' ');
+            let (state, ppid) = (f.next(), f.next());
+            name.ends_with("(sleep") && state != Some("Z") && ppid == Some(&parent.to_string())
+        })
+        .count()
+}
+
+#[test]
+fn sigterm_answers_the_50_calls_in_flight_then_exits_0() {
+    let dir = scratch("drain");
+    let config = dir.join("mcpvisor.json");
+    let text = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "handlerThreads": 64,
+        "commands": {"nap": {"argv": ["sleep", "2"]}},
+    });
+    std::fs::write(&config, text.to_string()).unwrap();
+    let mut cmd = Command::new(BIN);
+    cmd.args(["--config", config.to_str().unwrap()])
+        .env("RUST_LOG", "warn");
+    let d = Daemon::start(cmd);
+    let c = Client::connect(Connection::http(&d.url).unwrap(), ClientOptions::default()).unwrap();
+    let pid = d.child.id();
+    let results = std::thread::scope(|s| {
+        let calls: Vec<_> = (0..50)
+            .map(|_| s.spawn(|| c.call_tool("nap", json!({}))))
+            .collect();
+        // The fact to wait for: all 50 commands run.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while sleeping_children(pid) < 50 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "50 commands never ran"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        d.signal(libc::SIGTERM);
+        calls
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    for r in &results {
+        let r = r.as_ref().expect("every call in flight is answered");
+        assert_ne!(r["isError"], true, "{r}");
+    }
+    let mut d = d;
+    assert_eq!(d.child.wait().unwrap().code(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `GET /metrics` from `url` (`http://ADDR/metrics`): status line and body.
+fn scrape(url: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let addr = url
+        .strip_prefix("http://")
+        .and_then(|u| u.strip_suffix("/metrics"))
+        .unwrap();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_owned(), body.to_owned())
+}
+
+#[test]
+fn status_shows_the_tree_metrics_parse_and_the_journal_gets_priorities() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = scratch("status");
+    let control = dir.join("control");
+    let log = dir.join("stderr.log");
+    let stderr = std::fs::File::create(&log).unwrap();
+    let meta = stderr.metadata().unwrap();
+    let mut cmd = serving(Command::new(BIN));
+    cmd.args(["--control", control.to_str().unwrap()])
+        .args(["--metrics", "127.0.0.1:0"])
+        .env("JOURNAL_STREAM", format!("{}:{}", meta.dev(), meta.ino()))
+        .env_remove("RUST_LOG");
+    cmd.stderr(stderr);
+    let d = Daemon::spawn(cmd);
+    let url = d.line("listening on ");
+    let metrics = d.line("metrics at ");
+    let c = Client::connect(Connection::http(&url).unwrap(), ClientOptions::default()).unwrap();
+    c.call_tool("kernel", json!({})).unwrap();
+
+    let (code, text, err) = run(&["status", "--control", control.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.contains("supervision tree:\nmcpvisor (one_for_one)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("├── listener {url}"))
+            || text.contains(&format!("└── listener {url}")),
+        "{text}"
+    );
+    assert!(text.contains("control running, restarts 0"), "{text}");
+    assert!(text.contains("commands  tools 4"), "{text}");
+    assert!(text.contains(&format!("  {url}  sessions 1")), "{text}");
+    let s = status_json(&control);
+    assert_eq!(s["pid"], d.child.id());
+    let children = s["tree"]["children"].as_array().unwrap();
+    let ids: Vec<&str> = children.iter().map(|c| c["id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        [format!("listener {url}").as_str(), "control", "metrics"]
+    );
+    assert_eq!(
+        children[0]["subtree"]["children"].as_array().unwrap().len(),
+        2,
+        "{s}"
+    );
+
+    let (status, body) = scrape(&metrics);
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    // The official client library's parser reads every family.
+    let parsed = Command::new("python3")
+        .args([
+            "-c",
+            "import sys, json\n\
+             from prometheus_client.parser import text_string_to_metric_families as parse\n\
+             out = {}\n\
+             for f in parse(sys.stdin.read()):\n\
+             \x20   for s in f.samples:\n\
+             \x20       out[s.name + json.dumps(s.labels, sort_keys=True)] = s.value\n\
+             print(json.dumps(out))",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 (with prometheus_client: pip install prometheus_client)");
+    let parsed = {
+        use std::io::Write;
+        let mut p = parsed;
+        p.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+        p.wait_with_output().unwrap()
+    };
+    assert!(
+        parsed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&parsed.stderr)
+    );
+    let samples: serde_json::Value = serde_json::from_slice(&parsed.stdout).unwrap();
+    let sample = |k: &str| {
+        samples[k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{k} in {samples}"))
+    };
+    assert_eq!(
+        sample(r#"mcpvisor_requests_total{"method": "tools/call", "outcome": "ok"}"#),
+        1.0
+    );
+    assert_eq!(
+        sample(r#"mcpvisor_command_runs_total{"end": "ok", "tool": "kernel"}"#),
+        1.0
+    );
+    assert_eq!(
+        sample(&format!(
+            r#"mcpvisor_sessions{{"listener": "{url}", "transport": "http"}}"#
+        )),
+        1.0
+    );
+    assert_eq!(
+        sample(r#"mcpvisor_request_duration_seconds_count{"method": "tools/call"}"#),
+        1.0
+    );
+    c.close();
+    assert_eq!(d.stop(), Some(0));
+    // On the journal: priorities, no timestamps.
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l == "<6>mcpvisor::service::daemon: serving 4 command tool(s)"),
+        "{log}"
+    );
+    assert!(log.lines().all(|l| l.starts_with('<')), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn socket_activation_serves_on_the_inherited_socket() {
+    let dir = scratch("activation");
+    let config = dir.join("mcpvisor.json");
+    let control = dir.join("control");
+    let text = json!({"commands": {"hello": {"argv": ["echo", "hello"]}}, "control": control});
+    std::fs::write(&config, text.to_string()).unwrap();
+    // A free port for systemd-socket-activate to listen on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut cmd = Command::new("systemd-socket-activate");
+    cmd.args(["-l", &format!("127.0.0.1:{port}"), "--fdname=http", BIN])
+        .args(["--config", config.to_str().unwrap()])
+        .env("RUST_LOG", "warn");
+    // It starts the daemon at the first connection, on the socket it holds.
+    cmd.stderr(Stdio::null());
+    let d = Daemon::spawn(cmd);
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing listens on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let c = Client::connect(Connection::http(&url).unwrap(), ClientOptions::default()).unwrap();
+    assert_eq!(d.line("listening on "), url);
+    let r = c.call_tool("hello", json!({})).unwrap();
+    assert_eq!(r["content"][0]["text"], "hello\n");
+    let s = status_json(&control);
+    assert_eq!(s["listeners"][0]["inherited"], true, "{s}");
+    assert_eq!(
+        s["listeners"].as_array().unwrap().len(),
+        1,
+        "no default listener: {s}"
+    );
+    c.close();
+    assert_eq!(d.stop(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
 }

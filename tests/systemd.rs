@@ -1,5 +1,6 @@
-//! The systemd unit (`systemd/mcpvisor.service`) against systemd's own
-//! checks: `systemd-analyze verify` is clean and the exposure level of
+//! The systemd units (`systemd/mcpvisor.service`, `mcpvisor.socket`)
+//! against systemd's own checks: `systemd-analyze verify` is clean for
+//! both and the exposure level of
 //! `systemd-analyze security` is at most 1.5 (`.ci/run` installs systemd's
 //! tools where they are missing).
 
@@ -33,7 +34,7 @@ fn the_unit_is_hardened_to_an_exposure_of_at_most_1_5() {
 }
 
 #[test]
-fn the_unit_verifies_clean_against_the_built_binary() {
+fn the_units_verify_clean_against_the_built_binary() {
     // The unit as installed, pointing at this build's binary.
     let dir = std::env::temp_dir().join(format!("mcpvisor-unit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -42,7 +43,18 @@ fn the_unit_verifies_clean_against_the_built_binary() {
         .replace("/usr/bin/mcpvisor", env!("CARGO_BIN_EXE_mcpvisor"));
     let path = dir.join("mcpvisor.service");
     std::fs::write(&path, unit).unwrap();
-    let (ok, text) = analyze(&["verify", "--man=no", path.to_str().unwrap()]);
+    let socket = dir.join("mcpvisor.socket");
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/systemd/mcpvisor.socket"),
+        &socket,
+    )
+    .unwrap();
+    let (ok, text) = analyze(&[
+        "verify",
+        "--man=no",
+        path.to_str().unwrap(),
+        socket.to_str().unwrap(),
+    ]);
     assert!(ok && text.trim().is_empty(), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }

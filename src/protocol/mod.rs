@@ -37,8 +37,9 @@ use crate::sync::lock;
 use catalog::{Catalog, CatalogError, Enabled, MethodFallback};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
 
 /// Default number of handler threads.
 pub const DEFAULT_POOL_THREADS: usize = 16;
@@ -111,6 +112,37 @@ pub struct Engine {
     pool: pool::Pool,
     sessions: Mutex<HashMap<u64, Weak<Session>>>,
     next_key: AtomicU64,
+    draining: AtomicBool,
+    observer: OnceLock<Arc<dyn Observer>>,
+}
+
+/// How a request handled on the pool ended, for an [`Observer`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Answered with a result.
+    Ok,
+    /// Answered with an error.
+    Error,
+    /// Cancelled (by the client, or because its session ended): not answered.
+    Cancelled,
+}
+
+impl Outcome {
+    /// `ok`, `error` or `cancelled`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Error => "error",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Told about every request the handler pool ran (metrics). Called on the
+/// handler thread after the answer is queued: keep it short.
+pub trait Observer: Send + Sync {
+    /// `method` ended with `outcome` after `elapsed` (from its arrival).
+    fn request_done(&self, method: &str, outcome: Outcome, elapsed: Duration);
 }
 
 impl Engine {
@@ -131,6 +163,8 @@ impl Engine {
             pool,
             sessions: Mutex::new(HashMap::new()),
             next_key: AtomicU64::new(1),
+            draining: AtomicBool::new(false),
+            observer: OnceLock::new(),
         }))
     }
 
@@ -150,6 +184,39 @@ impl Engine {
 
     pub(crate) fn forget_session(&self, key: u64) {
         lock(&self.sessions).remove(&key);
+    }
+
+    /// Sets the one observer of every request (for metrics); false if one
+    /// was set before.
+    pub fn observe(&self, observer: Arc<dyn Observer>) -> bool {
+        self.observer.set(observer).is_ok()
+    }
+
+    pub(crate) fn observer(&self) -> Option<&Arc<dyn Observer>> {
+        self.observer.get()
+    }
+
+    /// Stops taking new requests (they are answered -32603 "shutting
+    /// down") and waits up to `timeout` for those in flight to be
+    /// answered. Returns how many are still in flight; the caller then
+    /// ends the sessions, which cancels them.
+    pub fn drain(&self, timeout: Duration) -> usize {
+        self.draining.store(true, Ordering::SeqCst);
+        let deadline = Instant::now() + timeout;
+        let sessions = self.live_sessions();
+        for s in &sessions {
+            s.wait_idle(deadline.saturating_duration_since(Instant::now()));
+        }
+        sessions.iter().map(|s| s.inflight()).sum()
+    }
+
+    pub(crate) fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
+    /// Requests in flight over every session.
+    pub fn inflight(&self) -> usize {
+        self.live_sessions().iter().map(|s| s.inflight()).sum()
     }
 
     /// Replaces (or adds) the catalog source `id` with `source` in one

@@ -213,6 +213,12 @@ impl Session {
         handler: dispatch::PoolHandler,
     ) {
         let id = request.id().clone();
+        if self.engine.is_draining() {
+            let e = ErrorObject::internal("the server is shutting down; retry elsewhere or later");
+            return respond(&sink, &id, Err(e));
+        }
+        let observer = self.engine.observer().cloned();
+        let arrived = observer.as_ref().map(|_| std::time::Instant::now());
         let cancel = CancelToken::new();
         {
             let mut inflight = lock(&self.inflight);
@@ -263,7 +269,15 @@ impl Session {
                         request.method()
                     )))
                 });
+            let label = match (&outcome, ctx.is_cancelled()) {
+                (_, true) => super::Outcome::Cancelled,
+                (Ok(_), false) => super::Outcome::Ok,
+                (Err(_), false) => super::Outcome::Error,
+            };
             ctx.finish(outcome);
+            if let (Some(arrived), Some(o)) = (arrived, &observer) {
+                o.request_done(request.method(), label, arrived.elapsed());
+            }
         });
         if self.engine.pool.try_submit(job).is_err() {
             self.request_done(&id);

@@ -9,15 +9,16 @@
 //! `isError` with how it ended and the tail of stderr.
 
 use crate::server::{Tool, ToolResult};
+use crate::sync::lock;
 use crate::Context;
 use crossbeam_channel::{after, select, tick};
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Default time limit of one run: 30 s.
@@ -72,14 +73,14 @@ impl CommandTool {
         }
     }
 
-    /// The tool the server serves.
-    pub fn into_tool(self) -> Tool {
+    /// The tool the server serves; its runs are recorded in `runs`.
+    pub fn into_tool(self, runs: Arc<Runs>) -> Tool {
         let spec = Arc::new(self);
         let run = spec.clone();
         let mut tool = Tool::new(
             spec.name.clone(),
             spec.input_schema.clone(),
-            move |args, ctx| Ok(run.run(&Value::Object(args), ctx)),
+            move |args, ctx| Ok(run.run(&Value::Object(args), ctx, &runs)),
         )
         .description(spec.description.clone());
         if let Some(schema) = &spec.output_schema {
@@ -88,8 +89,8 @@ impl CommandTool {
         tool
     }
 
-    /// Runs the command for one call.
-    pub fn run(&self, args: &Value, ctx: &Context) -> ToolResult {
+    /// Runs the command for one call, recorded in `runs`.
+    pub fn run(&self, args: &Value, ctx: &Context, runs: &Runs) -> ToolResult {
         let argv = match fill_argv(&self.argv, args) {
             Ok(a) => a,
             Err(e) => return ToolResult::error(e),
@@ -115,9 +116,13 @@ impl CommandTool {
         }
         let mut child = match cmd.spawn() {
             Ok(c) => c,
-            Err(e) => return ToolResult::error(format!("cannot start {program}: {e}")),
+            Err(e) => {
+                runs.record(&self.name, RunEnd::Unstartable);
+                return ToolResult::error(format!("cannot start {program}: {e}"));
+            }
         };
         let group = child.id() as libc::pid_t;
+        lock(&runs.groups).insert(group);
         let limit = self.max_output_bytes;
         let stdout = child.stdout.take().map(|s| capture(s, limit));
         let stderr = child.stderr.take().map(|s| capture(s, limit));
@@ -143,10 +148,23 @@ impl CommandTool {
         };
         // The whole group, also after a normal exit: whatever the program
         // left running in the background would hold its pipes open.
-        // SAFETY: kill(2) on the process group we created for it.
-        unsafe {
-            libc::kill(-group, libc::SIGKILL);
+        {
+            let mut groups = lock(&runs.groups);
+            // SAFETY: kill(2) on the process group we created for it.
+            unsafe {
+                libc::kill(-group, libc::SIGKILL);
+            }
+            groups.remove(&group);
         }
+        runs.record(
+            &self.name,
+            match &ended {
+                End::Exited(Some(s)) if s.success() => RunEnd::Ok,
+                End::Exited(_) => RunEnd::Failed,
+                End::TimedOut => RunEnd::TimedOut,
+                End::Cancelled => RunEnd::Cancelled,
+            },
+        );
         if !matches!(ended, End::Exited(_)) {
             let _ = done.recv();
         }
@@ -193,6 +211,75 @@ impl CommandTool {
             message.push_str(&format!("\nstderr:\n{}", tail.trim_end()));
         }
         ToolResult::error(message)
+    }
+}
+
+/// How a run of a command tool ended, as [`Runs`] counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RunEnd {
+    /// Exit status 0.
+    Ok,
+    /// Another exit status, or killed from outside.
+    Failed,
+    /// Killed at its time limit.
+    TimedOut,
+    /// Killed because the call was cancelled.
+    Cancelled,
+    /// The program could not be started.
+    Unstartable,
+}
+
+impl RunEnd {
+    /// `ok`, `failed`, `timeout`, `cancelled` or `unstartable`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunEnd::Ok => "ok",
+            RunEnd::Failed => "failed",
+            RunEnd::TimedOut => "timeout",
+            RunEnd::Cancelled => "cancelled",
+            RunEnd::Unstartable => "unstartable",
+        }
+    }
+}
+
+/// The runs of a daemon's command tools: how many ended how (for
+/// metrics), and the process groups still running, which a stop kills.
+#[derive(Default)]
+pub struct Runs {
+    groups: Mutex<HashSet<libc::pid_t>>,
+    ends: Mutex<BTreeMap<(String, RunEnd), u64>>,
+}
+
+impl Runs {
+    fn record(&self, tool: &str, end: RunEnd) {
+        *lock(&self.ends).entry((tool.to_owned(), end)).or_default() += 1;
+    }
+
+    /// Runs so far by tool and end.
+    pub fn ends(&self) -> Vec<(String, RunEnd, u64)> {
+        lock(&self.ends)
+            .iter()
+            .map(|((t, e), n)| (t.clone(), *e, *n))
+            .collect()
+    }
+
+    /// Commands running now.
+    pub fn running(&self) -> usize {
+        lock(&self.groups).len()
+    }
+
+    /// Kills the process group of every command still running (a stop
+    /// whose calls could not all finish); returns how many.
+    pub fn kill_all(&self) -> usize {
+        let groups = lock(&self.groups);
+        for g in groups.iter() {
+            // SAFETY: kill(2) on a process group a run created and has not
+            // yet killed and forgotten (it removes it under this lock).
+            unsafe {
+                libc::kill(-g, libc::SIGKILL);
+            }
+        }
+        groups.len()
     }
 }
 
@@ -307,6 +394,20 @@ fn fill(template: &str, value: &dyn Fn(&str) -> Result<String, String>) -> Resul
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_stop_kills_every_group_still_running() {
+        let runs = Runs::default();
+        let mut child = Command::new("sleep")
+            .arg("600")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        lock(&runs.groups).insert(child.id() as libc::pid_t);
+        assert_eq!(runs.running(), 1);
+        assert_eq!(runs.kill_all(), 1);
+        assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGKILL));
+    }
 
     #[test]
     fn placeholders_are_filled_whole_and_never_split() {

@@ -18,11 +18,71 @@ pub const DEFAULT_CONFIG_PATH: &str = "/etc/mcpvisor/mcpvisor.json";
 pub const LOG_LEVELS: [&str; 5] = ["error", "warn", "info", "debug", "trace"];
 /// Listeners when the file names none: HTTP on loopback.
 pub const DEFAULT_LISTEN: &str = "http://127.0.0.1:8808/mcp";
+/// How long calls in flight get to finish on SIGTERM (`shutdownTimeoutMs`).
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+/// Restarts the root supervisor tolerates within [`DEFAULT_ROOT_PERIOD`].
+pub const DEFAULT_ROOT_INTENSITY: u32 = 5;
+/// The period of [`DEFAULT_ROOT_INTENSITY`].
+pub const DEFAULT_ROOT_PERIOD: Duration = Duration::from_secs(30);
+
+/// The keys of the file, as dotted paths (`NAME` stands for a command
+/// tool's name): what `mcpvisor.json(5)` documents.
+pub const KEYS: &[&str] = &[
+    "listen",
+    "commands",
+    "commands.NAME.description",
+    "commands.NAME.inputSchema",
+    "commands.NAME.outputSchema",
+    "commands.NAME.argv",
+    "commands.NAME.cwd",
+    "commands.NAME.envAllow",
+    "commands.NAME.env",
+    "commands.NAME.timeoutMs",
+    "commands.NAME.maxOutputBytes",
+    "http",
+    "http.allowedOrigins",
+    "http.allowedHosts",
+    "http.bearerTokenFile",
+    "http.sessionIdleTimeoutMs",
+    "http.maxSessions",
+    "amqp",
+    "amqp.exchange",
+    "amqp.prefetch",
+    "amqp.maxMessageBytes",
+    "amqp.sessionIdleTimeoutMs",
+    "amqp.maxSessions",
+    "amqp.heartbeatSecs",
+    "supervision",
+    "supervision.root",
+    "supervision.root.intensity",
+    "supervision.root.periodMs",
+    "supervision.listeners",
+    "supervision.listeners.intensity",
+    "supervision.listeners.periodMs",
+    "handlerThreads",
+    "maxInflightPerSession",
+    "logLevel",
+    "shutdownTimeoutMs",
+    "control",
+    "metrics",
+];
+
+/// The keys directly under `prefix` (`""` for the top level).
+fn keys_under(prefix: &str) -> Vec<&'static str> {
+    KEYS.iter()
+        .filter_map(|k| match prefix {
+            "" => Some(*k),
+            p => k.strip_prefix(p)?.strip_prefix('.'),
+        })
+        .filter(|k| !k.contains('.'))
+        .collect()
+}
 
 /// HTTP settings (`http`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct HttpSettings {
-    /// `allowedOrigins`: browser origins allowed besides the defaults.
+    /// `allowedOrigins`: the browser origins allowed (replacing the
+    /// default, loopback origins only).
     pub allowed_origins: Option<Vec<String>>,
     /// `allowedHosts`: `Host` names allowed.
     pub allowed_hosts: Option<Vec<String>>,
@@ -34,8 +94,58 @@ pub struct HttpSettings {
     pub max_sessions: Option<usize>,
 }
 
+/// AMQP settings (`amqp`), for every `amqp://` listener.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AmqpSettings {
+    /// `exchange`.
+    pub exchange: Option<String>,
+    /// `prefetch`.
+    pub prefetch: Option<u16>,
+    /// `maxMessageBytes`.
+    pub max_message_bytes: Option<usize>,
+    /// `sessionIdleTimeoutMs`.
+    pub session_idle_timeout: Option<Duration>,
+    /// `maxSessions`.
+    pub max_sessions: Option<usize>,
+    /// `heartbeatSecs`.
+    pub heartbeat_secs: Option<u16>,
+}
+
+/// Restart intensity of one supervisor level: more than `intensity`
+/// restarts within `period` and it gives up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Intensity {
+    /// `intensity`.
+    pub intensity: u32,
+    /// `periodMs`.
+    pub period: Duration,
+}
+
+/// `supervision`: the restart intensity of each supervisor level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Supervision {
+    /// `root`: the daemon's root; when it gives up the daemon exits 70.
+    pub root: Intensity,
+    /// `listeners`: each listener's own supervisor (default: the
+    /// transport's own, 10 restarts in 10 s for HTTP and TCP, 3 in 60 s
+    /// for AMQP).
+    pub listeners: Option<Intensity>,
+}
+
+impl Default for Supervision {
+    fn default() -> Self {
+        Supervision {
+            root: Intensity {
+                intensity: DEFAULT_ROOT_INTENSITY,
+                period: DEFAULT_ROOT_PERIOD,
+            },
+            listeners: None,
+        }
+    }
+}
+
 /// The whole configuration.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Config {
     /// `listen`: where to serve ([`crate::transport::listen::Listen`] strings).
     pub listen: Vec<String>,
@@ -49,6 +159,34 @@ pub struct Config {
     pub max_inflight_per_session: Option<usize>,
     /// `logLevel`: `error`, `warn`, `info`, `debug` or `trace`.
     pub log_level: Option<String>,
+    /// `amqp`.
+    pub amqp: AmqpSettings,
+    /// `supervision`.
+    pub supervision: Supervision,
+    /// `shutdownTimeoutMs` (default [`DEFAULT_SHUTDOWN_TIMEOUT`]).
+    pub shutdown_timeout: Duration,
+    /// `control`: the control socket's path.
+    pub control: Option<PathBuf>,
+    /// `metrics`: the address of the `/metrics` listener.
+    pub metrics: Option<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: Vec::new(),
+            commands: BTreeMap::new(),
+            http: HttpSettings::default(),
+            handler_threads: None,
+            max_inflight_per_session: None,
+            log_level: None,
+            amqp: AmqpSettings::default(),
+            supervision: Supervision::default(),
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            control: None,
+            metrics: None,
+        }
+    }
 }
 
 /// A configuration that cannot be used: where, and why.
@@ -127,12 +265,15 @@ impl Reader<'_> {
         }
     }
 
+    /// The object at `path`, whose keys must be those [`KEYS`] lists under
+    /// `schema` (the path with a command tool's name as `NAME`).
     fn object<'v>(
         &self,
         v: &'v Value,
         path: &str,
-        known: &[&str],
+        schema: &str,
     ) -> Result<&'v Map<String, Value>, ConfigError> {
+        let known = keys_under(schema);
         let o = v
             .as_object()
             .ok_or_else(|| self.error(path, "expected an object"))?;
@@ -170,18 +311,7 @@ impl Reader<'_> {
     }
 
     fn config(&self, v: &Value) -> Result<Config, ConfigError> {
-        let o = self.object(
-            v,
-            "",
-            &[
-                "listen",
-                "commands",
-                "http",
-                "handlerThreads",
-                "maxInflightPerSession",
-                "logLevel",
-            ],
-        )?;
+        let o = self.object(v, "", "")?;
         let mut c = Config::default();
         if let Some(l) = o.get("listen") {
             c.listen = self.strings(l, "listen")?;
@@ -219,25 +349,91 @@ impl Reader<'_> {
             }
             c.log_level = Some(level);
         }
+        if let Some(a) = o.get("amqp") {
+            c.amqp = self.amqp(a)?;
+        }
+        if let Some(s) = o.get("supervision") {
+            let so = self.object(s, "supervision", "supervision")?;
+            if let Some(r) = so.get("root") {
+                c.supervision.root = self.intensity(r, "supervision.root", c.supervision.root)?;
+            }
+            if let Some(l) = so.get("listeners") {
+                // Unset fields: HTTP's and TCP's own defaults.
+                let base = Intensity {
+                    intensity: 10,
+                    period: Duration::from_secs(10),
+                };
+                c.supervision.listeners = Some(self.intensity(l, "supervision.listeners", base)?);
+            }
+        }
+        if let Some(ms) = o.get("shutdownTimeoutMs") {
+            c.shutdown_timeout = Duration::from_millis(self.positive(ms, "shutdownTimeoutMs")?);
+        }
+        if let Some(p) = o.get("control") {
+            c.control = Some(PathBuf::from(self.string(p, "control")?));
+        }
+        if let Some(m) = o.get("metrics") {
+            let addr = self.string(m, "metrics")?;
+            metrics_addr(&addr).map_err(|e| self.error("metrics", e))?;
+            c.metrics = Some(addr);
+        }
         Ok(c)
     }
 
+    fn intensity(
+        &self,
+        v: &Value,
+        path: &str,
+        default: Intensity,
+    ) -> Result<Intensity, ConfigError> {
+        let o = self.object(v, path, path)?;
+        let mut i = default;
+        if let Some(n) = o.get("intensity") {
+            let p = join(path, "intensity");
+            i.intensity = n
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| self.error(&p, "expected a non-negative integer"))?;
+        }
+        if let Some(ms) = o.get("periodMs") {
+            i.period = Duration::from_millis(self.positive(ms, &join(path, "periodMs"))?);
+        }
+        Ok(i)
+    }
+
+    fn amqp(&self, v: &Value) -> Result<AmqpSettings, ConfigError> {
+        let o = self.object(v, "amqp", "amqp")?;
+        let mut a = AmqpSettings::default();
+        if let Some(e) = o.get("exchange") {
+            a.exchange = Some(self.string(e, "amqp.exchange")?);
+        }
+        let small = |key: &str| -> Result<Option<u16>, ConfigError> {
+            let path = join("amqp", key);
+            o.get(key)
+                .map(|n| {
+                    u16::try_from(self.positive(n, &path)?)
+                        .map_err(|_| self.error(&path, "expected an integer from 1 to 65535"))
+                })
+                .transpose()
+        };
+        a.prefetch = small("prefetch")?;
+        a.heartbeat_secs = small("heartbeatSecs")?;
+        if let Some(n) = o.get("maxMessageBytes") {
+            a.max_message_bytes = Some(self.positive(n, "amqp.maxMessageBytes")? as usize);
+        }
+        if let Some(ms) = o.get("sessionIdleTimeoutMs") {
+            a.session_idle_timeout = Some(Duration::from_millis(
+                self.positive(ms, "amqp.sessionIdleTimeoutMs")?,
+            ));
+        }
+        if let Some(n) = o.get("maxSessions") {
+            a.max_sessions = Some(self.positive(n, "amqp.maxSessions")? as usize);
+        }
+        Ok(a)
+    }
+
     fn command(&self, name: &str, v: &Value, path: &str) -> Result<CommandTool, ConfigError> {
-        let o = self.object(
-            v,
-            path,
-            &[
-                "description",
-                "inputSchema",
-                "outputSchema",
-                "argv",
-                "cwd",
-                "envAllow",
-                "env",
-                "timeoutMs",
-                "maxOutputBytes",
-            ],
-        )?;
+        let o = self.object(v, path, "commands.NAME")?;
         let argv_path = join(path, "argv");
         let argv = self.strings(
             o.get("argv").ok_or_else(|| {
@@ -296,17 +492,7 @@ impl Reader<'_> {
     }
 
     fn http(&self, v: &Value) -> Result<HttpSettings, ConfigError> {
-        let o = self.object(
-            v,
-            "http",
-            &[
-                "allowedOrigins",
-                "allowedHosts",
-                "bearerTokenFile",
-                "sessionIdleTimeoutMs",
-                "maxSessions",
-            ],
-        )?;
+        let o = self.object(v, "http", "http")?;
         let mut h = HttpSettings::default();
         if let Some(l) = o.get("allowedOrigins") {
             h.allowed_origins = Some(self.strings(l, "http.allowedOrigins")?);
@@ -327,6 +513,19 @@ impl Reader<'_> {
         }
         Ok(h)
     }
+}
+
+/// The address of the `/metrics` listener: `HOST:PORT`, or a bare port
+/// on loopback.
+pub fn metrics_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, port)));
+    }
+    s.to_socket_addrs()
+        .map_err(|e| format!("expected HOST:PORT or a port: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{s} resolves to no address"))
 }
 
 /// A secret file: relative paths are under `$CREDENTIALS_DIRECTORY` when
@@ -587,6 +786,48 @@ mod tests {
         assert!(e.message.starts_with("not valid JSON"), "{e}");
         let e = parse("{\"commands\": {\"x\": {}}}").unwrap_err();
         assert!(e.message.contains("argv"), "{e}");
+    }
+
+    #[test]
+    fn amqp_supervision_and_the_daemon_s_own_keys() {
+        let c = parse(
+            r#"{
+  "amqp": {"exchange": "tools", "prefetch": 8, "heartbeatSecs": 30, "maxSessions": 5,
+           "maxMessageBytes": 4096, "sessionIdleTimeoutMs": 1000},
+  "supervision": {"root": {"intensity": 0}, "listeners": {"periodMs": 60000}},
+  "shutdownTimeoutMs": 2500, "control": "${HOME_DIR}/ctl", "metrics": "9100"
+}"#,
+        )
+        .unwrap();
+        assert_eq!(c.amqp.exchange.as_deref(), Some("tools"));
+        assert_eq!(
+            (c.amqp.prefetch, c.amqp.heartbeat_secs),
+            (Some(8), Some(30))
+        );
+        assert_eq!(c.amqp.session_idle_timeout, Some(Duration::from_secs(1)));
+        assert_eq!(c.supervision.root.intensity, 0);
+        assert_eq!(c.supervision.root.period, DEFAULT_ROOT_PERIOD);
+        let l = c.supervision.listeners.unwrap();
+        assert_eq!((l.intensity, l.period), (10, Duration::from_secs(60)));
+        assert_eq!(c.shutdown_timeout, Duration::from_millis(2500));
+        assert_eq!(c.control.as_deref(), Some(Path::new("/home/u/ctl")));
+        assert_eq!(c.metrics.as_deref(), Some("9100"));
+        let d = parse("{}").unwrap();
+        assert_eq!(d.shutdown_timeout, DEFAULT_SHUTDOWN_TIMEOUT);
+        assert_eq!(d.supervision.listeners, None);
+        for (text, path) in [
+            (r#"{"amqp": {"prefetch": 70000}}"#, "amqp.prefetch"),
+            (r#"{"amqp": {"exchnage": "x"}}"#, "amqp.exchnage"),
+            (
+                r#"{"supervision": {"root": {"intensity": -1}}}"#,
+                "supervision.root.intensity",
+            ),
+            (r#"{"supervision": {"leaves": {}}}"#, "supervision.leaves"),
+            (r#"{"metrics": "no where"}"#, "metrics"),
+            (r#"{"shutdownTimeoutMs": 0}"#, "shutdownTimeoutMs"),
+        ] {
+            assert_eq!(parse(text).unwrap_err().path, path, "{text}");
+        }
     }
 
     #[test]

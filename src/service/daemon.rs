@@ -1,14 +1,23 @@
-//! The `mcpvisor` daemon: flags, the configuration file, the supervision
-//! tree of its listeners, signals and exit status (sysexits(3)).
+//! The `mcpvisor` daemon: the configuration and its flags, the
+//! supervision tree (root → listeners, control socket, metrics), reload on
+//! SIGHUP, a draining stop on SIGTERM, sd_notify(3) and exit status
+//! (sysexits(3)).
 
-use super::config::{Config, DEFAULT_CONFIG_PATH, DEFAULT_LISTEN, LOG_LEVELS};
-use crate::protocol::EngineOptions;
+use super::command::Runs;
+use super::config::{Config, DEFAULT_CONFIG_PATH, DEFAULT_LISTEN};
+use super::flags::{Flags, USAGE};
+use super::listeners::{self, Active, Planned};
+use super::metrics::Metrics;
+use super::notify::Notifier;
+use super::state::{State, COMMANDS_SOURCE};
+use crate::protocol::{EngineOptions, Source};
 use crate::serve::ListenOptions;
 use crate::server::Server;
-use crate::transport::listen::Listen;
+use crate::sync::lock;
+use crossbeam_channel::{Receiver, Sender};
 use std::path::PathBuf;
-use std::time::Duration;
-use supervisor::{Strategy, Supervisor, SupervisorSpec};
+use std::sync::Arc;
+use supervisor::{ChildSpec, Strategy, Supervisor, SupervisorError, SupervisorSpec};
 
 /// Exit status: clean.
 pub const EXIT_OK: u8 = 0;
@@ -21,81 +30,7 @@ pub const EXIT_LISTENER: u8 = 71;
 /// Exit status: the configuration is invalid (EX_CONFIG).
 pub const EXIT_CONFIG: u8 = 78;
 
-/// Restarts the root tolerates (within [`ROOT_PERIOD`]) before it gives up.
-pub const ROOT_INTENSITY: u32 = 5;
-/// The period of [`ROOT_INTENSITY`].
-pub const ROOT_PERIOD: Duration = Duration::from_secs(30);
-
-/// `--help`.
-pub const USAGE: &str = "usage: mcpvisor [--config PATH] [--check-config] [--listen URL]... \
-[--stdio] [--http ADDR] [--tcp ADDR] [--amqp URL] [--log-level LEVEL] [--version] [--help]
-
-  --config PATH      the configuration file (default /etc/mcpvisor/mcpvisor.json, if present)
-  --check-config     validate the configuration and exit (0: valid, 78: not)
-  --listen URL       serve on URL: stdio, tcp://ADDR, http://ADDR/PATH, amqp://HOST?name=NAME
-                     (repeatable; replaces the file's listen list)
-  --stdio            the same as --listen stdio
-  --http ADDR        the same as --listen http://ADDR/mcp
-  --tcp ADDR         the same as --listen tcp://ADDR
-  --amqp URL         the same as --listen URL (an amqp:// or amqps:// URL with ?name=NAME)
-  --log-level LEVEL  error, warn, info, debug or trace (default: the file's logLevel, else info)
-  --version          print the version and exit
-  --help             print this and exit
-
-Exit status: 0 clean, 64 usage, 70 the supervision tree gave up, 71 a listener
-could not be started, 78 invalid configuration.";
-
-/// What the flags say.
-#[derive(Debug, Default, PartialEq)]
-pub struct Flags {
-    /// `--config`.
-    pub config: Option<PathBuf>,
-    /// `--check-config`.
-    pub check: bool,
-    /// `--listen` and its shorthands, in order.
-    pub listen: Vec<String>,
-    /// `--log-level`.
-    pub log_level: Option<String>,
-    /// `--version`.
-    pub version: bool,
-    /// `--help`.
-    pub help: bool,
-}
-
-impl Flags {
-    /// Parses the arguments (without the program name).
-    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Flags, String> {
-        let mut f = Flags::default();
-        let mut args = args.into_iter();
-        while let Some(a) = args.next() {
-            let mut value = |flag: &str| args.next().ok_or_else(|| format!("{flag} needs a value"));
-            match a.as_str() {
-                "--config" => f.config = Some(PathBuf::from(value("--config")?)),
-                "--check-config" => f.check = true,
-                "--listen" | "--amqp" => f.listen.push(value(&a)?),
-                "--stdio" => f.listen.push("stdio".into()),
-                "--http" => f.listen.push(format!("http://{}/mcp", value("--http")?)),
-                "--tcp" => f.listen.push(format!("tcp://{}", value("--tcp")?)),
-                "--log-level" => {
-                    let level = value("--log-level")?;
-                    if !LOG_LEVELS.contains(&level.as_str()) {
-                        return Err(format!(
-                            "--log-level: expected one of {}",
-                            LOG_LEVELS.join(", ")
-                        ));
-                    }
-                    f.log_level = Some(level);
-                }
-                "--version" | "-V" => f.version = true,
-                "--help" | "-h" => f.help = true,
-                other => return Err(format!("unknown argument {other:?}")),
-            }
-        }
-        Ok(f)
-    }
-}
-
-/// Runs the daemon; returns its exit status.
+/// Runs the daemon (or `mcpvisor status`); returns its exit status.
 pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
     let flags = match Flags::parse(args) {
         Ok(f) => f,
@@ -112,42 +47,33 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
         println!("{USAGE}");
         return EXIT_OK;
     }
+    if let Some(json) = flags.status {
+        let path = super::control::client_path(flags.control.as_deref());
+        return super::control::status(&path, json);
+    }
+    // Before any thread starts: the variables are removed, and an
+    // inherited socket must not leak into a command's process.
+    let inherited = match super::activation::take() {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("mcpvisor: socket activation: {e}");
+            return EXIT_CONFIG;
+        }
+    };
     let path = flags.config.clone().or_else(|| {
         let default = PathBuf::from(DEFAULT_CONFIG_PATH);
         default.exists().then_some(default)
     });
-    let mut config = match &path {
-        Some(p) => match Config::load(p) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("mcpvisor: {e}");
-                return EXIT_CONFIG;
-            }
-        },
-        None => Config::default(),
-    };
-    if !flags.listen.is_empty() {
-        config.listen = flags.listen.clone();
-    }
-    if config.listen.is_empty() {
-        config.listen = vec![DEFAULT_LISTEN.to_owned()];
-    }
-    let listens: Vec<Listen> = match config.listen.iter().map(|l| l.parse()).collect() {
-        Ok(l) => l,
+    let activated = !inherited.is_empty();
+    let config = match effective(&path, &flags, activated) {
+        Ok(c) => c,
         Err(e) => {
             eprintln!("mcpvisor: {e}");
-            return EXIT_USAGE;
+            return EXIT_CONFIG;
         }
     };
-    let level = flags
-        .log_level
-        .clone()
-        .or(config.log_level.clone())
-        .unwrap_or_else(|| "info".into());
-    let tools = config.commands.len();
-    // Before any thread starts (handler threads, an AMQP listener's
-    // connection): blocked signals are inherited, so only the signal
-    // thread gets them.
+    // Blocked signals are inherited, so only the signal thread gets them:
+    // block them before any other thread (handler pool, AMQP) starts.
     let signals = match super::signals::Signals::block() {
         Ok(s) => s,
         Err(e) => {
@@ -157,8 +83,13 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
     };
     // Everything the file implies (tool schemas, the token file) is checked
     // here, for --check-config too.
-    let (server, options) = match prepare(config) {
-        Ok(prepared) => prepared,
+    let runs = Arc::new(Runs::default());
+    let prepared = prepare(&config, &runs).and_then(|(server, options)| {
+        let planned = listeners::plan(&config.listen, inherited)?;
+        Ok((server, options, planned))
+    });
+    let (server, options, planned) = match prepared {
+        Ok(p) => p,
         Err(e) => {
             match &path {
                 Some(p) => eprintln!("mcpvisor: {}: {e}", p.display()),
@@ -169,19 +100,71 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
     };
     if flags.check {
         println!(
-            "{}: valid ({} listener(s), {tools} command tool(s))",
+            "{}: valid ({} listener(s), {} command tool(s))",
             path.as_deref()
                 .map_or("(no file)".into(), |p| p.display().to_string()),
-            listens.len(),
+            planned.len(),
+            config.commands.len(),
         );
         return EXIT_OK;
     }
-    crate::init_logging(&level);
-    serve(&server, &options, tools, &listens, signals)
+    super::journal::init(level(&flags, &config));
+    let notifier = match Notifier::from_env() {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("mcpvisor: NOTIFY_SOCKET: {e}");
+            return EXIT_SOFTWARE;
+        }
+    };
+    let metrics = Arc::new(Metrics::default());
+    server.engine().observe(metrics.clone());
+    let state = Arc::new(State::new(server, runs, metrics));
+    let daemon = Daemon {
+        flags,
+        path,
+        config,
+        options,
+        state,
+        notifier,
+        stdin_done: crossbeam_channel::bounded(1),
+        metrics_url: None,
+    };
+    daemon.serve(planned, signals)
 }
 
-/// The server with the file's command tools, and the listeners' options.
-fn prepare(config: Config) -> Result<(Server, ListenOptions), String> {
+/// The file (if any) with the flags over it and the defaults filled in;
+/// with sockets from the service manager (`activated`) no listener is
+/// added by default.
+fn effective(path: &Option<PathBuf>, flags: &Flags, activated: bool) -> Result<Config, String> {
+    let mut config = match path {
+        Some(p) => Config::load(p).map_err(|e| e.to_string())?,
+        None => Config::default(),
+    };
+    if !flags.listen.is_empty() {
+        config.listen = flags.listen.clone();
+    }
+    if config.listen.is_empty() && !activated {
+        config.listen = vec![DEFAULT_LISTEN.to_owned()];
+    }
+    config.control =
+        super::control::daemon_path(flags.control.as_deref(), config.control.as_deref());
+    if flags.metrics.is_some() {
+        config.metrics = flags.metrics.clone();
+    }
+    Ok(config)
+}
+
+fn level<'a>(flags: &'a Flags, config: &'a Config) -> &'a str {
+    flags
+        .log_level
+        .as_deref()
+        .or(config.log_level.as_deref())
+        .unwrap_or("info")
+}
+
+/// The server, with the command tools as the [`COMMANDS_SOURCE`], and the
+/// listeners' options.
+fn prepare(config: &Config, runs: &Arc<Runs>) -> Result<(Server, ListenOptions), String> {
     let mut engine = EngineOptions::default();
     if let Some(n) = config.handler_threads {
         engine.pool_threads = n;
@@ -189,228 +172,408 @@ fn prepare(config: Config) -> Result<(Server, ListenOptions), String> {
     if let Some(n) = config.max_inflight_per_session {
         engine.max_inflight_per_session = n;
     }
-    let options = listen_options(&config.http)?;
-    let mut builder = Server::builder("mcpvisor", env!("CARGO_PKG_VERSION")).options(engine);
-    for tool in config.commands.into_values() {
-        builder = builder.tool(tool.into_tool());
-    }
-    let server = builder.build().map_err(|e| e.to_string())?;
+    let options = listen_options(config)?;
+    let source = commands(config, runs)?;
+    let server = Server::builder("mcpvisor", env!("CARGO_PKG_VERSION"))
+        .options(engine)
+        .enable_tools()
+        .build()
+        .map_err(|e| e.to_string())?;
+    server
+        .replace_source(COMMANDS_SOURCE, source)
+        .map_err(|e| e.to_string())?;
     Ok((server, options))
 }
 
-fn serve(
-    server: &Server,
-    options: &ListenOptions,
-    tools: usize,
-    listens: &[Listen],
-    signals: super::signals::Signals,
-) -> u8 {
-    let notifier = match super::notify::Notifier::from_env() {
-        Ok(n) => n,
-        Err(e) => {
-            eprintln!("mcpvisor: NOTIFY_SOCKET: {e}");
-            return EXIT_SOFTWARE;
-        }
-    };
-    let mut root =
-        SupervisorSpec::new("mcpvisor", Strategy::OneForOne).intensity(ROOT_INTENSITY, ROOT_PERIOD);
-    let mut urls = Vec::new();
-    // Ready when stdin ends (a `stdio` listener): the daemon then stops.
-    let (stdin_done, stdin_ended) = crossbeam_channel::bounded::<()>(1);
-    for listen in listens {
-        if *listen == Listen::Stdio {
-            // stdout carries MCP: nothing else may be written there.
-            let done = Some(stdin_done.clone());
-            root = root.child(crate::transport::stdio::worker(
-                server.engine().clone(),
-                options.stdio.clone(),
-                done,
-            ));
-            urls.push("stdio".to_owned());
-            continue;
-        }
-        match server.listener_with(listen, options) {
-            Ok((spec, listener)) => {
-                root = root.child(spec);
-                let url = listener_url(listen, &listener);
-                println!("listening on {url}");
-                urls.push(url);
+/// The command tools as one catalog source (their schemas compiled).
+fn commands(config: &Config, runs: &Arc<Runs>) -> Result<Source, String> {
+    let mut source = Source::new();
+    for (name, tool) in &config.commands {
+        let entry = tool
+            .clone()
+            .into_tool(runs.clone())
+            .into_entry()
+            .map_err(|e| format!("commands.{name}: {e}"))?;
+        source = source.tool(entry);
+    }
+    Ok(source)
+}
+
+struct Daemon {
+    flags: Flags,
+    path: Option<PathBuf>,
+    config: Config,
+    options: ListenOptions,
+    state: Arc<State>,
+    notifier: Notifier,
+    // Told when a stdio listener's input ends: the daemon then stops.
+    stdin_done: (Sender<()>, Receiver<()>),
+    metrics_url: Option<String>,
+}
+
+/// Tells the user where the daemon serves: on stdout, unless a stdio
+/// listener carries MCP there (then on stderr). A reader that went away
+/// is no reason to stop.
+fn say(line: &str, urls: &[String]) {
+    use std::io::Write;
+    if urls.iter().any(|u| u == "stdio") {
+        let _ = writeln!(std::io::stderr(), "{line}");
+    } else {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    }
+}
+
+impl Daemon {
+    fn serve(mut self, planned: Vec<Planned>, signals: super::signals::Signals) -> u8 {
+        let state = self.state.clone();
+        let r = self.config.supervision.root;
+        let metrics = state.metrics.clone();
+        let mut root = SupervisorSpec::new("mcpvisor", Strategy::OneForOne)
+            .intensity(r.intensity, r.period)
+            .on_event(move |e| metrics.event(e));
+        let mut active = Vec::new();
+        for p in planned {
+            match self.listener(p) {
+                Ok((spec, a)) => {
+                    root = root.child(spec);
+                    active.push(a);
+                }
+                Err(e) => {
+                    eprintln!("mcpvisor: {e}");
+                    return EXIT_LISTENER;
+                }
             }
+        }
+        match self.services() {
+            Ok(children) => root = children.into_iter().fold(root, SupervisorSpec::child),
             Err(e) => {
-                eprintln!("mcpvisor: {listen}: {e}");
+                eprintln!("mcpvisor: {e}");
                 return EXIT_LISTENER;
             }
         }
-    }
-    if tools == 0 {
-        log::info!("no command tools configured: serving an empty catalog");
-    } else {
-        log::info!("serving {tools} command tool(s)");
-    }
-    let root = match Supervisor::start(root) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("mcpvisor: {e}");
-            return EXIT_LISTENER;
+        let urls: Vec<String> = active.iter().map(Active::url).collect();
+        *lock(&state.listeners) = active;
+        let tools = state.tool_count();
+        if tools == 0 {
+            log::info!("no command tools configured: serving an empty catalog");
+        } else {
+            log::info!("serving {tools} command tool(s)");
         }
-    };
-    let handle = root.handle();
-    // Every listener is bound (its socket accepts) and the tree runs.
-    let _ = notifier.notify(&format!(
-        "READY=1\nSTATUS=serving {tools} command tool(s) on {}\nMAINPID={}",
-        urls.join(", "),
-        std::process::id()
-    ));
-    // Dropped when this function returns: the watchdog thread ends.
-    let (_stop_watchdog, watchdog_stopped) = crossbeam_channel::bounded::<()>(0);
-    if let Some(every) = super::notify::watchdog_interval() {
-        let (notifier, handle) = (super::notify::Notifier::from_env(), handle.clone());
-        std::thread::Builder::new()
-            .name("mcpvisor-watchdog".into())
-            .spawn(move || {
-                let Ok(notifier) = notifier else { return };
-                // Pings only while the root supervisor answers.
-                while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
-                    watchdog_stopped.recv_timeout(every)
-                {
-                    if handle.count_children().is_ok() {
-                        let _ = notifier.notify("WATCHDOG=1");
+        let root = match Supervisor::start(root) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("mcpvisor: {e}");
+                return EXIT_LISTENER;
+            }
+        };
+        let handle = root.handle();
+        let _ = state.root.set(handle.clone());
+        for url in urls.iter().filter(|u| *u != "stdio") {
+            say(&format!("listening on {url}"), &urls);
+        }
+        if let Some(m) = &self.metrics_url {
+            say(&format!("metrics at {m}"), &urls);
+        }
+        // Every listener is bound (its socket accepts) and the tree runs.
+        let _ = self.notifier.notify(&format!(
+            "READY=1\nSTATUS={}\nMAINPID={}",
+            self.status_line(),
+            std::process::id()
+        ));
+        let _watchdog = super::notify::watchdog(handle.clone());
+        let (ended_tx, ended) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || {
+            let _ = ended_tx.send(root.wait());
+        });
+        let received = signals.receiver().clone();
+        let stdin_ended = self.stdin_done.1.clone();
+        loop {
+            crossbeam_channel::select! {
+                recv(ended) -> result => return gave_up(result),
+                recv(stdin_ended) -> _ => return self.stop("stdin ended", &ended),
+                recv(received) -> signal => match signal {
+                    Ok(libc::SIGHUP) => self.reload(),
+                    _ => return self.stop("asked to stop", &ended),
+                },
+            }
+        }
+    }
+
+    /// One listener's child spec, with the configured intensity.
+    fn listener(&self, p: Planned) -> Result<(ChildSpec, Active), String> {
+        let intensity = self.config.supervision.listeners;
+        listeners::start(
+            &self.state.server,
+            p,
+            &self.options,
+            intensity,
+            &self.stdin_done.0,
+        )
+    }
+
+    /// The control socket and the metrics listener, as configured.
+    fn services(&mut self) -> Result<Vec<ChildSpec>, String> {
+        let mut out = Vec::new();
+        if let Some(path) = &self.config.control {
+            let socket = super::control::bind(path)?;
+            log::info!("control socket at {}", path.display());
+            out.push(super::control::child(
+                socket,
+                path.clone(),
+                self.state.clone(),
+            ));
+        }
+        if let Some(addr) = &self.config.metrics {
+            let addr = super::config::metrics_addr(addr)?;
+            let socket = std::net::TcpListener::bind(addr)
+                .map_err(|e| format!("metrics listener {addr}: {e}"))?;
+            let bound = socket.local_addr().map_err(|e| e.to_string())?;
+            self.metrics_url = Some(format!("http://{bound}/metrics"));
+            out.push(super::metrics::child(socket, self.state.clone()));
+        }
+        Ok(out)
+    }
+
+    /// What `STATUS=` says: listeners, tools and sessions.
+    fn status_line(&self) -> String {
+        let listeners = lock(&self.state.listeners);
+        let urls: Vec<String> = listeners.iter().map(Active::url).collect();
+        let sessions: usize = listeners
+            .iter()
+            .filter_map(|l| l.listener.session_count())
+            .sum();
+        format!(
+            "serving {} command tool(s) on {}; {sessions} session(s)",
+            self.state.tool_count(),
+            urls.join(", ")
+        )
+    }
+
+    /// SIGHUP: read the file again and apply what changed, or keep
+    /// everything as it is and say why.
+    fn reload(&mut self) {
+        let _ = self.notifier.notify(&format!(
+            "RELOADING=1\nMONOTONIC_USEC={}\nSTATUS=reloading",
+            super::notify::monotonic_usec()
+        ));
+        match self.apply_reload() {
+            Ok(summary) => {
+                lock(&self.state.reloads).0 += 1;
+                log::info!("reloaded: {summary}");
+            }
+            Err(e) => {
+                lock(&self.state.reloads).1 += 1;
+                log::error!("reload refused, still running on the previous configuration: {e}");
+            }
+        }
+        let _ = self
+            .notifier
+            .notify(&format!("READY=1\nSTATUS={}", self.status_line()));
+    }
+
+    fn apply_reload(&mut self) -> Result<String, String> {
+        let activated = lock(&self.state.listeners).iter().any(|a| a.inherited);
+        let config = effective(&self.path, &self.flags, activated)?;
+        let source = commands(&config, &self.state.runs)?;
+        let options = listen_options(&config)?;
+        let root = self
+            .state
+            .root
+            .get()
+            .ok_or("the supervision tree is not running")?;
+        // Bind every new listener first: a failure leaves all as it was.
+        let running: Vec<String> = lock(&self.state.listeners)
+            .iter()
+            .map(|a| a.key.clone())
+            .collect();
+        let mut added = Vec::new();
+        let previous = std::mem::replace(&mut self.options, options);
+        for key in config.listen.iter().filter(|k| !running.contains(k)) {
+            let planned = listeners::plan(std::slice::from_ref(key), Vec::new())?;
+            for p in planned {
+                match self.listener(p) {
+                    Ok(started) => added.push(started),
+                    Err(e) => {
+                        self.options = previous;
+                        return Err(e);
                     }
                 }
-            })
-            .ok();
-    }
-    let (ended_tx, ended) = crossbeam_channel::bounded(1);
-    std::thread::spawn(move || {
-        let _ = ended_tx.send(root.wait());
-    });
-    let received = signals.receiver();
-    loop {
-        crossbeam_channel::select! {
-            recv(ended) -> result => {
-                return match result {
-                    Ok(Ok(())) => EXIT_OK,
-                    Ok(Err(e)) => {
-                        log::error!("the supervision tree gave up: {e}");
-                        EXIT_SOFTWARE
-                    }
-                    Err(_) => EXIT_SOFTWARE,
-                };
             }
-            recv(stdin_ended) -> _ => return stop("stdin ended", &notifier, &handle, &ended),
-            recv(received) -> signal => match signal {
-                Ok(libc::SIGHUP) => log::warn!("SIGHUP: reloading is not supported yet; ignored"),
-                _ => return stop("asked to stop", &notifier, &handle, &ended),
+        }
+        // Now apply: one catalog swap (one list_changed), listeners.
+        let changes = self
+            .state
+            .server
+            .replace_source(COMMANDS_SOURCE, source)
+            .map_err(|e| e.to_string())?;
+        let mut removed = Vec::new();
+        {
+            let mut listeners = lock(&self.state.listeners);
+            listeners.retain(|a| {
+                let keep = a.inherited || config.listen.contains(&a.key);
+                if !keep {
+                    removed.push(a.id.clone());
+                }
+                keep
+            });
+        }
+        for id in &removed {
+            let _ = root.terminate_child(id);
+            let _ = root.delete_child(id);
+            log::info!("stopped {id}");
+        }
+        let mut urls = Vec::new();
+        for (spec, a) in added {
+            match root.start_child(spec) {
+                Ok(()) => {
+                    urls.push(a.url());
+                    lock(&self.state.listeners).push(a);
+                }
+                Err(e) => log::error!("{}: cannot start: {e}", a.key),
+            }
+        }
+        super::journal::set_level(level(&self.flags, &config));
+        let later = restart_only(&self.config, &config);
+        if !later.is_empty() {
+            log::warn!(
+                "changed {}: these apply to listeners started from now on, or at the next restart",
+                later.join(", ")
+            );
+        }
+        self.config = config;
+        Ok(format!(
+            "{} command tool(s){}; {} listener(s) started{}, {} stopped",
+            self.state.tool_count(),
+            if changes.tools { ", list changed" } else { "" },
+            urls.len(),
+            if urls.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", urls.join(", "))
             },
+            removed.len()
+        ))
+    }
+
+    /// SIGTERM, SIGINT or the end of stdin: refuse new requests, give
+    /// those in flight `shutdownTimeoutMs`, then stop the tree (which
+    /// cancels the rest) and kill what commands are left.
+    fn stop(&self, why: &str, ended: &Receiver<Result<(), SupervisorError>>) -> u8 {
+        log::info!("{why}; stopping");
+        let _ = self.notifier.notify("STOPPING=1\nSTATUS=stopping");
+        let timeout = self.config.shutdown_timeout;
+        let left = self.state.server.engine().drain(timeout);
+        if left > 0 {
+            log::warn!("{left} request(s) still in flight after {timeout:?}; cancelling them");
         }
+        if let Some(root) = self.state.root.get() {
+            let _ = root.shutdown();
+        }
+        let _ = ended.recv();
+        let killed = self.state.runs.kill_all();
+        if killed > 0 {
+            log::warn!("killed {killed} command(s) still running");
+        }
+        EXIT_OK
     }
 }
 
-/// Stops the tree (its sessions end) and tells the service manager.
-fn stop(
-    why: &str,
-    notifier: &super::notify::Notifier,
-    handle: &supervisor::SupervisorRef,
-    ended: &crossbeam_channel::Receiver<Result<(), supervisor::SupervisorError>>,
-) -> u8 {
-    log::info!("{why}; stopping");
-    let _ = notifier.notify("STOPPING=1\nSTATUS=stopping");
-    let _ = handle.shutdown();
-    let _ = ended.recv();
-    EXIT_OK
-}
-
-fn listener_url(listen: &Listen, listener: &crate::serve::Listener) -> String {
-    match listener {
-        #[cfg(feature = "http")]
-        crate::serve::Listener::Http(h) => format!("http://{}{}", h.local_addr(), h.path()),
-        #[cfg(feature = "tcp")]
-        crate::serve::Listener::Tcp(h) => format!("tcp://{}", h.local_addr()),
-        _ => listen.to_string(),
+fn gave_up(result: Result<Result<(), SupervisorError>, crossbeam_channel::RecvError>) -> u8 {
+    match result {
+        Ok(Ok(())) => EXIT_OK,
+        Ok(Err(e)) => {
+            log::error!("the supervision tree gave up: {e}");
+            EXIT_SOFTWARE
+        }
+        Err(_) => EXIT_SOFTWARE,
     }
 }
 
-#[cfg(feature = "http")]
-fn listen_options(http: &super::config::HttpSettings) -> Result<ListenOptions, String> {
-    use crate::transport::http::AllowList;
+/// The settings a reload does not apply to what already runs.
+fn restart_only(old: &Config, new: &Config) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    if old.handler_threads != new.handler_threads {
+        out.push("handlerThreads");
+    }
+    if old.max_inflight_per_session != new.max_inflight_per_session {
+        out.push("maxInflightPerSession");
+    }
+    if old.http != new.http {
+        out.push("http");
+    }
+    if old.amqp != new.amqp {
+        out.push("amqp");
+    }
+    if old.supervision != new.supervision {
+        out.push("supervision");
+    }
+    if old.control != new.control {
+        out.push("control");
+    }
+    if old.metrics != new.metrics {
+        out.push("metrics");
+    }
+    out
+}
+
+/// The listeners' options from the file's `http` and `amqp` settings.
+fn listen_options(config: &Config) -> Result<ListenOptions, String> {
+    #[allow(unused_mut)]
     let mut options = ListenOptions::default();
-    let mut h = options.http.clone();
-    if let Some(list) = &http.allowed_origins {
-        h = h.with_allowed_origins(AllowList::List(list.clone()));
+    #[cfg(feature = "http")]
+    {
+        use crate::transport::http::AllowList;
+        let http = &config.http;
+        let mut h = options.http.clone();
+        if let Some(list) = &http.allowed_origins {
+            h = h.with_allowed_origins(AllowList::List(list.clone()));
+        }
+        if let Some(list) = &http.allowed_hosts {
+            h = h.with_allowed_hosts(AllowList::List(list.clone()));
+        }
+        if let Some(file) = &http.bearer_token_file {
+            h = h
+                .with_bearer_token_file(file)
+                .map_err(|e| format!("http.bearerTokenFile {}: {e}", file.display()))?;
+        }
+        if let Some(idle) = http.session_idle_timeout {
+            h = h.with_session_idle_timeout(idle);
+        }
+        if let Some(n) = http.max_sessions {
+            h = h.with_max_sessions(n);
+        }
+        options.http = h;
     }
-    if let Some(list) = &http.allowed_hosts {
-        h = h.with_allowed_hosts(AllowList::List(list.clone()));
-    }
-    if let Some(file) = &http.bearer_token_file {
-        h = h
-            .with_bearer_token_file(file)
-            .map_err(|e| format!("http.bearerTokenFile {}: {e}", file.display()))?;
-    }
-    if let Some(idle) = http.session_idle_timeout {
-        h = h.with_session_idle_timeout(idle);
-    }
-    if let Some(n) = http.max_sessions {
-        h = h.with_max_sessions(n);
-    }
-    options.http = h;
-    Ok(options)
-}
-
-#[cfg(not(feature = "http"))]
-fn listen_options(_: &super::config::HttpSettings) -> Result<ListenOptions, String> {
-    Ok(ListenOptions::default())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn flags_and_their_shorthands() {
-        let f = Flags::parse(args(&[
-            "--config",
-            "c.json",
-            "--http",
-            "127.0.0.1:0",
-            "--stdio",
-            "--tcp",
-            "[::1]:9",
-            "--check-config",
-        ]))
-        .unwrap();
-        assert_eq!(f.config, Some(PathBuf::from("c.json")));
-        assert_eq!(
-            f.listen,
-            ["http://127.0.0.1:0/mcp", "stdio", "tcp://[::1]:9"]
-        );
-        assert!(f.check);
-        assert!(Flags::parse(args(&["--listen"]))
-            .unwrap_err()
-            .contains("needs a value"));
-        assert!(Flags::parse(args(&["--bogus"]))
-            .unwrap_err()
-            .contains("--bogus"));
-    }
-
-    #[test]
-    fn every_flag_is_in_the_usage() {
-        for flag in [
-            "--config",
-            "--check-config",
-            "--listen",
-            "--stdio",
-            "--http",
-            "--tcp",
-            "--amqp",
-            "--log-level",
-            "--version",
-            "--help",
-        ] {
-            assert_eq!(USAGE.matches(&format!("\n  {flag} ")).count(), 1, "{flag}");
+    #[cfg(feature = "amqp")]
+    {
+        let a = &config.amqp;
+        if *a != super::config::AmqpSettings::default() {
+            // Every field but the URL and the name, which each listener sets.
+            let mut t = crate::transport::amqp::AmqpConfig::new("amqp://localhost", "template")
+                .map_err(|e| e.to_string())?;
+            if let Some(e) = &a.exchange {
+                t.exchange = e.clone();
+            }
+            if let Some(n) = a.prefetch {
+                t.prefetch = n;
+            }
+            if let Some(n) = a.max_message_bytes {
+                t.max_message_bytes = n;
+            }
+            if let Some(d) = a.session_idle_timeout {
+                t.session_idle = d;
+            }
+            if let Some(n) = a.max_sessions {
+                t.max_sessions = n;
+            }
+            if let Some(n) = a.heartbeat_secs {
+                t.heartbeat_secs = n;
+            }
+            options.amqp = Some(t);
         }
     }
+    #[cfg(not(any(feature = "http", feature = "amqp")))]
+    let _ = config;
+    Ok(options)
 }

@@ -1,13 +1,21 @@
-//! The supervised service the `mcpvisor` daemon runs (#12 builds it up
-//! here): the top layer, over the server, the client and the transports.
-//! Today: command tools, the configuration file, and the daemon's flags,
-//! listeners and signals.
+//! The supervised service the `mcpvisor` daemon runs: the top layer, over
+//! the server, the client and the transports. Command tools, the
+//! configuration file, the daemon's flags, listeners (socket activation
+//! included), signals, reload, the control socket, metrics, sd_notify and
+//! the journal.
 
+pub mod activation;
 pub mod command;
 pub mod config;
+pub mod control;
 pub mod daemon;
+pub mod flags;
+pub mod journal;
+mod listeners;
+pub mod metrics;
 pub mod notify;
 pub mod signals;
+mod state;
 
 pub use command::CommandTool;
 pub use config::{Config, ConfigError};

@@ -63,6 +63,43 @@ pub fn watchdog_interval() -> Option<Duration> {
     (usec > 0).then(|| Duration::from_micros(usec / 2))
 }
 
+/// `CLOCK_MONOTONIC` now in microseconds, as `MONOTONIC_USEC=` wants it
+/// with `RELOADING=1`.
+pub fn monotonic_usec() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime(2) into a timespec we own.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+    }
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
+}
+
+/// Sends `WATCHDOG=1` every [`watchdog_interval`] while `root` answers
+/// (a stuck supervisor stops the pings, and the service manager restarts
+/// the daemon), until the returned guard is dropped. `None` without a
+/// watchdog.
+pub fn watchdog(root: supervisor::SupervisorRef) -> Option<crossbeam_channel::Sender<()>> {
+    let every = watchdog_interval()?;
+    let notifier = Notifier::from_env().ok()?;
+    let (guard, dropped) = crossbeam_channel::bounded::<()>(0);
+    std::thread::Builder::new()
+        .name("mcpvisor-watchdog".into())
+        .spawn(move || {
+            while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
+                dropped.recv_timeout(every)
+            {
+                if root.count_children().is_ok() {
+                    let _ = notifier.notify("WATCHDOG=1");
+                }
+            }
+        })
+        .ok()?;
+    Some(guard)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

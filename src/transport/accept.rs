@@ -23,10 +23,6 @@ pub const CONNECTION_STACK: usize = 256 * 1024;
 /// Serves one accepted connection until it ends.
 pub(crate) type ServeFn = dyn Fn(TcpStream, SocketAddr) + Send + Sync;
 
-/// How long the accept loop waits for a connection before it looks at its
-/// stop signal again.
-const STOP_CHECK: Duration = Duration::from_millis(200);
-
 /// Accepts connections and hands each to `serve` on its own thread.
 pub(crate) struct Acceptor {
     name: &'static str,
@@ -60,31 +56,6 @@ fn transient(e: &io::Error) -> bool {
         )
 }
 
-/// Waits up to `timeout` for `listener` to have a connection waiting.
-fn readable(listener: &TcpListener, timeout: Duration) -> io::Result<bool> {
-    use std::os::fd::AsRawFd;
-    let mut fd = libc::pollfd {
-        fd: listener.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: poll(2) on one pollfd we own, for the duration of the call.
-    let n = unsafe { libc::poll(&mut fd, 1, timeout.as_millis() as libc::c_int) };
-    match n {
-        n if n < 0 => {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                Ok(false)
-            } else {
-                Err(e)
-            }
-        }
-        0 => Ok(false),
-        // Readable, or an error condition that accept() will report.
-        _ => Ok(true),
-    }
-}
-
 impl Acceptor {
     /// An acceptor named `name` (thread names, logs) serving each
     /// connection with `serve`, at most `max_connections` at once;
@@ -108,7 +79,7 @@ impl Acceptor {
     }
 
     /// Accepts until `stop` or a fatal error; looks at `stop` at least
-    /// every [`STOP_CHECK`], so a tree can stop it without a wake-up
+    /// every [`crate::wait::STOP_CHECK`], so a tree can stop it without a wake-up
     /// connection.
     pub(crate) fn accept_loop(
         self: &Arc<Self>,
@@ -120,7 +91,7 @@ impl Acceptor {
             if !matches!(stop.try_recv(), Err(crossbeam_channel::TryRecvError::Empty)) {
                 return Ok(());
             }
-            if !readable(listener, STOP_CHECK)? {
+            if !crate::wait::readable(listener, crate::wait::STOP_CHECK)? {
                 continue;
             }
             match listener.accept() {

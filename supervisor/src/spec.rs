@@ -215,6 +215,24 @@ impl ChildSpec {
     pub fn id(&self) -> &str {
         &self.id
     }
+    /// Renames the child (a nested supervisor too), e.g. to run two
+    /// listeners of one kind side by side under one parent.
+    pub fn named(mut self, id: impl Into<String>) -> Self {
+        self.id = id.into();
+        if let Start::Supervisor(spec) = &mut self.start {
+            spec.id = self.id.clone();
+        }
+        self
+    }
+    /// Sets the restart intensity of a nested supervisor (see
+    /// [`SupervisorSpec::intensity`]); a worker is returned unchanged.
+    pub fn intensity(mut self, max_restarts: u32, period: Duration) -> Self {
+        if let Start::Supervisor(spec) = &mut self.start {
+            spec.max_restarts = max_restarts;
+            spec.period = period;
+        }
+        self
+    }
     /// Worker or supervisor.
     pub fn kind(&self) -> ChildKind {
         match self.start {
@@ -300,5 +318,26 @@ mod tests {
         assert_eq!(b.delay(4, 1.0), Duration::from_millis(500));
         let d = b.delay(2, 0.5);
         assert!(d >= Duration::from_millis(200) && d <= Duration::from_millis(400));
+    }
+
+    #[test]
+    fn a_renamed_supervisor_child_carries_its_name_and_intensity_inside() {
+        let nested = SupervisorSpec::new("http", Strategy::OneForOne);
+        let child = ChildSpec::supervisor(nested)
+            .named("listener http://a")
+            .intensity(2, Duration::from_secs(7));
+        assert_eq!(child.id(), "listener http://a");
+        match &child.start {
+            Start::Supervisor(spec) => {
+                assert_eq!(spec.id, "listener http://a");
+                assert_eq!(
+                    (spec.max_restarts, spec.period),
+                    (2, Duration::from_secs(7))
+                );
+            }
+            Start::Worker(_) => panic!("still a supervisor"),
+        }
+        let worker = ChildSpec::worker("w", |_| Ok(())).intensity(2, Duration::from_secs(7));
+        assert_eq!(worker.kind(), ChildKind::Worker);
     }
 }

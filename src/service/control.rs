@@ -1,0 +1,152 @@
+//! The control socket: a Unix socket (mode 0600) on which the running
+//! daemon answers `mcpvisor status`. A client writes one line, `status`
+//! or `status --json`, and reads the answer to the end.
+
+use super::state::State;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use supervisor::{ChildSpec, Restart};
+
+/// Its file name under `$RUNTIME_DIRECTORY` (systemd's `RuntimeDirectory=`).
+pub const SOCKET_NAME: &str = "control";
+/// Where `mcpvisor status` looks when neither `--control` nor
+/// `$RUNTIME_DIRECTORY` says.
+pub const DEFAULT_CONTROL_PATH: &str = "/run/mcpvisor/control";
+/// How long either side waits for the other.
+pub const CONTROL_TIMEOUT: Duration = Duration::from_secs(5);
+/// Exit status of `status` when no daemon answers (EX_UNAVAILABLE).
+pub const EXIT_UNAVAILABLE: u8 = 69;
+
+/// The daemon's control socket path: `--control`, else the file's
+/// `control`, else `$RUNTIME_DIRECTORY/control` under systemd, else none.
+pub fn daemon_path(flag: Option<&Path>, file: Option<&Path>) -> Option<PathBuf> {
+    flag.or(file)
+        .map(Path::to_path_buf)
+        .or_else(|| runtime_dir().map(|d| d.join(SOCKET_NAME)))
+}
+
+/// Where `mcpvisor status` connects.
+pub fn client_path(flag: Option<&Path>) -> PathBuf {
+    daemon_path(flag, None).unwrap_or_else(|| PathBuf::from(DEFAULT_CONTROL_PATH))
+}
+
+fn runtime_dir() -> Option<PathBuf> {
+    // RuntimeDirectory= may list several, separated by colons.
+    let dirs = std::env::var_os("RUNTIME_DIRECTORY")?;
+    let first = dirs.to_str()?.split(':').next()?.to_owned();
+    (!first.is_empty()).then(|| PathBuf::from(first))
+}
+
+/// Binds the socket at `path` (mode 0600). A socket file left by a daemon
+/// that is gone is replaced; one a live daemon answers on is an error.
+pub(crate) fn bind(path: &Path) -> Result<UnixListener, String> {
+    let what = |e: std::io::Error| format!("control socket {}: {e}", path.display());
+    if path.exists() {
+        if UnixStream::connect(path).is_ok() {
+            return Err(format!(
+                "control socket {}: another daemon answers on it",
+                path.display()
+            ));
+        }
+        std::fs::remove_file(path).map_err(what)?;
+    }
+    let socket = UnixListener::bind(path).map_err(what)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(what)?;
+    Ok(socket)
+}
+
+/// The control socket as a child of the root. It answers one client at a
+/// time, each bounded by [`CONTROL_TIMEOUT`], and removes its file when
+/// it stops.
+pub(crate) fn child(socket: UnixListener, path: PathBuf, state: Arc<State>) -> ChildSpec {
+    let socket = Arc::new(socket);
+    ChildSpec::worker("control", move |ctx| {
+        let socket = socket.try_clone()?;
+        socket.set_nonblocking(true)?;
+        ctx.ready();
+        while !ctx.should_stop() {
+            if !crate::wait::readable(&socket, crate::wait::STOP_CHECK)? {
+                continue;
+            }
+            match socket.accept() {
+                Ok((stream, _)) => {
+                    if let Err(e) = answer(stream, &state) {
+                        log::debug!("control: a client failed: {e}");
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let _ = std::fs::remove_file(&path);
+        Ok(())
+    })
+    .await_ready(Duration::from_secs(5))
+    .restart(Restart::Transient)
+}
+
+fn answer(stream: UnixStream, state: &State) -> std::io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(CONTROL_TIMEOUT))?;
+    stream.set_write_timeout(Some(CONTROL_TIMEOUT))?;
+    let mut line = String::new();
+    BufReader::new((&stream).take(256)).read_line(&mut line)?;
+    let reply = match line.trim() {
+        "status" => state.status_text(),
+        "status --json" => format!("{}\n", state.status_json()),
+        other => format!("error: unknown request {other:?} (try status)\n"),
+    };
+    (&stream).write_all(reply.as_bytes())
+}
+
+/// `mcpvisor status [--json]`: prints what the daemon at `path` answers.
+pub fn status(path: &Path, json: bool) -> u8 {
+    match ask(path, if json { "status --json" } else { "status" }) {
+        Ok(reply) => {
+            print!("{reply}");
+            0
+        }
+        Err(e) => {
+            eprintln!(
+                "mcpvisor status: no daemon answers on {}: {e}",
+                path.display()
+            );
+            EXIT_UNAVAILABLE
+        }
+    }
+}
+
+fn ask(path: &Path, request: &str) -> std::io::Result<String> {
+    let mut stream = UnixStream::connect(path)?;
+    stream.set_read_timeout(Some(CONTROL_TIMEOUT))?;
+    stream.set_write_timeout(Some(CONTROL_TIMEOUT))?;
+    writeln!(stream, "{request}")?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply)?;
+    Ok(reply)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stale_socket_file_is_replaced_and_a_live_one_refused() {
+        let dir = std::env::temp_dir().join(format!("mcpvisor-control-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("control");
+        let live = bind(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(bind(&path).unwrap_err().contains("another daemon"));
+        drop(live);
+        // The file stays when its listener is gone: a crashed daemon's.
+        assert!(path.exists());
+        bind(&path).expect("a stale file is replaced");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

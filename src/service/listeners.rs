@@ -1,0 +1,227 @@
+//! The daemon's listeners: each one a child of the root supervisor named
+//! `listener URL`, with the configured restart intensity. Sockets the
+//! service manager passed (socket activation) serve the configured
+//! listener with the same address, or, when none has it, a listener of
+//! the kind their name says (`http…` or `tcp…`).
+
+use super::activation::Inherited;
+use super::config::Intensity;
+use crate::serve::{ListenOptions, Listener};
+use crate::server::Server;
+use crate::transport::listen::Listen;
+use crossbeam_channel::Sender;
+use std::net::TcpListener;
+use std::sync::Arc;
+use supervisor::ChildSpec;
+
+/// The endpoint path of an inherited `http` socket no configured
+/// listener claims.
+#[cfg(feature = "http")]
+pub const ACTIVATED_HTTP_PATH: &str = "/mcp";
+
+/// A listener to start: what to serve, and an inherited socket to serve
+/// it on instead of binding.
+pub(crate) struct Planned {
+    /// The configured `listen` string, or `fd:NAME` for a socket only.
+    pub key: String,
+    pub listen: Listen,
+    pub socket: Option<TcpListener>,
+}
+
+/// A running listener.
+pub(crate) struct Active {
+    /// As [`Planned::key`].
+    pub key: String,
+    /// Its child id under the root.
+    pub id: String,
+    pub listener: Arc<Listener>,
+    /// Served on a socket the service manager passed: a reload keeps it
+    /// (it could not be bound again).
+    pub inherited: bool,
+}
+
+impl Active {
+    /// Where it serves (the bound address).
+    pub fn url(&self) -> String {
+        self.listener.to_string()
+    }
+}
+
+/// Pairs the configured listeners with the inherited sockets.
+pub(crate) fn plan(listen: &[String], inherited: Vec<Inherited>) -> Result<Vec<Planned>, String> {
+    let mut out: Vec<Planned> = Vec::new();
+    for l in listen {
+        let parsed: Listen = l.parse().map_err(|e| format!("{l}: {e}"))?;
+        out.push(Planned {
+            key: l.clone(),
+            listen: parsed,
+            socket: None,
+        });
+    }
+    for socket in inherited {
+        let name = socket.name.clone();
+        let fd = socket.fd;
+        let tcp = socket.into_tcp()?;
+        let addr = tcp
+            .local_addr()
+            .map_err(|e| format!("inherited socket {name:?}: {e}"))?;
+        if let Some(p) = out
+            .iter_mut()
+            .find(|p| p.socket.is_none() && listen_addr(&p.listen) == Some(addr))
+        {
+            p.socket = Some(tcp);
+            continue;
+        }
+        let listen = if name.starts_with("http") {
+            http(addr)?
+        } else if name.starts_with("tcp") {
+            tcp_listen(addr)?
+        } else {
+            return Err(format!(
+                "inherited socket {name:?} (fd {fd}, {addr}) matches no configured listener; \
+                 name it http or tcp with FileDescriptorName="
+            ));
+        };
+        out.push(Planned {
+            key: format!("fd:{name}"),
+            listen,
+            socket: Some(tcp),
+        });
+    }
+    Ok(out)
+}
+
+fn listen_addr(l: &Listen) -> Option<std::net::SocketAddr> {
+    match l {
+        #[cfg(feature = "http")]
+        Listen::Http { addr, .. } => Some(*addr),
+        #[cfg(feature = "tcp")]
+        Listen::Tcp(addr) => Some(*addr),
+        _ => None,
+    }
+}
+
+#[cfg(feature = "http")]
+fn http(addr: std::net::SocketAddr) -> Result<Listen, String> {
+    Ok(Listen::Http {
+        addr,
+        path: ACTIVATED_HTTP_PATH.into(),
+    })
+}
+#[cfg(not(feature = "http"))]
+fn http(addr: std::net::SocketAddr) -> Result<Listen, String> {
+    Err(format!(
+        "inherited socket {addr}: this build has no HTTP transport"
+    ))
+}
+#[cfg(feature = "tcp")]
+fn tcp_listen(addr: std::net::SocketAddr) -> Result<Listen, String> {
+    Ok(Listen::Tcp(addr))
+}
+#[cfg(not(feature = "tcp"))]
+fn tcp_listen(addr: std::net::SocketAddr) -> Result<Listen, String> {
+    Err(format!(
+        "inherited socket {addr}: this build has no TCP transport"
+    ))
+}
+
+/// Binds (or takes its socket) and returns the listener's child spec.
+/// `stdin_done` is told when a `stdio` listener's input ends.
+pub(crate) fn start(
+    server: &Server,
+    planned: Planned,
+    options: &ListenOptions,
+    intensity: Option<Intensity>,
+    stdin_done: &Sender<()>,
+) -> Result<(ChildSpec, Active), String> {
+    let inherited = planned.socket.is_some();
+    let (spec, listener) = if planned.listen == Listen::Stdio {
+        // stdout carries MCP: nothing else may be written there.
+        let spec = crate::transport::stdio::worker(
+            server.engine().clone(),
+            options.stdio.clone(),
+            Some(stdin_done.clone()),
+        );
+        (spec, Listener::Stdio)
+    } else {
+        let options = match planned.socket {
+            Some(socket) => on_socket(options, socket)?,
+            None => options.clone(),
+        };
+        server
+            .listener_with(&planned.listen, &options)
+            .map_err(|e| format!("{}: {e}", planned.key))?
+    };
+    let id = format!("listener {listener}");
+    let mut spec = spec.named(id.clone());
+    if let Some(i) = intensity {
+        spec = spec.intensity(i.intensity, i.period);
+    }
+    Ok((
+        spec,
+        Active {
+            key: planned.key,
+            id,
+            listener: Arc::new(listener),
+            inherited,
+        },
+    ))
+}
+
+/// The options with `socket` as the listening socket of HTTP and TCP.
+#[cfg_attr(
+    not(all(feature = "http", feature = "tcp")),
+    allow(unused_mut, unused_variables)
+)]
+fn on_socket(options: &ListenOptions, socket: TcpListener) -> Result<ListenOptions, String> {
+    let mut o = options.clone();
+    let fail = |e: std::io::Error| format!("inherited socket: {e}");
+    #[cfg(feature = "http")]
+    {
+        o.http = o
+            .http
+            .with_listener(socket.try_clone().map_err(fail)?)
+            .map_err(fail)?;
+    }
+    #[cfg(feature = "tcp")]
+    {
+        o.tcp = o.tcp.with_listener(socket).map_err(fail)?;
+    }
+    #[cfg(not(feature = "tcp"))]
+    drop(socket);
+    Ok(o)
+}
+
+#[cfg(all(test, feature = "http", feature = "tcp"))]
+mod tests {
+    use super::*;
+    use std::os::fd::OwnedFd;
+
+    fn inherited(name: &str) -> (Inherited, std::net::SocketAddr) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let socket = Inherited {
+            name: name.into(),
+            fd: 3,
+            socket: OwnedFd::from(l),
+        };
+        (socket, addr)
+    }
+
+    #[test]
+    fn inherited_sockets_serve_the_listener_with_their_address_or_their_name() {
+        let (a, addr_a) = inherited("web");
+        let (b, addr_b) = inherited("tcp-extra");
+        let configured = format!("http://{addr_a}/custom");
+        let p = plan(&[configured.clone(), "stdio".into()], vec![a, b]).unwrap();
+        assert_eq!(p.len(), 3);
+        assert_eq!(p[0].key, configured);
+        assert!(p[0].socket.is_some(), "matched by address");
+        assert!(p[1].socket.is_none());
+        assert_eq!(p[2].key, "fd:tcp-extra");
+        assert_eq!(p[2].listen, Listen::Tcp(addr_b));
+        let (c, _) = inherited("mystery");
+        let e = plan(&[], vec![c]).err().unwrap();
+        assert!(e.contains("FileDescriptorName"), "{e}");
+    }
+}

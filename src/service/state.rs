@@ -1,0 +1,149 @@
+//! What the running daemon knows about itself, shared by the control
+//! socket (`mcpvisor status`) and `/metrics`.
+
+use super::command::Runs;
+use super::listeners::Active;
+use super::metrics::Metrics;
+use crate::server::Server;
+use crate::sync::lock;
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+use supervisor::{ChildSnapshot, ChildState, SupervisorRef, TreeSnapshot};
+
+/// The catalog source the command tools are served as.
+pub const COMMANDS_SOURCE: &str = "commands";
+
+/// The daemon's shared facts.
+pub(crate) struct State {
+    pub server: Server,
+    pub runs: Arc<Runs>,
+    pub metrics: Arc<Metrics>,
+    pub listeners: Mutex<Vec<Active>>,
+    /// Set once the tree runs.
+    pub root: OnceLock<SupervisorRef>,
+    pub started: Instant,
+    /// Reloads that applied, and that were refused.
+    pub reloads: Mutex<(u64, u64)>,
+}
+
+impl State {
+    pub fn new(server: Server, runs: Arc<Runs>, metrics: Arc<Metrics>) -> State {
+        State {
+            server,
+            runs,
+            metrics,
+            listeners: Mutex::new(Vec::new()),
+            root: OnceLock::new(),
+            started: Instant::now(),
+            reloads: Mutex::new((0, 0)),
+        }
+    }
+
+    /// Command tools served now.
+    pub fn tool_count(&self) -> usize {
+        self.server
+            .engine()
+            .source(COMMANDS_SOURCE)
+            .map_or(0, |s| s.tools.len())
+    }
+
+    fn tree(&self) -> Option<TreeSnapshot> {
+        self.root.get().and_then(|r| r.snapshot().ok())
+    }
+
+    /// `mcpvisor status --json`.
+    pub fn status_json(&self) -> Value {
+        let listeners: Vec<Value> = lock(&self.listeners)
+            .iter()
+            .map(|l| {
+                json!({
+                    "url": l.url(),
+                    "transport": l.listener.transport(),
+                    "sessions": l.listener.session_count(),
+                    "inherited": l.inherited,
+                    "child": l.id,
+                })
+            })
+            .collect();
+        let (ok, failed) = *lock(&self.reloads);
+        json!({
+            "pid": std::process::id(),
+            "version": env!("CARGO_PKG_VERSION"),
+            "uptimeSeconds": self.started.elapsed().as_secs_f64(),
+            "tree": self.tree().as_ref().map(tree_json),
+            "listeners": listeners,
+            "sources": [{"id": COMMANDS_SOURCE, "tools": self.tool_count()}],
+            "commandsRunning": self.runs.running(),
+            "requestsInFlight": self.server.engine().inflight(),
+            "reloads": {"ok": ok, "failed": failed},
+        })
+    }
+
+    /// `mcpvisor status`: the tree as Erlang's observer draws it, then
+    /// the listeners and the catalog's sources.
+    pub fn status_text(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "mcpvisor {} (pid {}), up {:.0}s",
+            env!("CARGO_PKG_VERSION"),
+            std::process::id(),
+            self.started.elapsed().as_secs_f64()
+        );
+        match self.tree() {
+            Some(t) => {
+                let _ = write!(o, "\nsupervision tree:\n{t}");
+            }
+            None => o.push_str("\nsupervision tree: not answering\n"),
+        }
+        o.push_str("\nlisteners:\n");
+        for l in lock(&self.listeners).iter() {
+            let sessions = l
+                .listener
+                .session_count()
+                .map_or_else(|| "-".to_owned(), |n| n.to_string());
+            let from = if l.inherited {
+                " (inherited socket)"
+            } else {
+                ""
+            };
+            let _ = writeln!(o, "  {}  sessions {sessions}{from}", l.url());
+        }
+        let _ = writeln!(
+            o,
+            "\ncatalog sources:\n  {COMMANDS_SOURCE}  tools {}\n\ncommands running: {}\nrequests in flight: {}",
+            self.tool_count(),
+            self.runs.running(),
+            self.server.engine().inflight()
+        );
+        o
+    }
+}
+
+fn tree_json(t: &TreeSnapshot) -> Value {
+    json!({
+        "id": t.id,
+        "strategy": t.strategy.to_string(),
+        "children": t.children.iter().map(child_json).collect::<Vec<_>>(),
+        "detached": t.detached,
+    })
+}
+
+fn child_json(c: &ChildSnapshot) -> Value {
+    let i = &c.info;
+    json!({
+        "id": i.id,
+        "kind": format!("{:?}", i.kind).to_lowercase(),
+        "state": match i.state {
+            ChildState::Running => "running",
+            ChildState::Restarting => "restarting",
+            ChildState::Stopped => "stopped",
+        },
+        "restarts": i.restarts,
+        "lastExit": i.last_exit.as_ref().map(|e| e.to_string()),
+        "uptimeSeconds": i.uptime.map(|u| u.as_secs_f64()),
+        "subtree": c.subtree.as_ref().map(tree_json),
+    })
+}
