@@ -634,3 +634,105 @@ fn socket_activation_serves_on_the_inherited_socket() {
     assert_eq!(d.stop(), Some(0));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Whether a process with this pid is alive (and not a zombie).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+/// Waits until `file` holds a pid, and returns it.
+fn pid_in(file: &std::path::Path) -> i32 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(p) = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return p;
+        }
+        assert!(std::time::Instant::now() < deadline, "no pid in {file:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn gone(pid: i32) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while alive(pid) {
+        assert!(std::time::Instant::now() < deadline, "{pid} survived");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_command_streams_progress_times_out_and_is_cancelled_with_its_whole_group() {
+    use mcpvisor::client::CallOptions;
+    use mcpvisor::protocol::CancelToken;
+    let dir = scratch("commands");
+    let (grandchild, waiting) = (dir.join("grandchild.pid"), dir.join("waiting.pid"));
+    let config = dir.join("mcpvisor.json");
+    let text = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "commands": {
+            "slow": {
+                "argv": ["/bin/sh", "-c", format!("sleep 600 & echo $! > {}; wait", grandchild.display())],
+                "timeoutMs": 2500,
+            },
+            // `$$` is the file's escape of `$`.
+            "wait": {"argv": ["/bin/sh", "-c", format!("echo $$$$ > {}; exec sleep 600", waiting.display())]},
+        },
+    });
+    std::fs::write(&config, text.to_string()).unwrap();
+    let mut cmd = Command::new(BIN);
+    cmd.args(["--config", config.to_str().unwrap()])
+        .env("RUST_LOG", "warn");
+    let d = Daemon::start(cmd);
+    let c = Client::connect(Connection::http(&d.url).unwrap(), ClientOptions::default()).unwrap();
+
+    let (tx, progress) = crossbeam_channel::unbounded();
+    let options = CallOptions {
+        progress: Some(std::sync::Arc::new(
+            move |p: f64, _: Option<f64>, _: Option<&str>| {
+                let _ = tx.send(p);
+            },
+        )),
+        ..Default::default()
+    };
+    let r = std::thread::scope(|s| {
+        let call = s.spawn(|| c.call_tool_with("slow", json!({}), options));
+        progress
+            .recv_timeout(Duration::from_secs(30))
+            .expect("progress while it runs");
+        call.join().unwrap().unwrap()
+    });
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("timed out"),
+        "{r}"
+    );
+    gone(pid_in(&grandchild));
+
+    let token = CancelToken::new();
+    let options = CallOptions {
+        cancel: Some(token.clone()),
+        ..Default::default()
+    };
+    std::thread::scope(|s| {
+        let call = s.spawn(|| c.call_tool_with("wait", json!({}), options));
+        let pid = pid_in(&waiting);
+        token.cancel();
+        assert!(call.join().unwrap().is_err(), "cancelled");
+        gone(pid);
+    });
+    c.close();
+    assert_eq!(d.stop(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}

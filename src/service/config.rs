@@ -242,6 +242,16 @@ impl Config {
             path: String::new(),
             message: format!("not valid JSON: {e}"),
         })?;
+        if let Some((offset, path)) = duplicate_key(text) {
+            let (line, column) = position(text, offset);
+            return Err(ConfigError {
+                file: file.to_owned(),
+                line,
+                column,
+                path,
+                message: "duplicate key (only one may be given)".into(),
+            });
+        }
         let reader = Reader { file, text, env };
         reader.config(&value)
     }
@@ -589,10 +599,26 @@ fn locate(text: &str, path: &str) -> Option<(usize, usize)> {
         i: 0,
     };
     let offset = scan.find(&steps(path))?;
+    Some(position(text, offset))
+}
+
+/// The 1-based line and column of byte `offset` of `text`.
+fn position(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset];
     let line = before.matches('\n').count() + 1;
     let column = before.len() - before.rfind('\n').map_or(0, |p| p + 1) + 1;
-    Some((line, column))
+    (line, column)
+}
+
+/// The first key that appears twice in one object of the valid JSON
+/// `text` (a parser keeps only the last: a typo that must not pass), as
+/// its offset and key path.
+fn duplicate_key(text: &str) -> Option<(usize, String)> {
+    let mut scan = Scan {
+        b: text.as_bytes(),
+        i: 0,
+    };
+    scan.duplicate("").flatten()
 }
 
 enum Step {
@@ -671,6 +697,66 @@ impl Scan<'_> {
                 }
                 Some(())
             }
+        }
+    }
+
+    /// Looks for a repeated key in the value at `i` (at `path`); the
+    /// outer `None` means the text ended early.
+    fn duplicate(&mut self, path: &str) -> Option<Option<(usize, String)>> {
+        self.ws();
+        match *self.b.get(self.i)? {
+            b'{' => {
+                self.i += 1;
+                let mut seen = std::collections::HashSet::new();
+                loop {
+                    self.ws();
+                    match *self.b.get(self.i)? {
+                        b'}' => {
+                            self.i += 1;
+                            return Some(None);
+                        }
+                        b',' => self.i += 1,
+                        b'"' => {
+                            let at = self.i;
+                            let (_, to) = self.string()?;
+                            let key: String = serde_json::from_slice(&self.b[at..=to]).ok()?;
+                            let here = join(path, &key);
+                            if !seen.insert(key) {
+                                return Some(Some((at, here)));
+                            }
+                            self.ws();
+                            self.i += 1; // ':'
+                            if let Some(d) = self.duplicate(&here)? {
+                                return Some(Some(d));
+                            }
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            b'[' => {
+                self.i += 1;
+                let mut n = 0;
+                loop {
+                    self.ws();
+                    match *self.b.get(self.i)? {
+                        b']' => {
+                            self.i += 1;
+                            return Some(None);
+                        }
+                        b',' => {
+                            self.i += 1;
+                            n += 1;
+                        }
+                        _ => {
+                            if let Some(d) = self.duplicate(&format!("{path}[{n}]"))? {
+                                return Some(Some(d));
+                            }
+                        }
+                    }
+                }
+            }
+            _ => self.skip().map(|()| None),
         }
     }
 
@@ -786,6 +872,20 @@ mod tests {
         assert!(e.message.starts_with("not valid JSON"), "{e}");
         let e = parse("{\"commands\": {\"x\": {}}}").unwrap_err();
         assert!(e.message.contains("argv"), "{e}");
+        let e = parse("{\"listen\": [{\"a\": 1}, {\"b\": [1, {\"c\": 2, \"c\": 3}]}],\n \"x\": 1}")
+            .unwrap_err();
+        assert_eq!(
+            (e.path.as_str(), e.line, e.column),
+            ("listen[1].b[1].c", 1, 42),
+            "{e}"
+        );
+        assert!(e.message.contains("duplicate key"), "{e}");
+        let e = parse("{\"logLevel\": \"info\",\n  \"log\\u004cevel\": \"debug\"}").unwrap_err();
+        assert_eq!(
+            (e.path.as_str(), e.line, e.column),
+            ("logLevel", 2, 3),
+            "{e}"
+        );
     }
 
     #[test]

@@ -264,11 +264,18 @@ pub(crate) fn child(socket: TcpListener, state: Arc<State>) -> ChildSpec {
 
 fn scrape(mut stream: TcpStream, state: &State) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(SCRAPE_TIMEOUT))?;
     stream.set_write_timeout(Some(SCRAPE_TIMEOUT))?;
     let mut head = Vec::new();
     let mut chunk = [0u8; 1024];
+    // The whole request within the timeout, not each read: a byte at a
+    // time must not hold the listener.
+    let deadline = std::time::Instant::now() + SCRAPE_TIMEOUT;
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        stream.set_read_timeout(Some(left))?;
         let n = stream.read(&mut chunk)?;
         if n == 0 || head.len() + n > MAX_REQUEST_BYTES {
             return respond(
