@@ -217,6 +217,18 @@ impl Listener {
         }
     }
 
+    /// Stops taking new connections (TCP, HTTP) while open ones go on;
+    /// stdio and AMQP have none to refuse.
+    pub fn stop_accepting(&self) {
+        match self {
+            #[cfg(feature = "tcp")]
+            Listener::Tcp(t) => t.stop_accepting(),
+            #[cfg(feature = "http")]
+            Listener::Http(h) => h.stop_accepting(),
+            _ => {}
+        }
+    }
+
     /// Its open sessions (a TCP connection is one), where it counts them.
     pub fn session_count(&self) -> Option<usize> {
         match self {

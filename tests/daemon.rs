@@ -17,8 +17,16 @@ fn example() -> String {
     concat!(env!("CARGO_MANIFEST_DIR"), "/examples/mcpvisor.json").to_owned()
 }
 
+/// The built daemon, without the test runner's own service manager
+/// variables (a test sets those it means).
+fn bin() -> Command {
+    let mut cmd = Command::new(BIN);
+    unmanaged(&mut cmd);
+    cmd
+}
+
 fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN).args(args).output().unwrap();
+    let out = bin().args(args).output().unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -79,7 +87,7 @@ fn flags_and_configuration_errors_have_their_exit_status() {
 
 #[test]
 fn the_example_configuration_serves_its_tools_and_sigterm_stops_it() {
-    let (mut child, url) = common::spawn_command_listening(serving(Command::new(BIN)));
+    let (mut child, url) = common::spawn_command_listening(serving(bin()));
     let c = Client::connect(Connection::http(&url).unwrap(), ClientOptions::default()).unwrap();
     let names: Vec<String> = c
         .list_tools()
@@ -120,7 +128,7 @@ fn the_service_manager_hears_ready_watchdog_and_stopping() {
             .expect("a message to the service manager");
         String::from_utf8_lossy(&buf[..n]).into_owned()
     };
-    let mut cmd = serving(Command::new(BIN));
+    let mut cmd = serving(bin());
     cmd.env("NOTIFY_SOCKET", &path)
         .env("WATCHDOG_USEC", "200000")
         .env_remove("WATCHDOG_PID");
@@ -156,7 +164,7 @@ fn the_service_manager_hears_ready_watchdog_and_stopping() {
 #[test]
 fn over_stdio_only_mcp_is_written_and_the_end_of_stdin_stops_it() {
     use std::io::Write;
-    let mut child = Command::new(BIN)
+    let mut child = bin()
         .args(["--config", &example(), "--stdio"])
         .env("RUST_LOG", "warn")
         .stdin(Stdio::piped())
@@ -239,13 +247,7 @@ impl Daemon {
     }
 }
 
-/// A temporary directory of a test.
-fn scratch(test: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("mcpvisor-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{alive, scratch, unmanaged};
 
 /// A fake service manager: the NOTIFY_SOCKET a test hands the daemon.
 struct Manager(std::os::unix::net::UnixDatagram, std::path::PathBuf);
@@ -302,7 +304,7 @@ fn sighup_swaps_tools_and_listeners_once_and_a_broken_file_changes_nothing() {
     };
     write(&["a"], &["tcp://127.0.0.1:0"]);
     let manager = Manager::new(&dir);
-    let mut cmd = Command::new(BIN);
+    let mut cmd = bin();
     cmd.args(["--config", config.to_str().unwrap()])
         .env("NOTIFY_SOCKET", &manager.1)
         .env("RUST_LOG", "warn");
@@ -400,19 +402,12 @@ fn sighup_swaps_tools_and_listeners_once_and_a_broken_file_changes_nothing() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Pids of the running `sleep` processes whose parent is `parent`.
-fn sleeping_children(parent: u32) -> usize {
+/// How many running `sh` processes have `parent` as their parent.
+fn shells_of(parent: u32) -> usize {
     std::fs::read_dir("/proc")
         .unwrap()
-        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("stat")).ok())
-        .filter(|stat| {
-            let Some((name, rest)) = stat.split_once(") ") else {
-                return false;
-            };
-            let mut f = rest.split(' ');
-            let (state, ppid) = (f.next(), f.next());
-            name.ends_with("(sleep") && state != Some("Z") && ppid == Some(&parent.to_string())
-        })
+        .filter_map(|e| common::proc_stat(e.ok()?.file_name().to_str()?))
+        .filter(|(name, f)| name == "sh" && f[0] != "Z" && f.get(1) == Some(&parent.to_string()))
         .count()
 }
 
@@ -420,16 +415,22 @@ fn sleeping_children(parent: u32) -> usize {
 fn sigterm_answers_the_50_calls_in_flight_then_exits_0() {
     let dir = scratch("drain");
     let config = dir.join("mcpvisor.json");
+    // The commands run until the test opens the gate, after SIGTERM.
+    let gate = dir.join("gate");
+    let wait = format!("while [ ! -e {} ]; do sleep 0.05; done", gate.display());
     let text = json!({
         "listen": ["http://127.0.0.1:0/mcp"],
         "handlerThreads": 64,
-        "commands": {"nap": {"argv": ["sleep", "2"]}},
+        "commands": {"nap": {"argv": ["/bin/sh", "-c", wait]}},
     });
     std::fs::write(&config, text.to_string()).unwrap();
-    let mut cmd = Command::new(BIN);
+    let manager = Manager::new(&dir);
+    let mut cmd = bin();
     cmd.args(["--config", config.to_str().unwrap()])
+        .env("NOTIFY_SOCKET", &manager.1)
         .env("RUST_LOG", "warn");
     let d = Daemon::start(cmd);
+    assert!(manager.recv().starts_with("READY=1"));
     let c = Client::connect(Connection::http(&d.url).unwrap(), ClientOptions::default()).unwrap();
     let pid = d.child.id();
     let results = std::thread::scope(|s| {
@@ -438,7 +439,7 @@ fn sigterm_answers_the_50_calls_in_flight_then_exits_0() {
             .collect();
         // The fact to wait for: all 50 commands run.
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while sleeping_children(pid) < 50 {
+        while shells_of(pid) < 50 {
             assert!(
                 std::time::Instant::now() < deadline,
                 "50 commands never ran"
@@ -446,6 +447,8 @@ fn sigterm_answers_the_50_calls_in_flight_then_exits_0() {
             std::thread::sleep(Duration::from_millis(10));
         }
         d.signal(libc::SIGTERM);
+        assert!(manager.recv().starts_with("STOPPING=1"));
+        std::fs::write(&gate, "").unwrap();
         calls
             .into_iter()
             .map(|h| h.join().unwrap())
@@ -483,7 +486,7 @@ fn status_shows_the_tree_metrics_parse_and_the_journal_gets_priorities() {
     let log = dir.join("stderr.log");
     let stderr = std::fs::File::create(&log).unwrap();
     let meta = stderr.metadata().unwrap();
-    let mut cmd = serving(Command::new(BIN));
+    let mut cmd = serving(bin());
     cmd.args(["--control", control.to_str().unwrap()])
         .args(["--metrics", "127.0.0.1:0"])
         .env("JOURNAL_STREAM", format!("{}:{}", meta.dev(), meta.ino()))
@@ -597,29 +600,38 @@ fn socket_activation_serves_on_the_inherited_socket() {
     let control = dir.join("control");
     let text = json!({"commands": {"hello": {"argv": ["echo", "hello"]}}, "control": control});
     std::fs::write(&config, text.to_string()).unwrap();
-    // A free port for systemd-socket-activate to listen on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut cmd = Command::new("systemd-socket-activate");
-    cmd.args(["-l", &format!("127.0.0.1:{port}"), "--fdname=http", BIN])
-        .args(["--config", config.to_str().unwrap()])
-        .env("RUST_LOG", "warn");
-    // It starts the daemon at the first connection, on the socket it holds.
-    cmd.stderr(Stdio::null());
-    let d = Daemon::spawn(cmd);
-    let url = format!("http://127.0.0.1:{port}/mcp");
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "nothing listens on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let c = Client::connect(Connection::http(&url).unwrap(), ClientOptions::default()).unwrap();
+    // systemd-socket-activate listens on a free port (another test may
+    // take the one picked first: then it says nothing and exits, and the
+    // next port is tried) and starts the daemon at the first connection.
+    let (d, url, c) = (0..10)
+        .find_map(|_| {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .ok()?
+                .local_addr()
+                .ok()?
+                .port();
+            let mut cmd = Command::new("systemd-socket-activate");
+            unmanaged(&mut cmd)
+                .args(["-l", &format!("127.0.0.1:{port}"), "--fdname=http", BIN])
+                .args(["--config", config.to_str().unwrap()])
+                .env("RUST_LOG", "warn")
+                .stderr(Stdio::piped());
+            let mut d = Daemon::spawn(cmd);
+            let mut said = String::new();
+            let mut stderr = BufReader::new(d.child.stderr.take().unwrap());
+            stderr.read_line(&mut said).ok()?;
+            // Read to the end: it writes more when it starts the daemon.
+            std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+            if !said.starts_with("Listening on") {
+                let _ = d.child.wait();
+                return None;
+            }
+            let url = format!("http://127.0.0.1:{port}/mcp");
+            let c = Client::connect(Connection::http(&url).unwrap(), ClientOptions::default())
+                .expect("the daemon started on the first connection");
+            Some((d, url, c))
+        })
+        .expect("a free port for systemd-socket-activate");
     assert_eq!(d.line("listening on "), url);
     let r = c.call_tool("hello", json!({})).unwrap();
     assert_eq!(r["content"][0]["text"], "hello\n");
@@ -633,17 +645,6 @@ fn socket_activation_serves_on_the_inherited_socket() {
     c.close();
     assert_eq!(d.stop(), Some(0));
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// Whether a process with this pid is alive (and not a zombie).
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        !s.rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z')
-    })
 }
 
 /// Waits until `file` holds a pid, and returns it.
@@ -688,7 +689,7 @@ fn a_command_streams_progress_times_out_and_is_cancelled_with_its_whole_group() 
         },
     });
     std::fs::write(&config, text.to_string()).unwrap();
-    let mut cmd = Command::new(BIN);
+    let mut cmd = bin();
     cmd.args(["--config", config.to_str().unwrap()])
         .env("RUST_LOG", "warn");
     let d = Daemon::start(cmd);
@@ -734,5 +735,36 @@ fn a_command_streams_progress_times_out_and_is_cancelled_with_its_whole_group() 
     });
     c.close();
     assert_eq!(d.stop(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sigterm_past_the_shutdown_timeout_cancels_the_rest_and_kills_their_commands() {
+    let dir = scratch("overdue");
+    let pidfile = dir.join("pid");
+    let config = dir.join("mcpvisor.json");
+    let text = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "shutdownTimeoutMs": 200,
+        "commands": {"forever": {"argv": ["/bin/sh", "-c", format!("echo $$$$ > {}; exec sleep 600", pidfile.display())]}},
+    });
+    std::fs::write(&config, text.to_string()).unwrap();
+    let mut cmd = bin();
+    cmd.args(["--config", config.to_str().unwrap()])
+        .env("RUST_LOG", "warn");
+    let d = Daemon::start(cmd);
+    let c = Client::connect(Connection::http(&d.url).unwrap(), ClientOptions::default()).unwrap();
+    std::thread::scope(|s| {
+        let call = s.spawn(|| c.call_tool("forever", json!({})));
+        let pid = pid_in(&pidfile);
+        let mut d = d;
+        d.signal(libc::SIGTERM);
+        assert_eq!(d.child.wait().unwrap().code(), Some(0));
+        gone(pid);
+        assert!(
+            call.join().unwrap().is_err(),
+            "never answered: the daemon is gone"
+        );
+    });
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -3,19 +3,15 @@
 //! units, the man pages and the example configuration as a conffile, and
 //! lintian finds no error in it (`.ci/run` installs cargo-deb and lintian).
 
+mod common;
+
+use common::scratch;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const BIN: &str = env!("CARGO_BIN_EXE_mcpvisor");
-
-fn scratch(test: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("mcpvisor-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 fn run(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));

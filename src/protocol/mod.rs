@@ -138,8 +138,10 @@ impl Outcome {
     }
 }
 
-/// Told about every request the handler pool ran (metrics). Called on the
-/// handler thread after the answer is queued: keep it short.
+/// Told about every request the handler pool ran (`tools/call`,
+/// `resources/read`, `prompts/get`, `completion/complete`; for metrics).
+/// Called on the handler thread just before the answer is queued: keep it
+/// short.
 pub trait Observer: Send + Sync {
     /// `method` ended with `outcome` after `elapsed` (from its arrival).
     fn request_done(&self, method: &str, outcome: Outcome, elapsed: Duration);
@@ -211,7 +213,7 @@ impl Engine {
     }
 
     pub(crate) fn is_draining(&self) -> bool {
-        self.draining.load(Ordering::Relaxed)
+        self.draining.load(Ordering::SeqCst)
     }
 
     /// Requests in flight over every session.

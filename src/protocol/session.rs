@@ -213,15 +213,19 @@ impl Session {
         handler: dispatch::PoolHandler,
     ) {
         let id = request.id().clone();
-        if self.engine.is_draining() {
-            let e = ErrorObject::internal("the server is shutting down; retry elsewhere or later");
-            return respond(&sink, &id, Err(e));
-        }
         let observer = self.engine.observer().cloned();
         let arrived = observer.as_ref().map(|_| std::time::Instant::now());
         let cancel = CancelToken::new();
         {
             let mut inflight = lock(&self.inflight);
+            // Under the lock `Engine::drain` takes after setting the flag:
+            // a request is either refused here or waited for there.
+            if self.engine.is_draining() {
+                drop(inflight);
+                let e =
+                    ErrorObject::internal("the server is shutting down; retry elsewhere or later");
+                return respond(&sink, &id, Err(e));
+            }
             if inflight.contains_key(&id) {
                 drop(inflight);
                 let e = ErrorObject::invalid_request(format!(
@@ -274,10 +278,12 @@ impl Session {
                 (Ok(_), false) => super::Outcome::Ok,
                 (Err(_), false) => super::Outcome::Error,
             };
-            ctx.finish(outcome);
+            // Counted before the answer leaves: whoever holds the answer
+            // finds it counted.
             if let (Some(arrived), Some(o)) = (arrived, &observer) {
                 o.request_done(request.method(), label, arrived.elapsed());
             }
+            ctx.finish(outcome);
         });
         if self.engine.pool.try_submit(job).is_err() {
             self.request_done(&id);

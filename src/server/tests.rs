@@ -365,3 +365,45 @@ fn progress_is_never_sent_after_the_response_nor_backwards() {
         "a decreasing value is dropped"
     );
 }
+
+#[test]
+fn a_drain_waits_for_calls_in_flight_and_refuses_new_ones() {
+    let (started_tx, started) = crossbeam_channel::bounded(1);
+    let (go_tx, go) = crossbeam_channel::bounded::<()>(1);
+    let server = Server::builder("drain", "1")
+        .tool(tool("hold", move |_| {
+            let _ = started_tx.send(());
+            let _ = go.recv();
+            ToolResult::text("done")
+        }))
+        .build()
+        .unwrap();
+    let mut c = Client::new(&server);
+    c.send(json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hold","arguments":{}}}));
+    started.recv_timeout(WAIT).unwrap();
+    let engine = server.engine().clone();
+    let drained = std::thread::spawn(move || engine.drain(WAIT));
+    // A request after the drain began is refused at once.
+    let deadline = std::time::Instant::now() + WAIT;
+    while !server.engine().is_draining() {
+        assert!(std::time::Instant::now() < deadline, "never draining");
+        std::thread::yield_now();
+    }
+    let refused = c.call(2, "tools/call", json!({"name":"hold","arguments":{}}));
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("shutting down")),
+        "{refused}"
+    );
+    assert_eq!(refused["error"]["code"], -32603);
+    go_tx.send(()).unwrap();
+    assert_eq!(
+        drained.join().unwrap(),
+        0,
+        "the call in flight was waited for"
+    );
+    let answer = c.recv();
+    assert_eq!(answer["id"], 1);
+    assert_eq!(answer["result"]["content"][0]["text"], "done");
+}

@@ -9,7 +9,9 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 /// The first passed descriptor (`SD_LISTEN_FDS_START`).
 pub const LISTEN_FDS_START: RawFd = 3;
-/// The name systemd gives a socket without `FileDescriptorName=`.
+/// The name of a socket when `LISTEN_FDNAMES` is not set (as
+/// sd_listen_fds_with_names(3) reports it; systemd itself names a socket
+/// without `FileDescriptorName=` after its socket unit).
 pub const UNNAMED: &str = "unknown";
 
 /// A socket the service manager passed.

@@ -3,13 +3,13 @@
 //! or `status --json`, and reads the answer to the end.
 
 use super::state::State;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
-use supervisor::{ChildSpec, Restart};
+use std::time::{Duration, Instant};
+use supervisor::ChildSpec;
 
 /// Its file name under `$RUNTIME_DIRECTORY` (systemd's `RuntimeDirectory=`).
 pub const SOCKET_NAME: &str = "control";
@@ -41,65 +41,75 @@ fn runtime_dir() -> Option<PathBuf> {
     (!first.is_empty()).then(|| PathBuf::from(first))
 }
 
-/// Binds the socket at `path` (mode 0600). A socket file left by a daemon
-/// that is gone is replaced; one a live daemon answers on is an error.
+/// Binds the socket at `path` (mode 0600 from the start). A socket file
+/// left by a daemon that is gone is replaced; one a live daemon answers
+/// on, or a file that is not a socket, is an error.
 pub(crate) fn bind(path: &Path) -> Result<UnixListener, String> {
+    use std::os::unix::fs::FileTypeExt;
     let what = |e: std::io::Error| format!("control socket {}: {e}", path.display());
-    if path.exists() {
-        if UnixStream::connect(path).is_ok() {
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
             return Err(format!(
-                "control socket {}: another daemon answers on it",
+                "control socket {}: exists and is not a socket",
                 path.display()
             ));
         }
-        std::fs::remove_file(path).map_err(what)?;
+        match UnixStream::connect(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                std::fs::remove_file(path).map_err(what)?
+            }
+            Ok(_) => {
+                return Err(format!(
+                    "control socket {}: another daemon answers on it",
+                    path.display()
+                ))
+            }
+            Err(e) => return Err(what(e)),
+        }
     }
-    let socket = UnixListener::bind(path).map_err(what)?;
+    // SAFETY: umask(2) only swaps the process's file mode mask; the old
+    // one is put back right after the bind.
+    let old = unsafe { libc::umask(0o177) };
+    let bound = UnixListener::bind(path);
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    let socket = bound.map_err(what)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(what)?;
     Ok(socket)
 }
 
-/// The control socket as a child of the root. It answers one client at a
-/// time, each bounded by [`CONTROL_TIMEOUT`], and removes its file when
-/// it stops.
+/// The control socket as a child of the root: one client at a time, each
+/// within [`CONTROL_TIMEOUT`]; its file is removed when it stops.
 pub(crate) fn child(socket: UnixListener, path: PathBuf, state: Arc<State>) -> ChildSpec {
-    let socket = Arc::new(socket);
-    ChildSpec::worker("control", move |ctx| {
-        let socket = socket.try_clone()?;
-        socket.set_nonblocking(true)?;
-        ctx.ready();
-        while !ctx.should_stop() {
-            if !crate::wait::readable(&socket, crate::wait::STOP_CHECK)? {
-                continue;
-            }
-            match socket.accept() {
-                Ok((stream, _)) => {
-                    if let Err(e) = answer(stream, &state) {
-                        log::debug!("control: a client failed: {e}");
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        let _ = std::fs::remove_file(&path);
-        Ok(())
-    })
-    .await_ready(Duration::from_secs(5))
-    .restart(Restart::Transient)
+    super::local::worker(
+        "control",
+        socket,
+        CONTROL_TIMEOUT,
+        move |stream, deadline| answer(stream, deadline, &state),
+        move || {
+            let _ = std::fs::remove_file(&path);
+        },
+    )
 }
 
-fn answer(stream: UnixStream, state: &State) -> std::io::Result<()> {
+fn answer(stream: UnixStream, deadline: Instant, state: &State) -> std::io::Result<()> {
+    use super::local::left;
     stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(CONTROL_TIMEOUT))?;
-    stream.set_write_timeout(Some(CONTROL_TIMEOUT))?;
-    let mut line = String::new();
-    BufReader::new((&stream).take(256)).read_line(&mut line)?;
-    let reply = match line.trim() {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\n") && line.len() < 256 {
+        stream.set_read_timeout(Some(left(deadline)?))?;
+        if (&stream).read(&mut byte)? == 0 {
+            break;
+        }
+        line.push(byte[0]);
+    }
+    let reply = match String::from_utf8_lossy(&line).trim() {
         "status" => state.status_text(),
         "status --json" => format!("{}\n", state.status_json()),
         other => format!("error: unknown request {other:?} (try status)\n"),
     };
+    stream.set_write_timeout(Some(left(deadline)?))?;
     (&stream).write_all(reply.as_bytes())
 }
 
@@ -146,7 +156,11 @@ mod tests {
         drop(live);
         // The file stays when its listener is gone: a crashed daemon's.
         assert!(path.exists());
-        bind(&path).expect("a stale file is replaced");
+        drop(bind(&path).expect("a stale file is replaced"));
+        let plain = dir.join("plain");
+        std::fs::write(&plain, "keep").unwrap();
+        assert!(bind(&plain).unwrap_err().contains("not a socket"));
+        assert_eq!(std::fs::read_to_string(&plain).unwrap(), "keep");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

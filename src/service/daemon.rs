@@ -48,7 +48,18 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
         return EXIT_OK;
     }
     if let Some(json) = flags.status {
-        let path = super::control::client_path(flags.control.as_deref());
+        // --control, else the control key of --config's file, else the default.
+        let file = match &flags.config {
+            Some(p) if flags.control.is_none() => match Config::load(p) {
+                Ok(c) => c.control,
+                Err(e) => {
+                    fatal(&e.to_string());
+                    return EXIT_CONFIG;
+                }
+            },
+            _ => None,
+        };
+        let path = super::control::client_path(flags.control.as_deref().or(file.as_deref()));
         return super::control::status(&path, json);
     }
     // Before any thread starts: the variables are removed, and an
@@ -56,19 +67,16 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
     let inherited = match super::activation::take() {
         Ok(i) => i,
         Err(e) => {
-            eprintln!("mcpvisor: socket activation: {e}");
+            fatal(&format!("socket activation: {e}"));
             return EXIT_CONFIG;
         }
     };
-    let path = flags.config.clone().or_else(|| {
-        let default = PathBuf::from(DEFAULT_CONFIG_PATH);
-        default.exists().then_some(default)
-    });
+    let path = config_path(&flags);
     let activated = !inherited.is_empty();
     let config = match effective(&path, &flags, activated) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("mcpvisor: {e}");
+            fatal(&e);
             return EXIT_CONFIG;
         }
     };
@@ -77,7 +85,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
     let signals = match super::signals::Signals::block() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("mcpvisor: cannot handle signals: {e}");
+            fatal(&format!("cannot handle signals: {e}"));
             return EXIT_SOFTWARE;
         }
     };
@@ -92,8 +100,8 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
         Ok(p) => p,
         Err(e) => {
             match &path {
-                Some(p) => eprintln!("mcpvisor: {}: {e}", p.display()),
-                None => eprintln!("mcpvisor: {e}"),
+                Some(p) => fatal(&format!("{}: {e}", p.display())),
+                None => fatal(&e),
             }
             return EXIT_CONFIG;
         }
@@ -112,7 +120,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
     let notifier = match Notifier::from_env() {
         Ok(n) => n,
         Err(e) => {
-            eprintln!("mcpvisor: NOTIFY_SOCKET: {e}");
+            fatal(&format!("NOTIFY_SOCKET: {e}"));
             return EXIT_SOFTWARE;
         }
     };
@@ -121,7 +129,6 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
     let state = Arc::new(State::new(server, runs, metrics));
     let daemon = Daemon {
         flags,
-        path,
         config,
         options,
         state,
@@ -130,6 +137,21 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
         metrics_url: None,
     };
     daemon.serve(planned, signals)
+}
+
+/// `--config`, else the default file when it exists (asked again at
+/// every reload: it may have been created since).
+fn config_path(flags: &Flags) -> Option<PathBuf> {
+    flags.config.clone().or_else(|| {
+        let default = PathBuf::from(DEFAULT_CONFIG_PATH);
+        default.exists().then_some(default)
+    })
+}
+
+/// Reports a fatal error on stderr: with its syslog priority when
+/// stderr is the journal (the logger may not run yet).
+fn fatal(message: &str) {
+    eprintln!("{}mcpvisor: {message}", super::journal::error_prefix());
 }
 
 /// The file (if any) with the flags over it and the defaults filled in;
@@ -201,7 +223,7 @@ fn commands(config: &Config, runs: &Arc<Runs>) -> Result<Source, String> {
 
 struct Daemon {
     flags: Flags,
-    path: Option<PathBuf>,
+    // As applied: what a reload does not change keeps its running value.
     config: Config,
     options: ListenOptions,
     state: Arc<State>,
@@ -234,13 +256,13 @@ impl Daemon {
             .on_event(move |e| metrics.event(e));
         let mut active = Vec::new();
         for p in planned {
-            match self.listener(p) {
+            match self.listener(p, &self.config, &self.options) {
                 Ok((spec, a)) => {
                     root = root.child(spec);
                     active.push(a);
                 }
                 Err(e) => {
-                    eprintln!("mcpvisor: {e}");
+                    fatal(&e);
                     return EXIT_LISTENER;
                 }
             }
@@ -248,7 +270,7 @@ impl Daemon {
         match self.services() {
             Ok(children) => root = children.into_iter().fold(root, SupervisorSpec::child),
             Err(e) => {
-                eprintln!("mcpvisor: {e}");
+                fatal(&e);
                 return EXIT_LISTENER;
             }
         }
@@ -263,7 +285,7 @@ impl Daemon {
         let root = match Supervisor::start(root) {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("mcpvisor: {e}");
+                fatal(&e.to_string());
                 return EXIT_LISTENER;
             }
         };
@@ -290,7 +312,11 @@ impl Daemon {
         let stdin_ended = self.stdin_done.1.clone();
         loop {
             crossbeam_channel::select! {
-                recv(ended) -> result => return gave_up(result),
+                recv(ended) -> result => {
+                    let status = gave_up(result);
+                    self.state.runs.kill_all();
+                    return status;
+                }
                 recv(stdin_ended) -> _ => return self.stop("stdin ended", &ended),
                 recv(received) -> signal => match signal {
                     Ok(libc::SIGHUP) => self.reload(),
@@ -300,14 +326,18 @@ impl Daemon {
         }
     }
 
-    /// One listener's child spec, with the configured intensity.
-    fn listener(&self, p: Planned) -> Result<(ChildSpec, Active), String> {
-        let intensity = self.config.supervision.listeners;
+    /// One listener's child spec, with `config`'s intensity and `options`.
+    fn listener(
+        &self,
+        p: Planned,
+        config: &Config,
+        options: &ListenOptions,
+    ) -> Result<(ChildSpec, Active), String> {
         listeners::start(
             &self.state.server,
             p,
-            &self.options,
-            intensity,
+            options,
+            config.supervision.listeners,
             &self.stdin_done.0,
         )
     }
@@ -374,73 +404,85 @@ impl Daemon {
 
     fn apply_reload(&mut self) -> Result<String, String> {
         let activated = lock(&self.state.listeners).iter().any(|a| a.inherited);
-        let config = effective(&self.path, &self.flags, activated)?;
+        let mut config = effective(&config_path(&self.flags), &self.flags, activated)?;
         let source = commands(&config, &self.state.runs)?;
         let options = listen_options(&config)?;
         let root = self
             .state
             .root
             .get()
-            .ok_or("the supervision tree is not running")?;
-        // Bind every new listener first: a failure leaves all as it was.
+            .ok_or("the supervision tree is not running")?
+            .clone();
+        // New listeners start first: if one cannot, those started are
+        // stopped again and nothing else changes.
         let running: Vec<String> = lock(&self.state.listeners)
             .iter()
             .map(|a| a.key.clone())
             .collect();
-        let mut added = Vec::new();
-        let previous = std::mem::replace(&mut self.options, options);
+        let mut added: Vec<Active> = Vec::new();
+        let undo = |added: &[Active]| {
+            for a in added {
+                let _ = root.terminate_child(&a.id);
+                let _ = root.delete_child(&a.id);
+            }
+        };
         for key in config.listen.iter().filter(|k| !running.contains(k)) {
-            let planned = listeners::plan(std::slice::from_ref(key), Vec::new())?;
-            for p in planned {
-                match self.listener(p) {
-                    Ok(started) => added.push(started),
-                    Err(e) => {
-                        self.options = previous;
-                        return Err(e);
-                    }
+            let started = listeners::plan(std::slice::from_ref(key), Vec::new())
+                .and_then(|mut p| p.pop().ok_or_else(|| format!("{key}: nothing to serve")))
+                .and_then(|p| self.listener(p, &config, &options))
+                .and_then(|(spec, a)| {
+                    root.start_child(spec)
+                        .map(|()| a)
+                        .map_err(|e| format!("{key}: cannot start: {e}"))
+                });
+            match started {
+                Ok(a) => added.push(a),
+                Err(e) => {
+                    undo(&added);
+                    return Err(e);
                 }
             }
         }
-        // Now apply: one catalog swap (one list_changed), listeners.
-        let changes = self
-            .state
-            .server
-            .replace_source(COMMANDS_SOURCE, source)
-            .map_err(|e| e.to_string())?;
+        // Then the catalog, in one swap (one list_changed).
+        let changes = match self.state.server.replace_source(COMMANDS_SOURCE, source) {
+            Ok(c) => c,
+            Err(e) => {
+                undo(&added);
+                return Err(e.to_string());
+            }
+        };
+        // Then the listeners that are no longer configured stop.
         let mut removed = Vec::new();
-        {
-            let mut listeners = lock(&self.state.listeners);
-            listeners.retain(|a| {
-                let keep = a.inherited || config.listen.contains(&a.key);
-                if !keep {
-                    removed.push(a.id.clone());
-                }
-                keep
-            });
-        }
+        lock(&self.state.listeners).retain(|a| {
+            let keep = a.inherited || config.listen.contains(&a.key);
+            if !keep {
+                removed.push(a.id.clone());
+            }
+            keep
+        });
         for id in &removed {
             let _ = root.terminate_child(id);
             let _ = root.delete_child(id);
             log::info!("stopped {id}");
         }
-        let mut urls = Vec::new();
-        for (spec, a) in added {
-            match root.start_child(spec) {
-                Ok(()) => {
-                    urls.push(a.url());
-                    lock(&self.state.listeners).push(a);
-                }
-                Err(e) => log::error!("{}: cannot start: {e}", a.key),
-            }
-        }
+        let urls: Vec<String> = added.iter().map(Active::url).collect();
+        lock(&self.state.listeners).extend(added);
         super::journal::set_level(level(&self.flags, &config));
         let later = restart_only(&self.config, &config);
         if !later.is_empty() {
             log::warn!(
-                "changed {}: these apply to listeners started from now on, or at the next restart",
+                "changed {}: applies at the next start; running on the previous value",
                 later.join(", ")
             );
         }
+        // What was not applied keeps its running value, so the next
+        // reload compares against what runs.
+        config.handler_threads = self.config.handler_threads;
+        config.max_inflight_per_session = self.config.max_inflight_per_session;
+        config.supervision.root = self.config.supervision.root;
+        config.control = self.config.control.clone();
+        config.metrics = self.config.metrics.clone();
+        self.options = options;
         self.config = config;
         Ok(format!(
             "{} command tool(s){}; {} listener(s) started{}, {} stopped",
@@ -462,6 +504,11 @@ impl Daemon {
     fn stop(&self, why: &str, ended: &Receiver<Result<(), SupervisorError>>) -> u8 {
         log::info!("{why}; stopping");
         let _ = self.notifier.notify("STOPPING=1\nSTATUS=stopping");
+        // New connections wait in the backlog (under socket activation,
+        // for the next instance); open ones are served.
+        for l in lock(&self.state.listeners).iter() {
+            l.listener.stop_accepting();
+        }
         let timeout = self.config.shutdown_timeout;
         let left = self.state.server.engine().drain(timeout);
         if left > 0 {
@@ -490,7 +537,9 @@ fn gave_up(result: Result<Result<(), SupervisorError>, crossbeam_channel::RecvEr
     }
 }
 
-/// The settings a reload does not apply to what already runs.
+/// The settings a reload cannot apply: they take effect at the next
+/// start. (`http`, `amqp` and `supervision.listeners` apply to the
+/// listeners a reload starts.)
 fn restart_only(old: &Config, new: &Config) -> Vec<&'static str> {
     let mut out = Vec::new();
     if old.handler_threads != new.handler_threads {
@@ -499,14 +548,8 @@ fn restart_only(old: &Config, new: &Config) -> Vec<&'static str> {
     if old.max_inflight_per_session != new.max_inflight_per_session {
         out.push("maxInflightPerSession");
     }
-    if old.http != new.http {
-        out.push("http");
-    }
-    if old.amqp != new.amqp {
-        out.push("amqp");
-    }
-    if old.supervision != new.supervision {
-        out.push("supervision");
+    if old.supervision.root != new.supervision.root {
+        out.push("supervision.root");
     }
     if old.control != new.control {
         out.push("control");

@@ -95,6 +95,11 @@ impl Flags {
                 other => return Err(format!("unknown argument {other:?}")),
             }
         }
+        // A listener the flags name must parse: a usage error otherwise.
+        for l in &f.listen {
+            l.parse::<crate::transport::listen::Listen>()
+                .map_err(|e| format!("{l}: {e}"))?;
+        }
         Ok(f)
     }
 }
@@ -143,6 +148,8 @@ mod tests {
             Some("9100".into())
         );
         assert!(Flags::parse(args(&["--metrics", "nowhere"])).is_err());
+        assert!(Flags::parse(args(&["--listen", "ftp://x"])).is_err());
+        assert!(Flags::parse(args(&["--http", "nohost"])).is_err());
         assert!(Flags::parse(args(&["--bogus"]))
             .unwrap_err()
             .contains("--bogus"));

@@ -36,6 +36,16 @@ fn stderr_is_journal() -> bool {
         .is_ok_and(|m| is_stream(&stream, m.dev(), m.ino()))
 }
 
+/// What starts an error line written to stderr directly (before the
+/// logger runs): `<3>` when stderr is the journal, else nothing.
+pub fn error_prefix() -> &'static str {
+    if stderr_is_journal() {
+        "<3>"
+    } else {
+        ""
+    }
+}
+
 /// Starts logging at `level` (one of the config's `LOG_LEVELS`), unless
 /// `RUST_LOG` is set, which then decides (and [`set_level`] changes
 /// nothing). Broker credentials are never logged (see
@@ -50,13 +60,11 @@ pub fn init(level: &str) {
     b.filter_module(crate::SECRET_LOGGING_MODULE, log::LevelFilter::Info);
     if stderr_is_journal() {
         b.format(|buf, record| {
-            writeln!(
-                buf,
-                "<{}>{}: {}",
-                priority(record.level()),
-                record.target(),
-                record.args()
-            )
+            let p = priority(record.level());
+            let text = record.args().to_string();
+            // The journal splits at newlines: every line gets the priority.
+            let text = text.replace('\n', &format!("\n<{p}>"));
+            writeln!(buf, "<{p}>{}: {text}", record.target())
         });
     }
     if b.try_init().is_ok() && by_env.is_none() {

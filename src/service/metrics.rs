@@ -2,6 +2,7 @@
 //! daemon's sessions, requests, latency, restarts and command runs, on a
 //! listener of its own (`--metrics ADDR`, off by default).
 
+use super::local::left;
 use super::state::State;
 use crate::protocol::{Observer, Outcome};
 use crate::sync::lock;
@@ -10,8 +11,8 @@ use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use supervisor::{ChildSpec, Event, EventKind, Restart};
+use std::time::{Duration, Instant};
+use supervisor::{ChildSpec, Event, EventKind};
 
 /// Upper bounds (seconds) of the request latency histogram's buckets.
 pub const LATENCY_BUCKETS: [f64; 12] = [
@@ -235,51 +236,30 @@ fn escape(s: &str) -> String {
 }
 
 /// The `/metrics` listener as a child of the root: one scrape at a time,
-/// each bounded by [`SCRAPE_TIMEOUT`].
+/// each (request and answer) within [`SCRAPE_TIMEOUT`].
 pub(crate) fn child(socket: TcpListener, state: Arc<State>) -> ChildSpec {
-    let socket = Arc::new(socket);
-    ChildSpec::worker("metrics", move |ctx| {
-        let socket = socket.try_clone()?;
-        socket.set_nonblocking(true)?;
-        ctx.ready();
-        while !ctx.should_stop() {
-            if !crate::wait::readable(&socket, crate::wait::STOP_CHECK)? {
-                continue;
-            }
-            match socket.accept() {
-                Ok((stream, _)) => {
-                    if let Err(e) = scrape(stream, &state) {
-                        log::debug!("metrics: a scrape failed: {e}");
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(())
-    })
-    .await_ready(Duration::from_secs(5))
-    .restart(Restart::Transient)
+    super::local::worker(
+        "metrics",
+        socket,
+        SCRAPE_TIMEOUT,
+        move |stream, deadline| scrape(stream, deadline, &state),
+        || {},
+    )
 }
 
-fn scrape(mut stream: TcpStream, state: &State) -> std::io::Result<()> {
+fn scrape(mut stream: TcpStream, deadline: Instant, state: &State) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
-    stream.set_write_timeout(Some(SCRAPE_TIMEOUT))?;
     let mut head = Vec::new();
     let mut chunk = [0u8; 1024];
-    // The whole request within the timeout, not each read: a byte at a
+    // The whole request within the deadline, not each read: a byte at a
     // time must not hold the listener.
-    let deadline = std::time::Instant::now() + SCRAPE_TIMEOUT;
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return Err(std::io::ErrorKind::TimedOut.into());
-        }
-        stream.set_read_timeout(Some(left))?;
+        stream.set_read_timeout(Some(left(deadline)?))?;
         let n = stream.read(&mut chunk)?;
         if n == 0 || head.len() + n > MAX_REQUEST_BYTES {
             return respond(
                 &mut stream,
+                deadline,
                 "400 Bad Request",
                 "text/plain",
                 "bad request\n",
@@ -294,14 +274,22 @@ fn scrape(mut stream: TcpStream, state: &State) -> std::io::Result<()> {
             let body = state.metrics.render(state);
             respond(
                 &mut stream,
+                deadline,
                 "200 OK",
                 "text/plain; version=0.0.4; charset=utf-8",
                 &body,
             )
         }
-        (Some(b"GET"), _) => respond(&mut stream, "404 Not Found", "text/plain", "try /metrics\n"),
+        (Some(b"GET"), _) => respond(
+            &mut stream,
+            deadline,
+            "404 Not Found",
+            "text/plain",
+            "try /metrics\n",
+        ),
         _ => respond(
             &mut stream,
+            deadline,
             "405 Method Not Allowed",
             "text/plain",
             "GET only\n",
@@ -309,12 +297,25 @@ fn scrape(mut stream: TcpStream, state: &State) -> std::io::Result<()> {
     }
 }
 
-fn respond(stream: &mut TcpStream, status: &str, kind: &str, body: &str) -> std::io::Result<()> {
-    write!(
-        stream,
-        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+/// Writes the answer in pieces, each within what is left of `deadline`:
+/// a reader that drains slowly cannot hold the listener past it.
+fn respond(
+    stream: &mut TcpStream,
+    deadline: Instant,
+    status: &str,
+    kind: &str,
+    body: &str,
+) -> std::io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
-    )?;
+    );
+    for piece in [head.as_bytes(), body.as_bytes()] {
+        for chunk in piece.chunks(16 * 1024) {
+            stream.set_write_timeout(Some(left(deadline)?))?;
+            stream.write_all(chunk)?;
+        }
+    }
     stream.flush()
 }
 

@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod flags;
 pub mod journal;
 mod listeners;
+mod local;
 pub mod metrics;
 pub mod notify;
 pub mod signals;

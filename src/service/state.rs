@@ -50,7 +50,11 @@ impl State {
     }
 
     fn tree(&self) -> Option<TreeSnapshot> {
-        self.root.get().and_then(|r| r.snapshot().ok())
+        // The control socket asks from inside the tree: never wait on a
+        // root that is busy stopping it.
+        self.root
+            .get()
+            .and_then(|r| r.snapshot_within(supervisor::SNAPSHOT_TIMEOUT).ok())
     }
 
     /// `mcpvisor status --json`.

@@ -36,6 +36,12 @@ pub(crate) struct Acceptor {
     /// The listening socket; empty after a fatal error, so the restarted
     /// worker binds the address again.
     socket: Mutex<Option<TcpListener>>,
+    /// The socket was passed in (socket activation): it is never dropped
+    /// to be bound again (the service manager holds the address).
+    keep_socket: AtomicBool,
+    /// Set by [`Acceptor::stop_accepting`]: the loop ends and is not
+    /// restarted; pending connections stay in the socket's backlog.
+    closed: AtomicBool,
 }
 
 /// Decrements the connection count however a connection thread ends.
@@ -75,6 +81,8 @@ impl Acceptor {
             active: AtomicUsize::new(0),
             stopping,
             socket: Mutex::new(None),
+            keep_socket: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -88,7 +96,9 @@ impl Acceptor {
     ) -> io::Result<()> {
         let mut pause = Duration::from_millis(5);
         loop {
-            if !matches!(stop.try_recv(), Err(crossbeam_channel::TryRecvError::Empty)) {
+            if !matches!(stop.try_recv(), Err(crossbeam_channel::TryRecvError::Empty))
+                || self.closed.load(Ordering::SeqCst)
+            {
                 return Ok(());
             }
             if !crate::wait::readable(listener, crate::wait::STOP_CHECK)? {
@@ -173,7 +183,9 @@ impl Acceptor {
                 .accept_loop(&socket, ctx.stop_signal())
                 .inspect_err(|e| {
                     log::error!("{}: listener failed: {e}", acceptor.name);
-                    lock(&acceptor.socket).take();
+                    if !acceptor.keep_socket.load(Ordering::SeqCst) {
+                        lock(&acceptor.socket).take();
+                    }
                 })?;
             // Told to stop: open keep-alive connections end after their request.
             acceptor.stopping.store(true, Ordering::SeqCst);
@@ -183,6 +195,17 @@ impl Acceptor {
         // It returns normally only when told to stop.
         .restart(Restart::Transient)
         .shutdown(Shutdown::Timeout(Duration::from_secs(1)))
+    }
+
+    /// Keeps a passed-in socket across restarts instead of binding again.
+    pub(crate) fn keep_socket(&self) {
+        self.keep_socket.store(true, Ordering::SeqCst);
+    }
+
+    /// Stops accepting (within [`crate::wait::STOP_CHECK`]) for good while
+    /// the connections already open go on; new ones wait in the backlog.
+    pub(crate) fn stop_accepting(&self) {
+        self.closed.store(true, Ordering::SeqCst);
     }
 
     /// Makes the listening socket fail (accept() then returns EINVAL), to

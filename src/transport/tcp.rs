@@ -112,6 +112,11 @@ impl TcpListenerHandle {
     pub fn connection_count(&self) -> usize {
         self.acceptor.connections()
     }
+    /// Stops accepting connections for good (a draining stop); open
+    /// connections go on, new ones wait in the backlog.
+    pub fn stop_accepting(&self) {
+        self.acceptor.stop_accepting();
+    }
 }
 
 /// A TCP transport running under a supervision tree of its own.
@@ -166,6 +171,9 @@ impl super::tree::Tree<TcpListenerHandle> {
             options.max_connections,
             Default::default(),
         ));
+        if options.listener.is_some() {
+            acceptor.keep_socket();
+        }
         let spec = SupervisorSpec::new("tcp", Strategy::OneForOne)
             .intensity(10, Duration::from_secs(10))
             .child(acceptor.worker(socket, addr));

@@ -156,6 +156,13 @@ impl SupervisorRef {
         self.ask(Command::Snapshot, None)
             .ok_or(SupervisorError::Gone)
     }
+    /// [`SupervisorRef::snapshot`], or [`SupervisorError::Gone`] when the
+    /// supervisor does not answer within `timeout` (busy stopping, say):
+    /// for a caller that is itself a child of this supervisor.
+    pub fn snapshot_within(&self, timeout: Duration) -> Result<TreeSnapshot, SupervisorError> {
+        self.ask(Command::Snapshot, Some(timeout))
+            .ok_or(SupervisorError::Gone)
+    }
     /// Adds and starts a child at run time (e.g. one per connection).
     pub fn start_child(&self, spec: ChildSpec) -> Result<(), ChildError> {
         self.ask(|tx| Command::Start(spec, tx), None)

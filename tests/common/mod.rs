@@ -50,6 +50,50 @@ pub fn spawn_listening_with_env(
     spawn_command_listening(cmd)
 }
 
+/// The variables a service manager sets for a process: a program a test
+/// starts must not act on the test runner's own.
+pub const SERVICE_MANAGER_VARS: [&str; 9] = [
+    "NOTIFY_SOCKET",
+    "WATCHDOG_USEC",
+    "WATCHDOG_PID",
+    "LISTEN_FDS",
+    "LISTEN_PID",
+    "LISTEN_FDNAMES",
+    "JOURNAL_STREAM",
+    "RUNTIME_DIRECTORY",
+    "CREDENTIALS_DIRECTORY",
+];
+
+/// `cmd` without [`SERVICE_MANAGER_VARS`].
+pub fn unmanaged(cmd: &mut Command) -> &mut Command {
+    for v in SERVICE_MANAGER_VARS {
+        cmd.env_remove(v);
+    }
+    cmd
+}
+
+/// A fresh temporary directory for `test` (this process's own).
+pub fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mcpvisor-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The fields of `/proc/PID/stat` after the command name (state first,
+/// then the parent's pid), and the name; `None` once the process is gone.
+pub fn proc_stat(pid: &str) -> Option<(String, Vec<String>)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (head, rest) = stat.rsplit_once(") ")?;
+    let name = head.split_once(" (")?.1.to_owned();
+    Some((name, rest.split(' ').map(str::to_owned).collect()))
+}
+
+/// Whether the process `pid` is alive (and not a zombie).
+pub fn alive(pid: i32) -> bool {
+    proc_stat(&pid.to_string()).is_some_and(|(_, f)| f.first().is_some_and(|s| s != "Z"))
+}
+
 /// Starts `cmd` (any program that prints `listening on <url>` first, its
 /// log at warn); returns the child and the URL.
 pub fn spawn_command_listening(mut cmd: Command) -> (Child, String) {

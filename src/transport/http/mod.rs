@@ -278,6 +278,11 @@ impl HttpListener {
     pub fn connection_count(&self) -> usize {
         self.acceptor.connections()
     }
+    /// Stops accepting connections for good (a draining stop); open
+    /// connections and sessions go on, new connections wait in the backlog.
+    pub fn stop_accepting(&self) {
+        self.acceptor.stop_accepting();
+    }
     /// Test hook: makes the listening socket fail so that the supervisor
     /// must restart the listener, which binds the address again.
     #[doc(hidden)]
@@ -338,6 +343,9 @@ impl crate::transport::tree::Tree<HttpListener> {
             options.max_connections,
             stopping,
         ));
+        if options.listener.is_some() {
+            acceptor.keep_socket();
+        }
         let spec = SupervisorSpec::new("http", Strategy::OneForOne)
             .intensity(10, Duration::from_secs(10))
             .child(SessionTable::sweeper(&sessions, "http-session-sweeper"))

@@ -1,0 +1,93 @@
+//! The daemon's own small listeners (the control socket, `/metrics`):
+//! a supervised worker that serves one client at a time, each within a
+//! deadline, and sees its stop signal at least every
+//! [`crate::wait::STOP_CHECK`].
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use supervisor::{ChildSpec, Restart};
+
+/// A listening socket the worker accepts on.
+pub(crate) trait Accept: AsRawFd + Send + Sync + 'static {
+    /// A connected client.
+    type Stream;
+    fn try_clone_listener(&self) -> io::Result<Self>
+    where
+        Self: Sized;
+    fn set_nonblocking(&self, on: bool) -> io::Result<()>;
+    fn accept_one(&self) -> io::Result<Self::Stream>;
+}
+
+impl Accept for std::net::TcpListener {
+    type Stream = std::net::TcpStream;
+    fn try_clone_listener(&self) -> io::Result<Self> {
+        self.try_clone()
+    }
+    fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        std::net::TcpListener::set_nonblocking(self, on)
+    }
+    fn accept_one(&self) -> io::Result<Self::Stream> {
+        self.accept().map(|(s, _)| s)
+    }
+}
+
+impl Accept for std::os::unix::net::UnixListener {
+    type Stream = std::os::unix::net::UnixStream;
+    fn try_clone_listener(&self) -> io::Result<Self> {
+        self.try_clone()
+    }
+    fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        std::os::unix::net::UnixListener::set_nonblocking(self, on)
+    }
+    fn accept_one(&self) -> io::Result<Self::Stream> {
+        self.accept().map(|(s, _)| s)
+    }
+}
+
+/// The worker `id` serving each client of `socket` with `serve` (given
+/// the deadline it must keep); `on_stop` runs when it is told to stop.
+pub(crate) fn worker<L: Accept>(
+    id: &str,
+    socket: L,
+    deadline: Duration,
+    serve: impl Fn(L::Stream, Instant) -> io::Result<()> + Send + Sync + 'static,
+    on_stop: impl Fn() + Send + Sync + 'static,
+) -> ChildSpec {
+    let socket = Arc::new(socket);
+    let name = id.to_owned();
+    ChildSpec::worker(id, move |ctx| {
+        let socket = socket.try_clone_listener()?;
+        socket.set_nonblocking(true)?;
+        ctx.ready();
+        while !ctx.should_stop() {
+            if !crate::wait::readable(&socket, crate::wait::STOP_CHECK)? {
+                continue;
+            }
+            match socket.accept_one() {
+                Ok(stream) => {
+                    if let Err(e) = serve(stream, Instant::now() + deadline) {
+                        log::debug!("{name}: a client failed: {e}");
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        on_stop();
+        Ok(())
+    })
+    .await_ready(Duration::from_secs(5))
+    .restart(Restart::Transient)
+}
+
+/// What is left of `deadline`, or a timeout error once it passed.
+pub(crate) fn left(deadline: Instant) -> io::Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        Err(io::ErrorKind::TimedOut.into())
+    } else {
+        Ok(left)
+    }
+}
