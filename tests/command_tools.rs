@@ -2,6 +2,9 @@
 //! report progress, are cut off at their output limit, killed with their
 //! whole process group at their time limit or when the call is cancelled.
 
+mod common;
+
+use common::alive;
 use mcpvisor::client::{CallOptions, Client, ClientOptions};
 use mcpvisor::protocol::CancelToken;
 use mcpvisor::server::Server;
@@ -33,17 +36,6 @@ fn client_recording(tools: Vec<CommandTool>, runs: Arc<Runs>) -> Client {
 
 fn text(r: &Value) -> &str {
     r["content"][0]["text"].as_str().unwrap_or_default()
-}
-
-/// Whether a process with this pid is alive (and not a zombie).
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        !s.rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z')
-    })
 }
 
 #[test]
@@ -96,21 +88,7 @@ fn a_timeout_kills_the_whole_process_group_and_progress_flows_meanwhile() {
     slow.timeout = Duration::from_secs(3);
     let runs = Arc::new(Runs::default());
     let c = client_recording(vec![slow], runs.clone());
-    let (tx, progress) = crossbeam_channel::unbounded();
-    let options = CallOptions {
-        progress: Some(Arc::new(move |p: f64, _: Option<f64>, _: Option<&str>| {
-            let _ = tx.send(p);
-        })),
-        ..Default::default()
-    };
-    let r = std::thread::scope(|s| {
-        let call = s.spawn(|| c.call_tool_with("slow", json!({}), options));
-        // The fact to wait for: progress arrives while it runs.
-        progress
-            .recv_timeout(Duration::from_secs(20))
-            .expect("progress while it ran");
-        call.join().unwrap().unwrap()
-    });
+    let r = common::call_with_progress(&c, "slow");
     assert_eq!(r["isError"], true);
     assert!(text(&r).contains("timed out"), "{r}");
     assert_eq!(runs.ends(), [("slow".to_owned(), RunEnd::TimedOut, 1)]);

@@ -25,6 +25,16 @@ fn bin() -> Command {
     cmd
 }
 
+/// The daemon on `config`, written to `dir/mcpvisor.json`, its log at warn.
+fn configured(dir: &std::path::Path, config: &serde_json::Value) -> Command {
+    let path = dir.join("mcpvisor.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let mut cmd = bin();
+    cmd.args(["--config", path.to_str().unwrap()])
+        .env("RUST_LOG", "warn");
+    cmd
+}
+
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = bin().args(args).output().unwrap();
     (
@@ -414,7 +424,6 @@ fn shells_of(parent: u32) -> usize {
 #[test]
 fn sigterm_answers_the_50_calls_in_flight_then_exits_0() {
     let dir = scratch("drain");
-    let config = dir.join("mcpvisor.json");
     // The commands run until the test opens the gate, after SIGTERM.
     let gate = dir.join("gate");
     let wait = format!("while [ ! -e {} ]; do sleep 0.05; done", gate.display());
@@ -423,12 +432,9 @@ fn sigterm_answers_the_50_calls_in_flight_then_exits_0() {
         "handlerThreads": 64,
         "commands": {"nap": {"argv": ["/bin/sh", "-c", wait]}},
     });
-    std::fs::write(&config, text.to_string()).unwrap();
     let manager = Manager::new(&dir);
-    let mut cmd = bin();
-    cmd.args(["--config", config.to_str().unwrap()])
-        .env("NOTIFY_SOCKET", &manager.1)
-        .env("RUST_LOG", "warn");
+    let mut cmd = configured(&dir, &text);
+    cmd.env("NOTIFY_SOCKET", &manager.1);
     let d = Daemon::start(cmd);
     assert!(manager.recv().starts_with("READY=1"));
     let c = Client::connect(Connection::http(&d.url).unwrap(), ClientOptions::default()).unwrap();
@@ -676,7 +682,6 @@ fn a_command_streams_progress_times_out_and_is_cancelled_with_its_whole_group() 
     use mcpvisor::protocol::CancelToken;
     let dir = scratch("commands");
     let (grandchild, waiting) = (dir.join("grandchild.pid"), dir.join("waiting.pid"));
-    let config = dir.join("mcpvisor.json");
     let text = json!({
         "listen": ["http://127.0.0.1:0/mcp"],
         "commands": {
@@ -688,29 +693,11 @@ fn a_command_streams_progress_times_out_and_is_cancelled_with_its_whole_group() 
             "wait": {"argv": ["/bin/sh", "-c", format!("echo $$$$ > {}; exec sleep 600", waiting.display())]},
         },
     });
-    std::fs::write(&config, text.to_string()).unwrap();
-    let mut cmd = bin();
-    cmd.args(["--config", config.to_str().unwrap()])
-        .env("RUST_LOG", "warn");
+    let cmd = configured(&dir, &text);
     let d = Daemon::start(cmd);
     let c = Client::connect(Connection::http(&d.url).unwrap(), ClientOptions::default()).unwrap();
 
-    let (tx, progress) = crossbeam_channel::unbounded();
-    let options = CallOptions {
-        progress: Some(std::sync::Arc::new(
-            move |p: f64, _: Option<f64>, _: Option<&str>| {
-                let _ = tx.send(p);
-            },
-        )),
-        ..Default::default()
-    };
-    let r = std::thread::scope(|s| {
-        let call = s.spawn(|| c.call_tool_with("slow", json!({}), options));
-        progress
-            .recv_timeout(Duration::from_secs(30))
-            .expect("progress while it runs");
-        call.join().unwrap().unwrap()
-    });
+    let r = common::call_with_progress(&c, "slow");
     assert_eq!(r["isError"], true, "{r}");
     assert!(
         r["content"][0]["text"]
@@ -742,16 +729,12 @@ fn a_command_streams_progress_times_out_and_is_cancelled_with_its_whole_group() 
 fn sigterm_past_the_shutdown_timeout_cancels_the_rest_and_kills_their_commands() {
     let dir = scratch("overdue");
     let pidfile = dir.join("pid");
-    let config = dir.join("mcpvisor.json");
     let text = json!({
         "listen": ["http://127.0.0.1:0/mcp"],
         "shutdownTimeoutMs": 200,
         "commands": {"forever": {"argv": ["/bin/sh", "-c", format!("echo $$$$ > {}; exec sleep 600", pidfile.display())]}},
     });
-    std::fs::write(&config, text.to_string()).unwrap();
-    let mut cmd = bin();
-    cmd.args(["--config", config.to_str().unwrap()])
-        .env("RUST_LOG", "warn");
+    let cmd = configured(&dir, &text);
     let d = Daemon::start(cmd);
     let c = Client::connect(Connection::http(&d.url).unwrap(), ClientOptions::default()).unwrap();
     std::thread::scope(|s| {

@@ -450,3 +450,23 @@ impl Drop for Peer {
         let _ = self.child.wait();
     }
 }
+
+/// Calls `tool` asking for progress: waits for the first progress
+/// notification (the fact that it runs), then for the result.
+#[cfg(feature = "client")]
+pub fn call_with_progress(c: &mcpvisor::client::Client, tool: &str) -> Value {
+    let (tx, progress) = crossbeam_channel::unbounded();
+    let options = mcpvisor::client::CallOptions {
+        progress: Some(Arc::new(move |p: f64, _: Option<f64>, _: Option<&str>| {
+            let _ = tx.send(p);
+        })),
+        ..Default::default()
+    };
+    std::thread::scope(|s| {
+        let call = s.spawn(|| c.call_tool_with(tool, json!({}), options));
+        progress
+            .recv_timeout(Duration::from_secs(30))
+            .expect("progress while it runs");
+        call.join().unwrap().unwrap()
+    })
+}
