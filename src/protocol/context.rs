@@ -117,6 +117,11 @@ struct ProgressState {
 
 /// The context of one request, handed to tool, resource, prompt and
 /// completion handlers.
+///
+/// A clone is the same request's context (for a callback that must be
+/// `'static`, such as a gateway relaying an upstream's progress and
+/// requests): once the request is answered, its progress goes nowhere.
+#[derive(Clone)]
 pub struct Context {
     exchange: Arc<dyn Exchange>,
     request_id: RequestId,
@@ -125,7 +130,7 @@ pub struct Context {
     sink: Arc<dyn Sink>,
     cancel: CancelToken,
     protocol: ProtocolContext,
-    progress: Mutex<ProgressState>,
+    progress: Arc<Mutex<ProgressState>>,
 }
 
 /// The context of a tool call.
@@ -147,12 +152,18 @@ impl Context {
             sink,
             cancel,
             protocol,
-            progress: Mutex::new(ProgressState::default()),
+            progress: Arc::new(Mutex::new(ProgressState::default())),
         }
     }
 
     pub(crate) fn engine(&self) -> &Arc<Engine> {
         self.exchange.engine()
+    }
+
+    /// The request's cancellation: cancelled when the client cancels it
+    /// or its session ends (to hand on to a call made on its behalf).
+    pub fn cancel_token(&self) -> CancelToken {
+        self.cancel.clone()
     }
 
     /// The id of the request being served.

@@ -65,7 +65,85 @@ pub const KEYS: &[&str] = &[
     "shutdownTimeoutMs",
     "control",
     "metrics",
+    "mcpServers",
+    "mcpServers.NAME.command",
+    "mcpServers.NAME.args",
+    "mcpServers.NAME.env",
+    "mcpServers.NAME.cwd",
+    "mcpServers.NAME.url",
+    "mcpServers.NAME.type",
+    "mcpServers.NAME.enabled",
+    "mcpServers.NAME.namespace",
+    "mcpServers.NAME.tools",
+    "mcpServers.NAME.tools.allow",
+    "mcpServers.NAME.tools.deny",
+    "mcpServers.NAME.timeoutMs",
+    "mcpServers.NAME.restart",
+    "mcpServers.NAME.restart.intensity",
+    "mcpServers.NAME.restart.periodMs",
+    "mcpServers.NAME.restart.backoffMs",
+    "maxNameLength",
 ];
+
+/// Default time limit of a call relayed to an upstream (`timeoutMs`); its
+/// progress notifications restart it.
+pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default restarts of an upstream within [`DEFAULT_UPSTREAM_PERIOD`]
+/// before it is marked failed.
+pub const DEFAULT_UPSTREAM_INTENSITY: u32 = 5;
+/// The period of [`DEFAULT_UPSTREAM_INTENSITY`].
+pub const DEFAULT_UPSTREAM_PERIOD: Duration = Duration::from_secs(60);
+/// Default first delay before an upstream is restarted (it doubles per
+/// failure, up to 30 s).
+pub const DEFAULT_UPSTREAM_BACKOFF: Duration = Duration::from_millis(500);
+/// Default longest tool or prompt name the gateway emits (`maxNameLength`):
+/// leaves room for a client's own prefix within 64.
+pub const DEFAULT_MAX_NAME_LENGTH: usize = 48;
+
+/// How an upstream is reached.
+#[derive(Clone, Debug, PartialEq)]
+pub enum UpstreamTransport {
+    /// A child process speaking MCP on its stdin and stdout.
+    Stdio {
+        /// `command`: the program (looked up in `PATH`; never a shell).
+        command: String,
+        /// `args`.
+        args: Vec<String>,
+        /// `env`: variables added to the daemon's environment.
+        env: BTreeMap<String, String>,
+        /// `cwd`.
+        cwd: Option<PathBuf>,
+    },
+    /// A Streamable HTTP server (`url`).
+    Http {
+        /// `url`.
+        url: String,
+    },
+}
+
+/// One entry of `mcpServers`: an upstream MCP server the gateway hosts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UpstreamConfig {
+    /// Its key.
+    pub name: String,
+    /// `command` … or `url`.
+    pub transport: UpstreamTransport,
+    /// `enabled` (default true).
+    pub enabled: bool,
+    /// `namespace` (default: the key): tool and prompt names are
+    /// `namespace__name`.
+    pub namespace: String,
+    /// `tools.allow`: only these tools (`*` matches any run of characters).
+    pub allow: Option<Vec<String>>,
+    /// `tools.deny`: never these.
+    pub deny: Vec<String>,
+    /// `timeoutMs` (default [`DEFAULT_UPSTREAM_TIMEOUT`]).
+    pub timeout: Duration,
+    /// `restart.intensity`, `restart.periodMs`.
+    pub restart: Intensity,
+    /// `restart.backoffMs`.
+    pub backoff: Duration,
+}
 
 /// The keys directly under `prefix` (`""` for the top level).
 fn keys_under(prefix: &str) -> Vec<&'static str> {
@@ -169,6 +247,10 @@ pub struct Config {
     pub control: Option<PathBuf>,
     /// `metrics`: the address of the `/metrics` listener.
     pub metrics: Option<String>,
+    /// `mcpServers`: the upstream MCP servers, by key.
+    pub upstreams: BTreeMap<String, UpstreamConfig>,
+    /// `maxNameLength` (default [`DEFAULT_MAX_NAME_LENGTH`]).
+    pub max_name_length: usize,
 }
 
 impl Default for Config {
@@ -185,6 +267,8 @@ impl Default for Config {
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             control: None,
             metrics: None,
+            upstreams: BTreeMap::new(),
+            max_name_length: DEFAULT_MAX_NAME_LENGTH,
         }
     }
 }
@@ -365,7 +449,12 @@ impl Reader<'_> {
         if let Some(s) = o.get("supervision") {
             let so = self.object(s, "supervision", "supervision")?;
             if let Some(r) = so.get("root") {
-                c.supervision.root = self.intensity(r, "supervision.root", c.supervision.root)?;
+                c.supervision.root = self.intensity(
+                    r,
+                    "supervision.root",
+                    "supervision.root",
+                    c.supervision.root,
+                )?;
             }
             if let Some(l) = so.get("listeners") {
                 // Unset fields: HTTP's and TCP's own defaults.
@@ -373,7 +462,12 @@ impl Reader<'_> {
                     intensity: 10,
                     period: Duration::from_secs(10),
                 };
-                c.supervision.listeners = Some(self.intensity(l, "supervision.listeners", base)?);
+                c.supervision.listeners = Some(self.intensity(
+                    l,
+                    "supervision.listeners",
+                    "supervision.listeners",
+                    base,
+                )?);
             }
         }
         if let Some(ms) = o.get("shutdownTimeoutMs") {
@@ -381,6 +475,23 @@ impl Reader<'_> {
         }
         if let Some(p) = o.get("control") {
             c.control = Some(PathBuf::from(self.string(p, "control")?));
+        }
+        if let Some(n) = o.get("maxNameLength") {
+            let n = self.positive(n, "maxNameLength")? as usize;
+            if !(16..=64).contains(&n) {
+                return Err(self.error("maxNameLength", "expected an integer from 16 to 64"));
+            }
+            c.max_name_length = n;
+        }
+        if let Some(servers) = o.get("mcpServers") {
+            let servers = servers
+                .as_object()
+                .ok_or_else(|| self.error("mcpServers", "expected an object of servers"))?;
+            for (name, spec) in servers {
+                let u = self.upstream(name, spec, &join("mcpServers", name))?;
+                c.upstreams.insert(name.clone(), u);
+            }
+            self.check_namespaces(&c)?;
         }
         if let Some(m) = o.get("metrics") {
             let addr = self.string(m, "metrics")?;
@@ -394,9 +505,10 @@ impl Reader<'_> {
         &self,
         v: &Value,
         path: &str,
+        schema: &str,
         default: Intensity,
     ) -> Result<Intensity, ConfigError> {
-        let o = self.object(v, path, path)?;
+        let o = self.object(v, path, schema)?;
         let mut i = default;
         if let Some(n) = o.get("intensity") {
             let p = join(path, "intensity");
@@ -409,6 +521,163 @@ impl Reader<'_> {
             i.period = Duration::from_millis(self.positive(ms, &join(path, "periodMs"))?);
         }
         Ok(i)
+    }
+
+    fn upstream(&self, name: &str, v: &Value, path: &str) -> Result<UpstreamConfig, ConfigError> {
+        let o = self.object(v, path, "mcpServers.NAME")?;
+        let text = |key: &str| -> Result<Option<String>, ConfigError> {
+            o.get(key)
+                .map(|v| self.string(v, &join(path, key)))
+                .transpose()
+        };
+        let kind = text("type")?;
+        let transport = match (text("command")?, text("url")?) {
+            (Some(command), None) => {
+                if kind.as_deref().is_some_and(|k| k != "stdio") {
+                    return Err(self.error(&join(path, "type"), "a server with command is stdio"));
+                }
+                let args = match o.get("args") {
+                    Some(a) => self.strings(a, &join(path, "args"))?,
+                    None => Vec::new(),
+                };
+                let mut env = BTreeMap::new();
+                if let Some(e) = o.get("env") {
+                    let env_path = join(path, "env");
+                    let e = e
+                        .as_object()
+                        .ok_or_else(|| self.error(&env_path, "expected an object of strings"))?;
+                    for (k, v) in e {
+                        env.insert(k.clone(), self.string(v, &join(&env_path, k))?);
+                    }
+                }
+                let cwd = text("cwd")?.map(PathBuf::from);
+                UpstreamTransport::Stdio {
+                    command,
+                    args,
+                    env,
+                    cwd,
+                }
+            }
+            (None, Some(url)) => {
+                match kind.as_deref() {
+                    None | Some("http") | Some("streamable-http") | Some("streamableHttp") => {}
+                    Some(other) => {
+                        return Err(self.error(
+                            &join(path, "type"),
+                            format!(
+                                "{other:?}: a url is served as Streamable HTTP (\"http\") only"
+                            ),
+                        ))
+                    }
+                }
+                if !url.starts_with("http://") {
+                    return Err(self.error(
+                        &join(path, "url"),
+                        "expected an http:// URL (https:// upstreams are not supported yet)",
+                    ));
+                }
+                for key in ["args", "env", "cwd"] {
+                    if o.contains_key(key) {
+                        return Err(self.error(&join(path, key), "only for a server with command"));
+                    }
+                }
+                UpstreamTransport::Http { url }
+            }
+            (Some(_), Some(_)) => {
+                return Err(self.error(path, "either command (stdio) or url (HTTP), not both"))
+            }
+            (None, None) => {
+                return Err(self.error(path, "command (stdio) or url (HTTP) is required"))
+            }
+        };
+        let enabled = match o.get("enabled") {
+            Some(b) => b
+                .as_bool()
+                .ok_or_else(|| self.error(&join(path, "enabled"), "expected true or false"))?,
+            None => true,
+        };
+        let namespace = text("namespace")?.unwrap_or_else(|| name.to_owned());
+        if !super::gateway::names::valid_namespace(&namespace) {
+            let at = if o.contains_key("namespace") {
+                join(path, "namespace")
+            } else {
+                path.to_owned()
+            };
+            return Err(self.error(
+                &at,
+                format!(
+                    "{namespace:?} is not a namespace: letters, digits and single - or _, \
+                     starting with a letter, at most {} characters (set namespace)",
+                    super::gateway::names::MAX_NAMESPACE
+                ),
+            ));
+        }
+        let (mut allow, mut deny) = (None, Vec::new());
+        if let Some(t) = o.get("tools") {
+            let tp = join(path, "tools");
+            let to = self.object(t, &tp, "mcpServers.NAME.tools")?;
+            if let Some(a) = to.get("allow") {
+                allow = Some(self.strings(a, &join(&tp, "allow"))?);
+            }
+            if let Some(d) = to.get("deny") {
+                deny = self.strings(d, &join(&tp, "deny"))?;
+            }
+        }
+        let timeout = match o.get("timeoutMs") {
+            Some(ms) => Duration::from_millis(self.positive(ms, &join(path, "timeoutMs"))?),
+            None => DEFAULT_UPSTREAM_TIMEOUT,
+        };
+        let mut restart = Intensity {
+            intensity: DEFAULT_UPSTREAM_INTENSITY,
+            period: DEFAULT_UPSTREAM_PERIOD,
+        };
+        let mut backoff = DEFAULT_UPSTREAM_BACKOFF;
+        if let Some(r) = o.get("restart") {
+            let rp = join(path, "restart");
+            restart = self.intensity(r, &rp, "mcpServers.NAME.restart", restart)?;
+            if let Some(ms) = r.get("backoffMs") {
+                backoff = Duration::from_millis(self.positive(ms, &join(&rp, "backoffMs"))?);
+            }
+        }
+        Ok(UpstreamConfig {
+            name: name.to_owned(),
+            transport,
+            enabled,
+            namespace,
+            allow,
+            deny,
+            timeout,
+            restart,
+            backoff,
+        })
+    }
+
+    /// Two upstreams with one namespace, or a command tool named like an
+    /// upstream's tool, would collide: an error now, never a silent rename.
+    fn check_namespaces(&self, c: &Config) -> Result<(), ConfigError> {
+        let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+        for u in c.upstreams.values().filter(|u| u.enabled) {
+            if let Some(other) = seen.insert(&u.namespace, &u.name) {
+                return Err(self.error(
+                    &join("mcpServers", &u.name),
+                    format!(
+                        "namespace {:?} is also {other:?}'s: set namespace",
+                        u.namespace
+                    ),
+                ));
+            }
+        }
+        for tool in c.commands.keys() {
+            if let Some((ns, _)) = tool.split_once("__") {
+                if let Some(owner) = seen.get(ns) {
+                    return Err(self.error(
+                        &join("commands", tool),
+                        format!("named like a tool of upstream {owner:?} (namespace {ns:?})"),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn amqp(&self, v: &Value) -> Result<AmqpSettings, ConfigError> {
@@ -925,6 +1194,68 @@ mod tests {
             (r#"{"supervision": {"leaves": {}}}"#, "supervision.leaves"),
             (r#"{"metrics": "no where"}"#, "metrics"),
             (r#"{"shutdownTimeoutMs": 0}"#, "shutdownTimeoutMs"),
+        ] {
+            assert_eq!(parse(text).unwrap_err().path, path, "{text}");
+        }
+    }
+
+    #[test]
+    fn upstreams_in_the_shape_clients_keep_them() {
+        let c = parse(
+            r#"{"mcpServers": {
+  "files": {"command": "npx", "args": ["-y", "server-fs", "${HOME_DIR}"], "env": {"A": "1"}},
+  "web": {"type": "http", "url": "http://127.0.0.1:9/mcp", "enabled": false},
+  "odd.name": {"command": "x", "namespace": "odd", "tools": {"allow": ["read_*"], "deny": ["read_secret"]},
+               "timeoutMs": 5000, "restart": {"intensity": 2, "backoffMs": 100}}
+}}"#,
+        )
+        .unwrap();
+        let f = &c.upstreams["files"];
+        assert_eq!(f.namespace, "files");
+        assert!(
+            matches!(&f.transport, UpstreamTransport::Stdio { args, env, .. }
+            if args[2] == "/home/u" && env["A"] == "1")
+        );
+        assert!(!c.upstreams["web"].enabled);
+        let o = &c.upstreams["odd.name"];
+        assert_eq!(o.namespace, "odd");
+        assert_eq!(o.allow.as_deref(), Some(&["read_*".to_owned()][..]));
+        assert_eq!(
+            (o.restart.intensity, o.restart.period),
+            (2, DEFAULT_UPSTREAM_PERIOD)
+        );
+        assert_eq!(o.backoff, Duration::from_millis(100));
+        assert_eq!(o.timeout, Duration::from_secs(5));
+        for (text, path) in [
+            (r#"{"mcpServers": {"a": {}}}"#, "mcpServers.a"),
+            (
+                r#"{"mcpServers": {"a": {"command": "x", "url": "http://h/"}}}"#,
+                "mcpServers.a",
+            ),
+            (
+                r#"{"mcpServers": {"a.b": {"command": "x"}}}"#,
+                "mcpServers.a.b",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"url": "https://h/"}}}"#,
+                "mcpServers.a.url",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"url": "http://h/", "type": "sse"}}}"#,
+                "mcpServers.a.type",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"command": "x", "comand": "y"}}}"#,
+                "mcpServers.a.comand",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"command": "x"}, "b": {"command": "y", "namespace": "a"}}}"#,
+                "mcpServers.b",
+            ),
+            (
+                r#"{"commands": {"a__x": {"argv": ["x"]}}, "mcpServers": {"a": {"command": "x"}}}"#,
+                "commands.a__x",
+            ),
         ] {
             assert_eq!(parse(text).unwrap_err().path, path, "{text}");
         }

@@ -15,6 +15,7 @@ use crate::serve::ListenOptions;
 use crate::server::Server;
 use crate::sync::lock;
 use crossbeam_channel::{Receiver, Sender};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use supervisor::{ChildSpec, Strategy, Supervisor, SupervisorError, SupervisorSpec};
@@ -250,10 +251,18 @@ impl Daemon {
     fn serve(mut self, planned: Vec<Planned>, signals: super::signals::Signals) -> u8 {
         let state = self.state.clone();
         let r = self.config.supervision.root;
-        let metrics = state.metrics.clone();
+        let watched = state.clone();
         let mut root = SupervisorSpec::new("mcpvisor", Strategy::OneForOne)
             .intensity(r.intensity, r.period)
-            .on_event(move |e| metrics.event(e));
+            .on_event(move |e| watched.event(e));
+        // Upstreams first: they stop after the listeners that reach them.
+        match self.upstreams(&self.config) {
+            Ok(children) => root = children.into_iter().fold(root, SupervisorSpec::child),
+            Err(e) => {
+                fatal(&e);
+                return EXIT_CONFIG;
+            }
+        }
         let mut active = Vec::new();
         for p in planned {
             match self.listener(p, &self.config, &self.options) {
@@ -340,6 +349,24 @@ impl Daemon {
             config.supervision.listeners,
             &self.stdin_done.0,
         )
+    }
+
+    /// A subtree per enabled upstream of `config`.
+    fn upstreams(&self, config: &Config) -> Result<Vec<ChildSpec>, String> {
+        let enabled = config.upstreams.values().filter(|u| u.enabled);
+        #[cfg(feature = "client")]
+        {
+            Ok(enabled
+                .map(|u| {
+                    super::gateway::upstream::child(u, &self.state.server, config.max_name_length)
+                })
+                .collect())
+        }
+        #[cfg(not(feature = "client"))]
+        match enabled.count() {
+            0 => Ok(Vec::new()),
+            _ => Err("mcpServers: this build has no client (the gateway needs it)".into()),
+        }
     }
 
     /// The control socket and the metrics listener, as configured.
@@ -443,6 +470,9 @@ impl Daemon {
                 }
             }
         }
+        // Upstreams: unchanged ones run on untouched; changed ones restart,
+        // removed ones stop, new ones start.
+        let upstreams = self.reload_upstreams(&root, &config)?;
         // Then the catalog, in one swap (one list_changed).
         let changes = match self.state.server.replace_source(COMMANDS_SOURCE, source) {
             Ok(c) => c,
@@ -485,7 +515,7 @@ impl Daemon {
         self.options = options;
         self.config = config;
         Ok(format!(
-            "{} command tool(s){}; {} listener(s) started{}, {} stopped",
+            "{upstreams}; {} command tool(s){}; {} listener(s) started{}, {} stopped",
             self.state.tool_count(),
             if changes.tools { ", list changed" } else { "" },
             urls.len(),
@@ -496,6 +526,54 @@ impl Daemon {
             },
             removed.len()
         ))
+    }
+
+    /// Applies the difference between the running upstreams and
+    /// `config`'s; says what changed.
+    fn reload_upstreams(
+        &self,
+        root: &supervisor::SupervisorRef,
+        config: &Config,
+    ) -> Result<String, String> {
+        let (old, new) = (&self.config.upstreams, &config.upstreams);
+        let live = |u: &super::config::UpstreamConfig| u.enabled;
+        let mut stopped = 0;
+        for (name, u) in old.iter().filter(|(_, u)| live(u)) {
+            if new.get(name).is_some_and(|n| live(n) && n == u)
+                && config.max_name_length == self.config.max_name_length
+            {
+                continue;
+            }
+            let id = format!("upstream {name}");
+            let _ = root.terminate_child(&id);
+            let _ = root.delete_child(&id);
+            #[cfg(feature = "client")]
+            self.state
+                .server
+                .withdraw_source(&super::gateway::upstream::source_id(name));
+            stopped += 1;
+        }
+        let mut started = 0;
+        let wanted: BTreeMap<_, _> = new
+            .iter()
+            .filter(|(name, u)| {
+                live(u)
+                    && !(old.get(*name).is_some_and(|o| live(o) && o == *u)
+                        && config.max_name_length == self.config.max_name_length)
+            })
+            .map(|(n, u)| (n.clone(), u.clone()))
+            .collect();
+        let probe = Config {
+            upstreams: wanted,
+            ..config.clone()
+        };
+        for spec in self.upstreams(&probe)? {
+            let id = spec.id().to_owned();
+            root.start_child(spec)
+                .map_err(|e| format!("{id}: cannot start: {e}"))?;
+            started += 1;
+        }
+        Ok(format!("{started} upstream(s) started, {stopped} stopped"))
     }
 
     /// SIGTERM, SIGINT or the end of stdin: refuse new requests, give

@@ -10,6 +10,7 @@ pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod flags;
+pub mod gateway;
 pub mod journal;
 mod listeners;
 mod local;

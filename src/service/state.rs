@@ -26,6 +26,8 @@ pub(crate) struct State {
     pub started: Instant,
     /// Reloads that applied, and that were refused.
     pub reloads: Mutex<(u64, u64)>,
+    /// Upstreams past their restart intensity, with why.
+    pub failed: Mutex<std::collections::BTreeMap<String, String>>,
 }
 
 impl State {
@@ -38,6 +40,28 @@ impl State {
             root: OnceLock::new(),
             started: Instant::now(),
             reloads: Mutex::new((0, 0)),
+            failed: Mutex::new(std::collections::BTreeMap::new()),
+        }
+    }
+
+    /// A supervisor event: counted for metrics; an upstream the root saw
+    /// exit (its supervisor gave up) is remembered as failed.
+    pub fn event(&self, e: &supervisor::Event) {
+        self.metrics.event(e);
+        if let supervisor::EventKind::Exited { child, reason } = &e.kind {
+            if let Some(name) = child.strip_prefix("upstream ") {
+                if e.supervisor == "mcpvisor" && reason.is_abnormal() {
+                    log::error!(
+                        "upstream {name} failed for good: {reason}; its tools stay withdrawn"
+                    );
+                    lock(&self.failed).insert(name.to_owned(), reason.to_string());
+                }
+            }
+        }
+        if let supervisor::EventKind::Started { child } = &e.kind {
+            if let Some(name) = child.strip_prefix("upstream ") {
+                lock(&self.failed).remove(name);
+            }
         }
     }
 
@@ -82,6 +106,7 @@ impl State {
             "commandsRunning": self.runs.running(),
             "requestsInFlight": self.server.engine().inflight(),
             "reloads": {"ok": ok, "failed": failed},
+            "failedUpstreams": *lock(&self.failed),
         })
     }
 
@@ -114,6 +139,9 @@ impl State {
                 ""
             };
             let _ = writeln!(o, "  {}  sessions {sessions}{from}", l.url());
+        }
+        for (name, why) in lock(&self.failed).iter() {
+            let _ = writeln!(o, "\nupstream {name} FAILED: {why}");
         }
         let _ = writeln!(
             o,

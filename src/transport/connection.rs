@@ -90,7 +90,12 @@ impl Connection {
     /// logged line by line. Closing the client closes stdin, then sends
     /// SIGTERM, then SIGKILL, each after [`DEFAULT_CHILD_GRACE`], and always
     /// reaps the process.
-    pub fn child(mut command: Command) -> io::Result<Connection> {
+    pub fn child(command: Command) -> io::Result<Connection> {
+        Connection::child_named(command, "child")
+    }
+
+    /// [`Connection::child`], its stderr logged as `label PID: line`.
+    pub fn child_named(mut command: Command, label: &str) -> io::Result<Connection> {
         command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -106,12 +111,13 @@ impl Connection {
             .ok_or_else(|| io::Error::other("no stdout"))?;
         if let Some(stderr) = child.stderr.take() {
             let pid = child.id();
+            let label = label.to_owned();
             std::thread::Builder::new()
                 .name("mcpvisor-child-stderr".into())
                 .spawn(move || {
                     use std::io::BufRead;
                     for line in io::BufReader::new(stderr).lines().map_while(Result::ok) {
-                        log::info!("child {pid}: {line}");
+                        log::info!("{label} {pid}: {line}");
                     }
                 })?;
         }
@@ -123,7 +129,8 @@ impl Connection {
 }
 
 /// Stops and reaps a child: EOF on stdin was already given; then SIGTERM,
-/// then SIGKILL, each after the grace period.
+/// then SIGKILL, each after the grace period, to its whole process group
+/// (on Linux the child leads one of its own: what it started goes too).
 fn reap(mut c: Child) {
     let waited = |c: &mut Child| -> bool {
         let deadline = std::time::Instant::now() + DEFAULT_CHILD_GRACE;
@@ -137,18 +144,35 @@ fn reap(mut c: Child) {
             }
         }
     };
-    if waited(&mut c) {
-        return;
+    // The group: on Linux the child's own (setsid); elsewhere just it.
+    let target = if cfg!(target_os = "linux") {
+        -(c.id() as libc::pid_t)
+    } else {
+        c.id() as libc::pid_t
+    };
+    if !waited(&mut c) {
+        // SAFETY: kill(2) on our own child (or its group), not yet reaped,
+        // so its id cannot have been reused.
+        unsafe {
+            libc::kill(target, libc::SIGTERM);
+        }
+        if !waited(&mut c) {
+            // SAFETY: as above.
+            unsafe {
+                libc::kill(target, libc::SIGKILL);
+            }
+            let _ = c.wait();
+            return;
+        }
     }
-    // SAFETY: plain kill(2) on our own child's pid, which we have not reaped yet.
-    unsafe {
-        libc::kill(c.id() as libc::pid_t, libc::SIGTERM);
+    // The leader is gone; what it left running in its group goes too. Its
+    // id stays reserved while members of the group live.
+    if cfg!(target_os = "linux") {
+        // SAFETY: kill(2) on the group the child led.
+        unsafe {
+            libc::kill(target, libc::SIGKILL);
+        }
     }
-    if waited(&mut c) {
-        return;
-    }
-    let _ = c.kill();
-    let _ = c.wait();
 }
 
 /// Longest a write to a server may block (it stopped reading) before it
@@ -284,10 +308,13 @@ fn spawn_child(command: Command) -> io::Result<Child> {
             .name("mcpvisor-spawner".into())
             .spawn(move || {
                 for (mut command, reply) in rx {
-                    // SAFETY: prctl is async-signal-safe; it only sets this
-                    // child's parent-death signal between fork and exec.
+                    // SAFETY: setsid and prctl are async-signal-safe; between
+                    // fork and exec they make the child a session (and
+                    // process group) of its own and set its parent-death
+                    // signal.
                     unsafe {
                         command.pre_exec(|| {
+                            libc::setsid();
                             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
                             Ok(())
                         });

@@ -1,0 +1,176 @@
+//! Catalog entries that stand for an upstream's tools, prompts, resources
+//! and templates: each call is relayed to the upstream with our own id,
+//! carrying the downstream request's cancellation, its progress (which
+//! restarts the call's timeout) and the upstream's requests during the
+//! call (sampling, elicitation, roots), which go to the session that made
+//! the call.
+
+use super::names;
+use crate::client::{CallOptions, Client, ClientError};
+use crate::jsonrpc::ErrorObject;
+use crate::protocol::catalog::{PromptEntry, ResourceEntry, TemplateEntry, ToolEntry};
+use crate::protocol::{PeerError, PeerRequestHandler, ProgressHandler};
+use crate::Context;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One running connection to an upstream.
+pub(crate) struct Link {
+    /// The upstream's key (in messages).
+    pub name: String,
+    pub namespace: String,
+    pub client: Client,
+    /// Per-call timeout (restarted by progress).
+    pub timeout: Duration,
+}
+
+/// Why a relayed request failed.
+enum Relay {
+    /// The upstream answered with an error: passed on as it is.
+    Rpc(ErrorObject),
+    /// No answer (the upstream is gone, timed out, or the call was
+    /// cancelled): said in the upstream's name.
+    Failed(String),
+}
+
+impl Link {
+    /// `method` with `params` on the upstream, on behalf of `ctx`.
+    fn relay(&self, method: &str, params: Value, ctx: &Context) -> Result<Value, Relay> {
+        let progress_ctx = ctx.clone();
+        let progress: ProgressHandler = Arc::new(move |p, total, message| {
+            progress_ctx.progress(p, total, message);
+        });
+        let peer_ctx = ctx.clone();
+        let timeout = self.timeout;
+        let on_request: PeerRequestHandler = Arc::new(move |method, params| {
+            let capability = match method {
+                "sampling/createMessage" => Some("sampling"),
+                "elicitation/create" => Some("elicitation"),
+                "roots/list" => Some("roots"),
+                _ => None,
+            };
+            peer_ctx
+                .peer_request(method, params, capability, timeout)
+                .map_err(|e| match e {
+                    PeerError::Rpc(e) => e,
+                    other => ErrorObject::internal(format!("the gateway's client: {other}")),
+                })
+        });
+        let options = CallOptions {
+            timeout: Some(self.timeout),
+            progress: Some(progress),
+            cancel: Some(ctx.cancel_token()),
+            on_request: Some(on_request),
+        };
+        self.client
+            .request_with(method, params, options)
+            .map_err(|e| match e {
+                ClientError::Rpc(e) => Relay::Rpc(e),
+                other => Relay::Failed(format!("upstream {}: {other}", self.name)),
+            })
+    }
+}
+
+/// An upstream's tool as the gateway lists it.
+pub(crate) struct Tool {
+    pub definition: Value,
+    pub original: String,
+    pub link: Arc<Link>,
+}
+
+impl ToolEntry for Tool {
+    fn definition(&self) -> &Value {
+        &self.definition
+    }
+    fn call(&self, arguments: &Value, ctx: &Context) -> Result<Value, ErrorObject> {
+        let params = json!({"name": self.original, "arguments": arguments});
+        match self.link.relay("tools/call", params, ctx) {
+            Ok(v) => Ok(v),
+            Err(Relay::Rpc(e)) => Err(e),
+            // A tool error the model can read, naming the upstream.
+            Err(Relay::Failed(m)) => Ok(json!({
+                "content": [{"type": "text", "text": m}],
+                "isError": true,
+            })),
+        }
+    }
+}
+
+/// An upstream's prompt.
+pub(crate) struct Prompt {
+    pub definition: Value,
+    pub original: String,
+    pub link: Arc<Link>,
+}
+
+impl PromptEntry for Prompt {
+    fn definition(&self) -> &Value {
+        &self.definition
+    }
+    fn get(&self, arguments: &Value, ctx: &Context) -> Result<Value, ErrorObject> {
+        let params = json!({"name": self.original, "arguments": arguments});
+        self.link
+            .relay("prompts/get", params, ctx)
+            .map_err(into_error)
+    }
+}
+
+/// An upstream's resource.
+pub(crate) struct Resource {
+    pub definition: Value,
+    pub original: String,
+    pub link: Arc<Link>,
+}
+
+impl ResourceEntry for Resource {
+    fn definition(&self) -> &Value {
+        &self.definition
+    }
+    fn read(&self, _uri: &str, ctx: &Context) -> Result<Value, ErrorObject> {
+        read(&self.link, &self.original, ctx)
+    }
+}
+
+/// An upstream's resource template.
+pub(crate) struct Template {
+    pub definition: Value,
+    pub link: Arc<Link>,
+}
+
+impl TemplateEntry for Template {
+    fn definition(&self) -> &Value {
+        &self.definition
+    }
+    fn matches(&self, uri: &str) -> bool {
+        names::split_uri(uri).is_some_and(|(ns, _)| ns == self.link.namespace)
+    }
+    fn read(&self, uri: &str, ctx: &Context) -> Result<Value, ErrorObject> {
+        let (_, original) = names::split_uri(uri)
+            .ok_or_else(|| ErrorObject::invalid_params(format!("{uri}: not this upstream's")))?;
+        read(&self.link, original, ctx)
+    }
+}
+
+/// `resources/read` upstream, with the contents' URIs made ours again.
+fn read(link: &Link, original: &str, ctx: &Context) -> Result<Value, ErrorObject> {
+    let mut result = link
+        .relay("resources/read", json!({"uri": original}), ctx)
+        .map_err(into_error)?;
+    if let Some(contents) = result.get_mut("contents").and_then(Value::as_array_mut) {
+        for c in contents {
+            if let Some(u) = c.get("uri").and_then(Value::as_str) {
+                let public = names::public_uri(&link.namespace, u);
+                c["uri"] = Value::String(public);
+            }
+        }
+    }
+    Ok(result)
+}
+
+fn into_error(r: Relay) -> ErrorObject {
+    match r {
+        Relay::Rpc(e) => e,
+        Relay::Failed(m) => ErrorObject::internal(m),
+    }
+}

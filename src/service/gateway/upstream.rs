@@ -1,0 +1,280 @@
+//! One upstream under supervision: a supervisor of its own (`upstream
+//! NAME`, with the upstream's restart intensity) over a worker that
+//! starts the server, initializes it, serves what it lists as the catalog
+//! source `upstream:NAME`, and fetches the lists again on its
+//! `list_changed`. When the upstream exits, its calls in flight fail
+//! naming it, its source is withdrawn (clients get `list_changed`), and
+//! the worker fails, to be restarted with backoff. Past its intensity the
+//! upstream's supervisor gives up; the root does not restart it (it is
+//! `Temporary`): it stays withdrawn and `status` shows it, while the rest
+//! serves on.
+
+use super::names;
+use super::proxy::{self, Link};
+use crate::client::{Client, ClientError, ClientOptions};
+use crate::jsonrpc::ErrorObject;
+use crate::protocol::Source;
+use crate::server::Server;
+use crate::service::config::{UpstreamConfig, UpstreamTransport};
+use crate::transport::connection::Connection;
+use crossbeam_channel::select;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+use supervisor::{Backoff, ChildSpec, Restart, Strategy, SupervisorSpec};
+
+/// Longest wait for an upstream to start and answer `initialize`.
+pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest restart delay of an upstream.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// The catalog source an upstream is served as.
+pub fn source_id(name: &str) -> String {
+    format!("upstream:{name}")
+}
+
+/// The upstream's subtree, as a child of the root.
+pub(crate) fn child(config: &UpstreamConfig, server: &Server, max_name: usize) -> ChildSpec {
+    let id = format!("upstream {}", config.name);
+    let (cfg, server) = (Arc::new(config.clone()), server.clone());
+    let worker = ChildSpec::worker(format!("{id} connection"), move |ctx| {
+        ctx.ready();
+        run(&cfg, &server, max_name, ctx)
+    })
+    .restart(Restart::Permanent)
+    .backoff(Backoff {
+        initial: config.backoff,
+        multiplier: 2.0,
+        max: MAX_BACKOFF,
+        jitter: 0.2,
+        reset_after: config.restart.period,
+    });
+    ChildSpec::supervisor(
+        SupervisorSpec::new(id, Strategy::OneForOne)
+            .intensity(config.restart.intensity, config.restart.period)
+            .child(worker),
+    )
+    .restart(Restart::Temporary)
+}
+
+enum Event {
+    Changed,
+    Updated(String),
+}
+
+/// One life of the upstream: until it exits (an error: restart) or the
+/// worker is told to stop.
+fn run(
+    cfg: &UpstreamConfig,
+    server: &Server,
+    max_name: usize,
+    ctx: &supervisor::ChildContext,
+) -> supervisor::WorkerResult {
+    let source = source_id(&cfg.name);
+    let (closed_tx, closed) = crossbeam_channel::bounded::<String>(1);
+    let (events_tx, events) = crossbeam_channel::unbounded();
+    let refuse = |what: &'static str| -> crate::client::RequestHandler {
+        Arc::new(move |_| {
+            Err(ErrorObject::internal(format!(
+                "{what} outside a call: the gateway has no client to ask"
+            )))
+        })
+    };
+    let name = cfg.name.clone();
+    let options = ClientOptions {
+        name: "mcpvisor".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        request_timeout: START_TIMEOUT,
+        // Declared so the upstream may ask during calls (those go to the
+        // calling session); outside a call they are refused.
+        sampling: Some(refuse("sampling")),
+        elicitation: Some(refuse("elicitation")),
+        roots: Some(refuse("roots")),
+        on_notification: Some(Arc::new(move |method: &str, params: &Value| {
+            let event = match method {
+                "notifications/tools/list_changed"
+                | "notifications/prompts/list_changed"
+                | "notifications/resources/list_changed" => Event::Changed,
+                "notifications/resources/updated" => {
+                    match params.get("uri").and_then(Value::as_str) {
+                        Some(u) => Event::Updated(u.to_owned()),
+                        None => return,
+                    }
+                }
+                "notifications/message" => {
+                    log::info!("upstream {name}: {params}");
+                    return;
+                }
+                _ => return,
+            };
+            let _ = events_tx.send(event);
+        })),
+        on_closed: Some(Arc::new(move |e: &ClientError| {
+            let _ = closed_tx.try_send(e.to_string());
+        })),
+        ..Default::default()
+    };
+    let client = Client::connect(connection(cfg)?, options)
+        .map_err(|e| format!("upstream {}: cannot start: {e}", cfg.name))?;
+    let link = Arc::new(Link {
+        name: cfg.name.clone(),
+        namespace: cfg.namespace.clone(),
+        client: client.clone(),
+        timeout: cfg.timeout,
+    });
+    let serve = |link: &Arc<Link>| -> Result<(), String> {
+        let listed = fetch(link, cfg, max_name)
+            .map_err(|e| format!("upstream {}: cannot list: {e}", cfg.name))?;
+        server
+            .replace_source(&source, listed)
+            .map_err(|e| format!("upstream {}: {e}", cfg.name))
+            .map(drop)
+    };
+    if let Err(e) = serve(&link) {
+        client.close();
+        return Err(e.into());
+    }
+    log::info!("upstream {}: serving", cfg.name);
+    let ended = loop {
+        select! {
+            recv(ctx.stop_signal()) -> _ => break None,
+            recv(closed) -> why => break Some(why.unwrap_or_default()),
+            recv(events) -> event => match event {
+                Ok(Event::Changed) => {
+                    // One fetch for a burst of changes.
+                    while events.try_recv().is_ok() {}
+                    if let Err(e) = serve(&link) {
+                        log::warn!("{e}");
+                    }
+                }
+                Ok(Event::Updated(uri)) => {
+                    server.notify_resource_updated(&names::public_uri(&cfg.namespace, &uri));
+                }
+                Err(_) => break None,
+            },
+        }
+    };
+    server.withdraw_source(&source);
+    client.close();
+    match ended {
+        None => Ok(()),
+        Some(why) => Err(format!("upstream {} exited: {why}", cfg.name).into()),
+    }
+}
+
+fn connection(cfg: &UpstreamConfig) -> Result<Connection, String> {
+    let what = |e: std::io::Error| format!("upstream {}: {e}", cfg.name);
+    match &cfg.transport {
+        UpstreamTransport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut cmd = std::process::Command::new(command);
+            cmd.args(args).envs(env);
+            if let Some(dir) = cwd {
+                cmd.current_dir(dir);
+            }
+            Connection::child_named(cmd, &format!("upstream {}", cfg.name)).map_err(what)
+        }
+        #[cfg(feature = "http")]
+        UpstreamTransport::Http { url } => Connection::http(url).map_err(what),
+        #[cfg(not(feature = "http"))]
+        UpstreamTransport::Http { .. } => Err(format!(
+            "upstream {}: this build has no HTTP transport",
+            cfg.name
+        )),
+    }
+}
+
+/// Whether the allow and deny lists let `tool` through.
+fn allowed(cfg: &UpstreamConfig, tool: &str) -> bool {
+    cfg.allow
+        .as_ref()
+        .is_none_or(|a| a.iter().any(|p| names::matches(p, tool)))
+        && !cfg.deny.iter().any(|p| names::matches(p, tool))
+}
+
+/// What the upstream offers now, as a catalog source under our names.
+fn fetch(link: &Arc<Link>, cfg: &UpstreamConfig, max_name: usize) -> Result<Source, ClientError> {
+    let caps = link.client.server_capabilities().clone();
+    let has = |c: &str| caps.get(c).is_some_and(|v| !v.is_null());
+    let mut source = Source::new();
+    let mut emitted = BTreeSet::new();
+    // A second original that maps to an emitted name is reported, not
+    // served in its place.
+    let mut unique = |public: &str, original: &str| -> bool {
+        let fresh = emitted.insert(public.to_owned());
+        if !fresh {
+            log::error!(
+                "upstream {}: {original:?} would be listed as {public:?}, which is taken; left out",
+                cfg.name
+            );
+        }
+        fresh
+    };
+    let renamed = |def: &Value, key: &str, public: Value| -> Value {
+        let mut d = def.clone();
+        d[key] = public;
+        d
+    };
+    if has("tools") {
+        for def in link.client.list_tools()? {
+            let Some(original) = def.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            if !allowed(cfg, original) {
+                continue;
+            }
+            let public = names::public_name(&cfg.namespace, original, max_name);
+            if unique(&public, original) {
+                source = source.tool(Arc::new(proxy::Tool {
+                    definition: renamed(&def, "name", public.into()),
+                    original: original.to_owned(),
+                    link: link.clone(),
+                }));
+            }
+        }
+    }
+    if has("prompts") {
+        for def in link.client.list_prompts()? {
+            let Some(original) = def.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            let public = names::public_name(&cfg.namespace, original, max_name);
+            if unique(&public, original) {
+                source = source.prompt(Arc::new(proxy::Prompt {
+                    definition: renamed(&def, "name", public.into()),
+                    original: original.to_owned(),
+                    link: link.clone(),
+                }));
+            }
+        }
+    }
+    if has("resources") {
+        for def in link.client.list_resources()? {
+            let Some(original) = def.get("uri").and_then(Value::as_str) else {
+                continue;
+            };
+            let public = names::public_uri(&cfg.namespace, original);
+            source = source.resource(Arc::new(proxy::Resource {
+                definition: renamed(&def, "uri", public.into()),
+                original: original.to_owned(),
+                link: link.clone(),
+            }));
+        }
+        for def in link.client.list_resource_templates()? {
+            let Some(original) = def.get("uriTemplate").and_then(Value::as_str) else {
+                continue;
+            };
+            let public = names::public_uri(&cfg.namespace, original);
+            source = source.template(Arc::new(proxy::Template {
+                definition: renamed(&def, "uriTemplate", public.into()),
+                link: link.clone(),
+            }));
+        }
+    }
+    Ok(source)
+}

@@ -1,0 +1,197 @@
+//! The gateway (#13) through the built daemon: an upstream MCP server from
+//! this repository (the conformance example, over stdio) served under its
+//! namespace beside the command tools, with progress and sampling relayed
+//! both ways; an upstream that dies is withdrawn, restarted and served
+//! again; no upstream process outlives the daemon.
+
+mod common;
+
+use common::{alive, scratch, unmanaged};
+use mcpvisor::client::{Client, ClientOptions, Connection};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mcpvisor");
+
+struct Gateway {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The daemon with the conformance example as upstream `conf` and one
+/// command tool, over HTTP.
+fn gateway(dir: &std::path::Path, upstream: Value) -> Gateway {
+    let mut servers = json!({
+        "conf": {"command": common::example("conformance"), "tools": {"deny": ["test_reconnection"]}},
+    });
+    if let Some(extra) = upstream.as_object() {
+        for (k, v) in extra {
+            servers[k] = v.clone();
+        }
+    }
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "commands": {"hello": {"argv": ["echo", "hello"]}},
+        "mcpServers": servers,
+    });
+    let path = dir.join("mcpvisor.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let mut cmd = Command::new(BIN);
+    unmanaged(&mut cmd)
+        .args(["--config", path.to_str().unwrap()])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    out.read_line(&mut line).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_owned();
+    Gateway { child, url }
+}
+
+fn names(c: &Client) -> Vec<String> {
+    c.list_tools()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Polls `tools/list` until `done` holds of its names.
+fn until(c: &Client, what: &str, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let n = names(c);
+        if done(&n) {
+            return n;
+        }
+        assert!(Instant::now() < deadline, "{what}: {n:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The pids of the daemon's children running `program`.
+fn upstream_pids(daemon: u32, program: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| {
+            let pid = e.ok()?.file_name().to_str()?.to_owned();
+            let (_, f) = common::proc_stat(&pid)?;
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            (f.get(1) == Some(&daemon.to_string())
+                && f[0] != "Z"
+                && String::from_utf8_lossy(&cmdline).contains(program))
+            .then(|| pid.parse().ok())?
+        })
+        .collect()
+}
+
+fn text(r: &Value) -> &str {
+    r["content"][0]["text"].as_str().unwrap_or_default()
+}
+
+#[test]
+fn an_upstream_is_served_under_its_namespace_with_progress_and_sampling_relayed() {
+    let dir = scratch("gateway");
+    let g = gateway(&dir, json!({}));
+    let options = ClientOptions {
+        sampling: Some(Arc::new(|p: Value| {
+            assert_eq!(p["maxTokens"], 100);
+            Ok(
+                json!({"role": "assistant", "content": {"type": "text", "text": "from the client"}, "model": "m"}),
+            )
+        })),
+        ..Default::default()
+    };
+    let c = Client::connect(Connection::http(&g.url).unwrap(), options).unwrap();
+    let tools = until(&c, "the upstream's tools", |n| {
+        n.iter().any(|t| t == "conf__test_simple_text")
+    });
+    assert!(tools.iter().any(|t| t == "hello"), "{tools:?}");
+    assert!(
+        !tools.iter().any(|t| t == "conf__test_reconnection"),
+        "denied: {tools:?}"
+    );
+    assert!(tools
+        .iter()
+        .all(|t| t == "hello" || t.starts_with("conf__")));
+    let r = c.call_tool("conf__test_simple_text", json!({})).unwrap();
+    assert_eq!(text(&r), "This is a simple text response for testing.");
+    let r = common::call_with_progress(&c, "conf__test_tool_with_progress");
+    assert_eq!(text(&r), "Tool with progress executed successfully");
+    let r = c
+        .call_tool("conf__test_sampling", json!({"prompt": "hi"}))
+        .unwrap();
+    assert_eq!(text(&r), "LLM response: from the client", "{r}");
+    let r = c.call_tool("conf__test_error_handling", json!({})).unwrap();
+    assert_eq!(r["isError"], true, "{r}");
+    let p = c.get_prompt("conf__test_simple_prompt", json!({})).unwrap();
+    assert!(p["messages"].is_array(), "{p}");
+    let resources = c.list_resources().unwrap();
+    let uri = resources[0]["uri"].as_str().unwrap().to_owned();
+    assert!(uri.starts_with("mcpvisor://conf/"), "{uri}");
+    let read = c.read_resource(&uri).unwrap();
+    assert_eq!(read["contents"][0]["uri"], uri, "{read}");
+    c.close();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_dead_upstream_is_withdrawn_restarted_and_served_again_and_none_outlives_the_daemon() {
+    let dir = scratch("gateway-crash");
+    let mut g = gateway(&dir, json!({}));
+    let (tx, changed) = crossbeam_channel::unbounded();
+    let options = ClientOptions {
+        on_notification: Some(Arc::new(move |m: &str, _: &Value| {
+            if m == "notifications/tools/list_changed" {
+                let _ = tx.send(());
+            }
+        })),
+        ..Default::default()
+    };
+    let c = Client::connect(Connection::http(&g.url).unwrap(), options).unwrap();
+    until(&c, "the upstream's tools", |n| n.len() > 1);
+    let daemon = g.child.id();
+    let first = upstream_pids(daemon, "conformance");
+    assert_eq!(first.len(), 1, "{first:?}");
+    while changed.try_recv().is_ok() {}
+    // SAFETY: kill(2) on a process of this test's daemon.
+    unsafe { libc::kill(first[0], libc::SIGKILL) };
+    until(&c, "withdrawn", |n| n == ["hello"]);
+    let back = until(&c, "served again", |n| n.len() > 1);
+    assert!(back.iter().any(|t| t == "conf__test_simple_text"));
+    assert!(changed.try_iter().count() >= 2, "withdrawn, then back");
+    let second = upstream_pids(daemon, "conformance");
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_ne!(second, first, "a new process");
+    assert!(!alive(first[0]), "the dead one was reaped");
+    c.close();
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(daemon as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(g.child.wait().unwrap().code(), Some(0));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while alive(second[0]) {
+        assert!(
+            Instant::now() < deadline,
+            "the upstream outlived the daemon"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
