@@ -195,3 +195,126 @@ fn a_dead_upstream_is_withdrawn_restarted_and_served_again_and_none_outlives_the
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Waits until `file` holds a pid.
+fn pid_in(file: &std::path::Path) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(p) = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return p;
+        }
+        assert!(Instant::now() < deadline, "no pid in {file:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn gone(pid: i32, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while alive(pid) {
+        assert!(Instant::now() < deadline, "{what} ({pid}) survived");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn cancellation_and_a_crash_reach_the_right_calls_and_a_crash_loop_is_contained() {
+    use mcpvisor::client::CallOptions;
+    use mcpvisor::protocol::CancelToken;
+    let dir = scratch("gateway-relay");
+    // The upstream is mcpvisor itself over stdio, with a command tool that
+    // runs until it is cancelled.
+    let pidfile = dir.join("nap.pid");
+    let inner = dir.join("inner.json");
+    let nap = format!("echo $$$$ > {}; exec sleep 600", pidfile.display());
+    std::fs::write(
+        &inner,
+        json!({"commands": {"nap": {"argv": ["/bin/sh", "-c", nap]}}}).to_string(),
+    )
+    .unwrap();
+    let control = dir.join("control");
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "control": control,
+        "mcpServers": {
+            "inner": {"command": BIN, "args": ["--config", inner, "--stdio"]},
+            "broken": {"command": "false", "restart": {"intensity": 1, "backoffMs": 20}},
+        },
+    });
+    let path = dir.join("mcpvisor.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let mut cmd = Command::new(BIN);
+    unmanaged(&mut cmd)
+        .args(["--config", path.to_str().unwrap()])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    out.read_line(&mut line).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let g = Gateway {
+        url: line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap()
+            .to_owned(),
+        child,
+    };
+    let c = Client::connect(Connection::http(&g.url).unwrap(), ClientOptions::default()).unwrap();
+    until(&c, "the inner tools", |n| n == ["inner__nap"]);
+
+    // Cancelling the call downstream cancels it upstream: the inner
+    // daemon kills its command.
+    let token = CancelToken::new();
+    let options = CallOptions {
+        cancel: Some(token.clone()),
+        ..Default::default()
+    };
+    std::thread::scope(|s| {
+        let call = s.spawn(|| c.call_tool_with("inner__nap", json!({}), options));
+        let pid = pid_in(&pidfile);
+        token.cancel();
+        assert!(call.join().unwrap().is_err(), "cancelled");
+        gone(pid, "the upstream's command after the cancellation");
+    });
+
+    // The upstream dies during a call: that call fails naming it.
+    std::fs::remove_file(&pidfile).unwrap();
+    let upstream = upstream_pids(g.child.id(), "inner.json");
+    assert_eq!(upstream.len(), 1, "{upstream:?}");
+    std::thread::scope(|s| {
+        let call = s.spawn(|| c.call_tool("inner__nap", json!({})));
+        let nap = pid_in(&pidfile);
+        // SAFETY: kill(2) on a process of this test's daemon.
+        unsafe { libc::kill(upstream[0], libc::SIGKILL) };
+        let r = call.join().unwrap().unwrap();
+        assert_eq!(r["isError"], true, "{r}");
+        assert!(text(&r).contains("upstream inner"), "{r}");
+        // Its group went with it, and it comes back.
+        gone(nap, "the dead upstream's command");
+    });
+    until(&c, "the inner tools back", |n| n == ["inner__nap"]);
+
+    // The crash loop is contained and reported; the rest answers.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = Command::new(BIN)
+            .args(["status", "--json", "--control", control.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let s: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if s["failedUpstreams"].get("broken").is_some() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "broken never failed: {s}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    c.ping().unwrap();
+    assert_eq!(names(&c), ["inner__nap"]);
+    c.close();
+    let _ = std::fs::remove_dir_all(&dir);
+}

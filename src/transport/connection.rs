@@ -162,15 +162,48 @@ fn reap(mut c: Child) {
                 libc::kill(target, libc::SIGKILL);
             }
             let _ = c.wait();
-            return;
         }
     }
-    // The leader is gone; what it left running in its group goes too. Its
-    // id stays reserved while members of the group live.
+    // The leader is gone; what it left running goes too: its group, and
+    // every process still in the session it led (grandchildren that made
+    // process groups of their own, as command runners do). Its id stays
+    // reserved while members of either live.
     if cfg!(target_os = "linux") {
         // SAFETY: kill(2) on the group the child led.
         unsafe {
             libc::kill(target, libc::SIGKILL);
+        }
+        kill_session(c.id() as libc::pid_t);
+    }
+}
+
+/// SIGKILLs every process of session `sid` (Linux: found in /proc; the
+/// leader that created the session is gone, so its id is not reused).
+fn kill_session(sid: libc::pid_t) {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // After the command name: state, ppid, pgrp, session.
+        let session = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.split(' ').nth(3))
+            .and_then(|s| s.parse::<libc::pid_t>().ok());
+        if session == Some(sid) {
+            // SAFETY: kill(2) on a process of the session our child led.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
         }
     }
 }
