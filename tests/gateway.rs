@@ -110,12 +110,18 @@ fn text(r: &Value) -> &str {
 fn an_upstream_is_served_under_its_namespace_with_progress_and_sampling_relayed() {
     let dir = scratch("gateway");
     let g = gateway(&dir, json!({}));
+    let (logged_tx, logged) = crossbeam_channel::unbounded();
     let options = ClientOptions {
         sampling: Some(Arc::new(|p: Value| {
             assert_eq!(p["maxTokens"], 100);
             Ok(
                 json!({"role": "assistant", "content": {"type": "text", "text": "from the client"}, "model": "m"}),
             )
+        })),
+        on_notification: Some(Arc::new(move |m: &str, p: &Value| {
+            if m == "notifications/message" {
+                let _ = logged_tx.send(p.clone());
+            }
         })),
         ..Default::default()
     };
@@ -141,6 +147,22 @@ fn an_upstream_is_served_under_its_namespace_with_progress_and_sampling_relayed(
     assert_eq!(text(&r), "LLM response: from the client", "{r}");
     let r = c.call_tool("conf__test_error_handling", json!({})).unwrap();
     assert_eq!(r["isError"], true, "{r}");
+    // The upstream's log, to this session at its level, named after it.
+    c.set_log_level(mcpvisor::LogLevel::Info).unwrap();
+    c.call_tool("conf__test_tool_with_logging", json!({}))
+        .unwrap();
+    for wanted in [
+        "Tool execution started",
+        "Tool processing data",
+        "Tool execution completed",
+    ] {
+        let m = logged
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the upstream's log message");
+        assert_eq!(m["data"], wanted, "{m}");
+        assert_eq!(m["logger"], "conf/conformance", "{m}");
+        assert_eq!(m["level"], "info", "{m}");
+    }
     let p = c.get_prompt("conf__test_simple_prompt", json!({})).unwrap();
     assert!(p["messages"].is_array(), "{p}");
     let resources = c.list_resources().unwrap();

@@ -239,19 +239,11 @@ impl Context {
             .protocol
             .log_level
             .or_else(|| self.exchange.log_level());
-        if min.is_some_and(|m| level < m) {
+        if !passes(level, min) {
             return false;
         }
-        let mut params = Map::new();
-        params.insert("level".into(), level.as_str().into());
-        if let Some(l) = logger {
-            params.insert("logger".into(), l.into());
-        }
-        params.insert("data".into(), data);
-        self.sink.send(Outgoing::Notification(jsonrpc::notification(
-            "notifications/message",
-            Value::Object(params),
-        )));
+        self.sink
+            .send(Outgoing::Notification(log_message(level, logger, data)));
         true
     }
 
@@ -340,6 +332,23 @@ impl Context {
         // session to go idle (EOF, shutdown) finds its answer already queued.
         self.exchange.request_done(&self.request_id);
     }
+}
+
+/// Whether a message at `level` goes to a peer whose minimum is `min`
+/// (none set: everything goes).
+pub(crate) fn passes(level: LogLevel, min: Option<LogLevel>) -> bool {
+    min.is_none_or(|m| level >= m)
+}
+
+/// A `notifications/message`.
+pub(crate) fn log_message(level: LogLevel, logger: Option<&str>, data: Value) -> Value {
+    let mut params = Map::new();
+    params.insert("level".into(), level.as_str().into());
+    if let Some(l) = logger {
+        params.insert("logger".into(), l.into());
+    }
+    params.insert("data".into(), data);
+    jsonrpc::notification("notifications/message", Value::Object(params))
 }
 
 /// Integers as JSON integers, everything else as floats.

@@ -283,6 +283,22 @@ impl Engine {
         }
     }
 
+    /// Sends `notifications/message` to every operating session whose
+    /// log level lets `level` through (a gateway relaying an upstream's log).
+    pub fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
+        for s in self
+            .live_sessions()
+            .into_iter()
+            .filter(|s| s.phase() == Phase::Operating && context::passes(level, s.log_level()))
+        {
+            s.sink().send(Outgoing::Notification(context::log_message(
+                level,
+                logger,
+                data.clone(),
+            )));
+        }
+    }
+
     /// Sends `notifications/resources/updated` to every session subscribed to `uri`.
     pub fn notify_resource_updated(&self, uri: &str) {
         for s in self

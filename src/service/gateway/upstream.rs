@@ -82,6 +82,7 @@ fn run(
         })
     };
     let name = cfg.name.clone();
+    let logs = server.clone();
     let options = ClientOptions {
         name: "mcpvisor".into(),
         version: env!("CARGO_PKG_VERSION").into(),
@@ -103,7 +104,19 @@ fn run(
                     }
                 }
                 "notifications/message" => {
-                    log::info!("upstream {name}: {params}");
+                    // To each session at the level it set, named after the
+                    // upstream.
+                    let level = params
+                        .get("level")
+                        .and_then(Value::as_str)
+                        .and_then(crate::LogLevel::parse)
+                        .unwrap_or(crate::LogLevel::Info);
+                    let logger = match params.get("logger").and_then(Value::as_str) {
+                        Some(l) => format!("{name}/{l}"),
+                        None => name.clone(),
+                    };
+                    let data = params.get("data").cloned().unwrap_or(Value::Null);
+                    logs.engine().log(level, Some(&logger), data);
                     return;
                 }
                 _ => return,
@@ -134,6 +147,13 @@ fn run(
     if let Err(e) = serve(&link) {
         client.close();
         return Err(e.into());
+    }
+    // Everything it logs reaches us; each session gets what its level lets
+    // through.
+    if client.server_capabilities().get("logging").is_some() {
+        if let Err(e) = client.set_log_level(crate::LogLevel::Debug) {
+            log::warn!("upstream {}: logging/setLevel: {e}", cfg.name);
+        }
     }
     log::info!("upstream {}: serving", cfg.name);
     let ended = loop {
