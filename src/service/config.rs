@@ -78,6 +78,7 @@ pub const KEYS: &[&str] = &[
     "mcpServers.NAME.tools.allow",
     "mcpServers.NAME.tools.deny",
     "mcpServers.NAME.timeoutMs",
+    "mcpServers.NAME.maxOutputBytes",
     "mcpServers.NAME.restart",
     "mcpServers.NAME.restart.intensity",
     "mcpServers.NAME.restart.periodMs",
@@ -139,6 +140,9 @@ pub struct UpstreamConfig {
     pub deny: Vec<String>,
     /// `timeoutMs` (default [`DEFAULT_UPSTREAM_TIMEOUT`]).
     pub timeout: Duration,
+    /// `maxOutputBytes`: a tool result larger than this (as JSON) is cut
+    /// (default [`DEFAULT_MAX_OUTPUT_BYTES`]).
+    pub max_output_bytes: usize,
     /// `restart.intensity`, `restart.periodMs`.
     pub restart: Intensity,
     /// `restart.backoffMs`.
@@ -627,6 +631,10 @@ impl Reader<'_> {
             Some(ms) => Duration::from_millis(self.positive(ms, &join(path, "timeoutMs"))?),
             None => DEFAULT_UPSTREAM_TIMEOUT,
         };
+        let max_output_bytes = match o.get("maxOutputBytes") {
+            Some(n) => self.positive(n, &join(path, "maxOutputBytes"))? as usize,
+            None => DEFAULT_MAX_OUTPUT_BYTES,
+        };
         let mut restart = Intensity {
             intensity: DEFAULT_UPSTREAM_INTENSITY,
             period: DEFAULT_UPSTREAM_PERIOD,
@@ -647,6 +655,7 @@ impl Reader<'_> {
             allow,
             deny,
             timeout,
+            max_output_bytes,
             restart,
             backoff,
         })

@@ -23,6 +23,8 @@ pub(crate) struct Link {
     pub client: Client,
     /// Per-call timeout (restarted by progress).
     pub timeout: Duration,
+    /// Largest tool result passed on whole (as JSON).
+    pub max_output_bytes: usize,
 }
 
 /// Why a relayed request failed.
@@ -86,7 +88,7 @@ impl ToolEntry for Tool {
     fn call(&self, arguments: &Value, ctx: &Context) -> Result<Value, ErrorObject> {
         let params = json!({"name": self.original, "arguments": arguments});
         match self.link.relay("tools/call", params, ctx) {
-            Ok(v) => Ok(v),
+            Ok(v) => Ok(cut(v, self.link.max_output_bytes, &self.link.name)),
             Err(Relay::Rpc(e)) => Err(e),
             // A tool error the model can read, naming the upstream.
             Err(Relay::Failed(m)) => Ok(json!({
@@ -168,9 +170,59 @@ fn read(link: &Link, original: &str, ctx: &Context) -> Result<Value, ErrorObject
     Ok(result)
 }
 
+/// `result` as it is when its JSON fits in `max` bytes; otherwise its
+/// text, cut to fit, with a note saying so (other content and
+/// `structuredContent` are left out).
+fn cut(result: Value, max: usize, upstream: &str) -> Value {
+    let size = serde_json::to_vec(&result).map_or(0, |b| b.len());
+    if size <= max {
+        return result;
+    }
+    let mut text: String = result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("text").and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut end = max.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push_str(&format!(
+        "\n[cut by the gateway: the result of upstream {upstream} was {size} bytes, more than maxOutputBytes {max}]"
+    ));
+    json!({
+        "content": [{"type": "text", "text": text}],
+        "isError": result.get("isError").cloned().unwrap_or(Value::Bool(false)),
+    })
+}
+
 fn into_error(r: Relay) -> ErrorObject {
     match r {
         Relay::Rpc(e) => e,
         Relay::Failed(m) => ErrorObject::internal(m),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_oversized_result_is_cut_with_a_note_and_a_small_one_passes_whole() {
+        let small = json!({"content": [{"type": "text", "text": "ok"}], "_meta": {"x": 1}});
+        assert_eq!(cut(small.clone(), 1000, "u"), small);
+        let big = json!({"content": [{"type": "text", "text": "é".repeat(600)}], "structuredContent": {"a": 1}});
+        let r = cut(big, 501, "u");
+        let text = r["content"][0]["text"].as_str().unwrap();
+        assert!(text.starts_with(&"é".repeat(250)), "{text}");
+        assert!(
+            text.contains("cut by the gateway") && text.contains("upstream u"),
+            "{text}"
+        );
+        assert!(r.get("structuredContent").is_none());
+        assert_eq!(r["isError"], false);
     }
 }

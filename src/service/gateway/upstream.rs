@@ -135,6 +135,7 @@ fn run(
         namespace: cfg.namespace.clone(),
         client: client.clone(),
         timeout: cfg.timeout,
+        max_output_bytes: cfg.max_output_bytes,
     });
     let serve = |link: &Arc<Link>| -> Result<(), String> {
         let listed = fetch(link, cfg, max_name)
