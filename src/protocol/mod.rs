@@ -283,13 +283,15 @@ impl Engine {
         }
     }
 
-    /// Sends `notifications/message` to every operating session whose
-    /// log level lets `level` through (a gateway relaying an upstream's log).
+    /// Sends `notifications/message` to every operating session that set
+    /// a log level (`logging/setLevel`) which lets `level` through: a
+    /// gateway relaying an upstream's log, which belongs to no one request.
+    /// Sessions that never asked for a log get none.
     pub fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
         for s in self
             .live_sessions()
             .into_iter()
-            .filter(|s| s.phase() == Phase::Operating && context::passes(level, s.log_level()))
+            .filter(|s| s.phase() == Phase::Operating && s.log_level().is_some_and(|m| level >= m))
         {
             s.sink().send(Outgoing::Notification(context::log_message(
                 level,

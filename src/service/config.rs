@@ -665,6 +665,19 @@ impl Reader<'_> {
     /// upstream's tool, would collide: an error now, never a silent rename.
     fn check_namespaces(&self, c: &Config) -> Result<(), ConfigError> {
         let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+        for u in c.upstreams.values() {
+            // Room for `__`, one character of a name, `_` and the hash.
+            let longest = c.max_name_length.saturating_sub(10);
+            if u.namespace.len() > longest {
+                return Err(self.error(
+                    &join("mcpServers", &u.name),
+                    format!(
+                        "namespace {:?} is longer than {longest} characters, which leaves no room for names within maxNameLength {} (set namespace)",
+                        u.namespace, c.max_name_length
+                    ),
+                ));
+            }
+        }
         for u in c.upstreams.values().filter(|u| u.enabled) {
             if let Some(other) = seen.insert(&u.namespace, &u.name) {
                 return Err(self.error(

@@ -136,6 +136,8 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
         notifier,
         stdin_done: crossbeam_channel::bounded(1),
         metrics_url: None,
+        #[cfg(feature = "client")]
+        sources: Arc::default(),
     };
     daemon.serve(planned, signals)
 }
@@ -232,6 +234,9 @@ struct Daemon {
     // Told when a stdio listener's input ends: the daemon then stops.
     stdin_done: (Sender<()>, Receiver<()>),
     metrics_url: Option<String>,
+    // Who may change each upstream's catalog source.
+    #[cfg(feature = "client")]
+    sources: Arc<super::gateway::upstream::Sources>,
 }
 
 /// Tells the user where the daemon serves: on stdout, unless a stdio
@@ -358,7 +363,12 @@ impl Daemon {
         {
             Ok(enabled
                 .map(|u| {
-                    super::gateway::upstream::child(u, &self.state.server, config.max_name_length)
+                    super::gateway::upstream::child(
+                        u,
+                        &self.state.server,
+                        &self.sources,
+                        config.max_name_length,
+                    )
                 })
                 .collect())
         }
@@ -470,9 +480,6 @@ impl Daemon {
                 }
             }
         }
-        // Upstreams: unchanged ones run on untouched; changed ones restart,
-        // removed ones stop, new ones start.
-        let upstreams = self.reload_upstreams(&root, &config)?;
         // Then the catalog, in one swap (one list_changed).
         let changes = match self.state.server.replace_source(COMMANDS_SOURCE, source) {
             Ok(c) => c,
@@ -497,6 +504,10 @@ impl Daemon {
         }
         let urls: Vec<String> = added.iter().map(Active::url).collect();
         lock(&self.state.listeners).extend(added);
+        // Upstreams last (nothing after can fail): unchanged ones run on
+        // untouched; changed ones restart, removed ones stop, new ones and
+        // failed ones start.
+        let upstreams = self.reload_upstreams(&root, &config);
         super::journal::set_level(level(&self.flags, &config));
         let later = restart_only(&self.config, &config);
         if !later.is_empty() {
@@ -529,51 +540,57 @@ impl Daemon {
     }
 
     /// Applies the difference between the running upstreams and
-    /// `config`'s; says what changed.
-    fn reload_upstreams(
-        &self,
-        root: &supervisor::SupervisorRef,
-        config: &Config,
-    ) -> Result<String, String> {
+    /// `config`'s; says what changed. An upstream that failed for good is
+    /// started again.
+    fn reload_upstreams(&self, root: &supervisor::SupervisorRef, config: &Config) -> String {
         let (old, new) = (&self.config.upstreams, &config.upstreams);
-        let live = |u: &super::config::UpstreamConfig| u.enabled;
+        let same_names = config.max_name_length == self.config.max_name_length;
+        let failed: Vec<String> = lock(&self.state.failed).keys().cloned().collect();
+        // Runs on as it is: enabled before and now, unchanged, not failed.
+        let keeps = |name: &str| {
+            let unchanged = matches!((old.get(name), new.get(name)),
+                (Some(o), Some(n)) if o.enabled && n.enabled && o == n);
+            unchanged && same_names && !failed.iter().any(|f| f == name)
+        };
         let mut stopped = 0;
-        for (name, u) in old.iter().filter(|(_, u)| live(u)) {
-            if new.get(name).is_some_and(|n| live(n) && n == u)
-                && config.max_name_length == self.config.max_name_length
-            {
+        for name in old.iter().filter(|(_, u)| u.enabled).map(|(n, _)| n) {
+            if keeps(name) {
                 continue;
             }
             let id = format!("upstream {name}");
             let _ = root.terminate_child(&id);
             let _ = root.delete_child(&id);
             #[cfg(feature = "client")]
-            self.state
-                .server
-                .withdraw_source(&super::gateway::upstream::source_id(name));
+            self.sources.retire(name, &self.state.server);
             stopped += 1;
         }
-        let mut started = 0;
+        // Failed upstreams no longer configured are forgotten.
+        lock(&self.state.failed).retain(|n, _| new.get(n).is_some_and(|u| u.enabled));
         let wanted: BTreeMap<_, _> = new
             .iter()
-            .filter(|(name, u)| {
-                live(u)
-                    && !(old.get(*name).is_some_and(|o| live(o) && o == *u)
-                        && config.max_name_length == self.config.max_name_length)
-            })
+            .filter(|(name, u)| u.enabled && !keeps(name))
             .map(|(n, u)| (n.clone(), u.clone()))
             .collect();
         let probe = Config {
             upstreams: wanted,
             ..config.clone()
         };
-        for spec in self.upstreams(&probe)? {
-            let id = spec.id().to_owned();
-            root.start_child(spec)
-                .map_err(|e| format!("{id}: cannot start: {e}"))?;
-            started += 1;
+        let mut started = 0;
+        match self.upstreams(&probe) {
+            Ok(specs) => {
+                for spec in specs {
+                    let id = spec.id().to_owned();
+                    // Restarting a failed one: its old spec may linger.
+                    let _ = root.delete_child(&id);
+                    match root.start_child(spec) {
+                        Ok(()) => started += 1,
+                        Err(e) => log::error!("{id}: cannot start: {e}"),
+                    }
+                }
+            }
+            Err(e) => log::error!("{e}"),
         }
-        Ok(format!("{started} upstream(s) started, {stopped} stopped"))
+        format!("{started} upstream(s) started, {stopped} stopped")
     }
 
     /// SIGTERM, SIGINT or the end of stdin: refuse new requests, give

@@ -87,9 +87,12 @@ impl Connection {
     }
 
     /// Spawns `command` and speaks MCP over its stdin / stdout. Its stderr is
-    /// logged line by line. Closing the client closes stdin, then sends
-    /// SIGTERM, then SIGKILL, each after [`DEFAULT_CHILD_GRACE`], and always
-    /// reaps the process.
+    /// logged line by line. On Linux the child leads a session (and process
+    /// group) of its own, with no controlling terminal, and gets SIGTERM if
+    /// this process dies. Closing the client closes stdin, then sends
+    /// SIGTERM, then SIGKILL, each after [`DEFAULT_CHILD_GRACE`], to its
+    /// group, always reaps it, and then SIGKILLs whatever is left of its
+    /// group and session.
     pub fn child(command: Command) -> io::Result<Connection> {
         Connection::child_named(command, "child")
     }

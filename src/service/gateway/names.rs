@@ -9,8 +9,9 @@
 //! the upstream's URI unchanged (templates likewise), which
 //! [`split_uri`] takes apart again.
 
-/// Longest namespace: leaves room for a name after `__` within the
-/// smallest `maxNameLength` (16).
+/// Longest namespace at all; the configuration also keeps it at most
+/// `maxNameLength - 10`, so that `__`, one character of a name, `_` and
+/// the hash suffix fit.
 pub const MAX_NAMESPACE: usize = 24;
 /// What separates the namespace from the upstream's name.
 pub const SEPARATOR: &str = "__";

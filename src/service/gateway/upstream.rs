@@ -29,20 +29,65 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest restart delay of an upstream.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
+/// How long a stopping upstream's worker gets: closing the upstream takes
+/// up to two grace periods of [`crate::transport::connection::DEFAULT_CHILD_GRACE`].
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The catalog source an upstream is served as.
 pub fn source_id(name: &str) -> String {
     format!("upstream:{name}")
 }
 
+/// Who may change each upstream's catalog source: only the newest life of
+/// its worker. A worker that was left running past its stop (blocked on a
+/// slow upstream) and a reload that replaced it both bump the epoch, so
+/// the stale one can neither publish its lists nor withdraw its
+/// successor's.
+#[derive(Default)]
+pub(crate) struct Sources {
+    epochs: std::sync::Mutex<std::collections::HashMap<String, u64>>,
+}
+
+impl Sources {
+    /// A new life of `name`'s worker; returns its epoch.
+    fn begin(&self, name: &str) -> u64 {
+        let mut e = crate::sync::lock(&self.epochs);
+        let n = e.entry(name.to_owned()).or_default();
+        *n += 1;
+        *n
+    }
+
+    /// Runs `change` if `epoch` is still `name`'s newest (under the lock,
+    /// so no newer life publishes in between).
+    fn publish<T>(&self, name: &str, epoch: u64, change: impl FnOnce() -> T) -> Option<T> {
+        let e = crate::sync::lock(&self.epochs);
+        (e.get(name) == Some(&epoch)).then(change)
+    }
+
+    /// Ends every life of `name` (it is stopped or replaced) and withdraws
+    /// its source.
+    pub(crate) fn retire(&self, name: &str, server: &Server) {
+        let mut e = crate::sync::lock(&self.epochs);
+        *e.entry(name.to_owned()).or_default() += 1;
+        server.withdraw_source(&source_id(name));
+    }
+}
+
 /// The upstream's subtree, as a child of the root.
-pub(crate) fn child(config: &UpstreamConfig, server: &Server, max_name: usize) -> ChildSpec {
+pub(crate) fn child(
+    config: &UpstreamConfig,
+    server: &Server,
+    sources: &Arc<Sources>,
+    max_name: usize,
+) -> ChildSpec {
     let id = format!("upstream {}", config.name);
-    let (cfg, server) = (Arc::new(config.clone()), server.clone());
+    let (cfg, server, sources) = (Arc::new(config.clone()), server.clone(), sources.clone());
     let worker = ChildSpec::worker(format!("{id} connection"), move |ctx| {
         ctx.ready();
-        run(&cfg, &server, max_name, ctx)
+        run(&cfg, &server, &sources, max_name, ctx)
     })
     .restart(Restart::Permanent)
+    .shutdown(supervisor::Shutdown::Timeout(STOP_TIMEOUT))
     .backoff(Backoff {
         initial: config.backoff,
         multiplier: 2.0,
@@ -68,10 +113,12 @@ enum Event {
 fn run(
     cfg: &UpstreamConfig,
     server: &Server,
+    sources: &Sources,
     max_name: usize,
     ctx: &supervisor::ChildContext,
 ) -> supervisor::WorkerResult {
     let source = source_id(&cfg.name);
+    let epoch = sources.begin(&cfg.name);
     let (closed_tx, closed) = crossbeam_channel::bounded::<String>(1);
     let (events_tx, events) = crossbeam_channel::unbounded();
     let refuse = |what: &'static str| -> crate::client::RequestHandler {
@@ -140,10 +187,11 @@ fn run(
     let serve = |link: &Arc<Link>| -> Result<(), String> {
         let listed = fetch(link, cfg, max_name)
             .map_err(|e| format!("upstream {}: cannot list: {e}", cfg.name))?;
-        server
-            .replace_source(&source, listed)
-            .map_err(|e| format!("upstream {}: {e}", cfg.name))
-            .map(drop)
+        match sources.publish(&cfg.name, epoch, || server.replace_source(&source, listed)) {
+            Some(Err(e)) => Err(format!("upstream {}: {e}", cfg.name)),
+            // Published, or a newer life owns the source now.
+            _ => Ok(()),
+        }
     };
     if let Err(e) = serve(&link) {
         client.close();
@@ -163,8 +211,13 @@ fn run(
             recv(closed) -> why => break Some(why.unwrap_or_default()),
             recv(events) -> event => match event {
                 Ok(Event::Changed) => {
-                    // One fetch for a burst of changes.
-                    while events.try_recv().is_ok() {}
+                    // One fetch for a burst of changes; updates in the burst
+                    // still go out.
+                    while let Ok(e) = events.try_recv() {
+                        if let Event::Updated(uri) = e {
+                            server.notify_resource_updated(&names::public_uri(&cfg.namespace, &uri));
+                        }
+                    }
                     if let Err(e) = serve(&link) {
                         log::warn!("{e}");
                     }
@@ -176,7 +229,7 @@ fn run(
             },
         }
     };
-    server.withdraw_source(&source);
+    sources.publish(&cfg.name, epoch, || server.withdraw_source(&source));
     client.close();
     match ended {
         None => Ok(()),
@@ -223,10 +276,9 @@ fn fetch(link: &Arc<Link>, cfg: &UpstreamConfig, max_name: usize) -> Result<Sour
     let caps = link.client.server_capabilities().clone();
     let has = |c: &str| caps.get(c).is_some_and(|v| !v.is_null());
     let mut source = Source::new();
-    let mut emitted = BTreeSet::new();
-    // A second original that maps to an emitted name is reported, not
-    // served in its place.
-    let mut unique = |public: &str, original: &str| -> bool {
+    // Per kind (a tool and a prompt may share a name): a second original
+    // that maps to an emitted name is reported, not served in its place.
+    let unique = |emitted: &mut BTreeSet<String>, public: &str, original: &str| -> bool {
         let fresh = emitted.insert(public.to_owned());
         if !fresh {
             log::error!(
@@ -241,8 +293,14 @@ fn fetch(link: &Arc<Link>, cfg: &UpstreamConfig, max_name: usize) -> Result<Sour
         d[key] = public;
         d
     };
+    // A list the upstream does not implement (-32601) is empty.
+    let list = |r: Result<Vec<Value>, ClientError>| match r {
+        Err(ClientError::Rpc(e)) if e.code == crate::jsonrpc::METHOD_NOT_FOUND => Ok(Vec::new()),
+        other => other,
+    };
     if has("tools") {
-        for def in link.client.list_tools()? {
+        let mut emitted = BTreeSet::new();
+        for def in list(link.client.list_tools())? {
             let Some(original) = def.get("name").and_then(Value::as_str) else {
                 continue;
             };
@@ -250,7 +308,7 @@ fn fetch(link: &Arc<Link>, cfg: &UpstreamConfig, max_name: usize) -> Result<Sour
                 continue;
             }
             let public = names::public_name(&cfg.namespace, original, max_name);
-            if unique(&public, original) {
+            if unique(&mut emitted, &public, original) {
                 source = source.tool(Arc::new(proxy::Tool {
                     definition: renamed(&def, "name", public.into()),
                     original: original.to_owned(),
@@ -260,12 +318,13 @@ fn fetch(link: &Arc<Link>, cfg: &UpstreamConfig, max_name: usize) -> Result<Sour
         }
     }
     if has("prompts") {
-        for def in link.client.list_prompts()? {
+        let mut emitted = BTreeSet::new();
+        for def in list(link.client.list_prompts())? {
             let Some(original) = def.get("name").and_then(Value::as_str) else {
                 continue;
             };
             let public = names::public_name(&cfg.namespace, original, max_name);
-            if unique(&public, original) {
+            if unique(&mut emitted, &public, original) {
                 source = source.prompt(Arc::new(proxy::Prompt {
                     definition: renamed(&def, "name", public.into()),
                     original: original.to_owned(),
@@ -275,7 +334,7 @@ fn fetch(link: &Arc<Link>, cfg: &UpstreamConfig, max_name: usize) -> Result<Sour
         }
     }
     if has("resources") {
-        for def in link.client.list_resources()? {
+        for def in list(link.client.list_resources())? {
             let Some(original) = def.get("uri").and_then(Value::as_str) else {
                 continue;
             };
@@ -286,7 +345,7 @@ fn fetch(link: &Arc<Link>, cfg: &UpstreamConfig, max_name: usize) -> Result<Sour
                 link: link.clone(),
             }));
         }
-        for def in link.client.list_resource_templates()? {
+        for def in list(link.client.list_resource_templates())? {
             let Some(original) = def.get("uriTemplate").and_then(Value::as_str) else {
                 continue;
             };
