@@ -349,3 +349,84 @@ fn cancellation_and_a_crash_reach_the_right_calls_and_a_crash_loop_is_contained(
     c.close();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sighup_restarts_only_the_changed_upstream_and_sessions_survive() {
+    let dir = scratch("gateway-reload");
+    let inner = dir.join("inner.json");
+    std::fs::write(
+        &inner,
+        json!({"commands": {"hi": {"argv": ["echo", "hi"]}}}).to_string(),
+    )
+    .unwrap();
+    let path = dir.join("mcpvisor.json");
+    let write = |timeout: u64| {
+        let config = json!({
+            "listen": ["http://127.0.0.1:0/mcp"],
+            "mcpServers": {
+                "conf": {"command": common::example("conformance")},
+                "inner": {"command": BIN, "args": ["--config", inner, "--stdio"], "timeoutMs": timeout},
+            },
+        });
+        std::fs::write(&path, config.to_string()).unwrap();
+    };
+    write(60_000);
+    let mut cmd = Command::new(BIN);
+    unmanaged(&mut cmd)
+        .args(["--config", path.to_str().unwrap()])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    out.read_line(&mut line).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let g = Gateway {
+        url: line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap()
+            .to_owned(),
+        child,
+    };
+    let c = Client::connect(Connection::http(&g.url).unwrap(), ClientOptions::default()).unwrap();
+    until(&c, "both upstreams", |n| {
+        n.iter().any(|t| t == "inner__hi") && n.iter().any(|t| t == "conf__test_simple_text")
+    });
+    let daemon = g.child.id();
+    let (conf, inner_before) = (
+        upstream_pids(daemon, "conformance"),
+        upstream_pids(daemon, "inner.json"),
+    );
+    assert_eq!((conf.len(), inner_before.len()), (1, 1));
+    write(30_000);
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(daemon as libc::pid_t, libc::SIGHUP) };
+    // The changed one is replaced by a new process...
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let inner_after = loop {
+        let now = upstream_pids(daemon, "inner.json");
+        if now.len() == 1 && now != inner_before {
+            break now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "inner was not restarted: {now:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    gone(inner_before[0], "the replaced upstream");
+    // ... the other keeps its process, and this session goes on.
+    assert_eq!(upstream_pids(daemon, "conformance"), conf);
+    until(&c, "inner served again", |n| {
+        n.iter().any(|t| t == "inner__hi")
+    });
+    let r = c.call_tool("inner__hi", json!({})).unwrap();
+    assert_eq!(text(&r), "hi\n");
+    let r = c.call_tool("conf__test_simple_text", json!({})).unwrap();
+    assert!(!text(&r).is_empty());
+    assert_eq!(upstream_pids(daemon, "inner.json"), inner_after);
+    c.close();
+    let _ = std::fs::remove_dir_all(&dir);
+}
