@@ -5,8 +5,7 @@
 mod common;
 
 use common::alive;
-use mcpvisor::client::{CallOptions, Client, ClientOptions};
-use mcpvisor::protocol::CancelToken;
+use mcpvisor::client::{Client, ClientOptions};
 use mcpvisor::server::Server;
 use mcpvisor::service::command::{RunEnd, Runs};
 use mcpvisor::service::CommandTool;
@@ -117,35 +116,6 @@ fn cancelling_the_call_kills_the_command() {
         "wait",
         argv(&["/bin/sh", "-c", &script]),
     )]);
-    let token = CancelToken::new();
-    let options = CallOptions {
-        cancel: Some(token.clone()),
-        ..Default::default()
-    };
-    std::thread::scope(|s| {
-        let call = s.spawn(|| c.call_tool_with("wait", json!({}), options));
-        // The fact to wait for: the command is running.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let pid: i32 = loop {
-            if let Some(p) = std::fs::read_to_string(&pidfile)
-                .ok()
-                .and_then(|t| t.trim().parse().ok())
-            {
-                break p;
-            }
-            assert!(Instant::now() < deadline, "the command never started");
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        token.cancel();
-        assert!(call.join().unwrap().is_err(), "the call was cancelled");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while alive(pid) {
-            assert!(
-                Instant::now() < deadline,
-                "the command {pid} survived its cancellation"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    });
+    common::cancel_and_see_it_killed(&c, "wait", &pidfile);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -257,7 +257,7 @@ impl Daemon {
     }
 }
 
-use common::{alive, scratch, unmanaged};
+use common::{gone, pid_in, scratch, unmanaged};
 
 /// A fake service manager: the NOTIFY_SOCKET a test hands the daemon.
 struct Manager(std::os::unix::net::UnixDatagram, std::path::PathBuf);
@@ -653,33 +653,8 @@ fn socket_activation_serves_on_the_inherited_socket() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Waits until `file` holds a pid, and returns it.
-fn pid_in(file: &std::path::Path) -> i32 {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(p) = std::fs::read_to_string(file)
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-        {
-            return p;
-        }
-        assert!(std::time::Instant::now() < deadline, "no pid in {file:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn gone(pid: i32) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while alive(pid) {
-        assert!(std::time::Instant::now() < deadline, "{pid} survived");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[test]
 fn a_command_streams_progress_times_out_and_is_cancelled_with_its_whole_group() {
-    use mcpvisor::client::CallOptions;
-    use mcpvisor::protocol::CancelToken;
     let dir = scratch("commands");
     let (grandchild, waiting) = (dir.join("grandchild.pid"), dir.join("waiting.pid"));
     let text = json!({
@@ -706,20 +681,9 @@ fn a_command_streams_progress_times_out_and_is_cancelled_with_its_whole_group() 
             .contains("timed out"),
         "{r}"
     );
-    gone(pid_in(&grandchild));
+    gone(pid_in(&grandchild), "the grandchild");
 
-    let token = CancelToken::new();
-    let options = CallOptions {
-        cancel: Some(token.clone()),
-        ..Default::default()
-    };
-    std::thread::scope(|s| {
-        let call = s.spawn(|| c.call_tool_with("wait", json!({}), options));
-        let pid = pid_in(&waiting);
-        token.cancel();
-        assert!(call.join().unwrap().is_err(), "cancelled");
-        gone(pid);
-    });
+    common::cancel_and_see_it_killed(&c, "wait", &waiting);
     c.close();
     assert_eq!(d.stop(), Some(0));
     let _ = std::fs::remove_dir_all(&dir);
@@ -743,7 +707,7 @@ fn sigterm_past_the_shutdown_timeout_cancels_the_rest_and_kills_their_commands()
         let mut d = d;
         d.signal(libc::SIGTERM);
         assert_eq!(d.child.wait().unwrap().code(), Some(0));
-        gone(pid);
+        gone(pid, "the command");
         assert!(
             call.join().unwrap().is_err(),
             "never answered: the daemon is gone"

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{alive, scratch, unmanaged};
+use common::{alive, gone, pid_in, scratch, unmanaged};
 use mcpvisor::client::{Client, ClientOptions, Connection};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -28,22 +28,9 @@ impl Drop for Gateway {
     }
 }
 
-/// The daemon with the conformance example as upstream `conf` and one
-/// command tool, over HTTP.
-fn gateway(dir: &std::path::Path, upstream: Value) -> Gateway {
-    let mut servers = json!({
-        "conf": {"command": common::example("conformance"), "tools": {"deny": ["test_reconnection"]}},
-    });
-    if let Some(extra) = upstream.as_object() {
-        for (k, v) in extra {
-            servers[k] = v.clone();
-        }
-    }
-    let config = json!({
-        "listen": ["http://127.0.0.1:0/mcp"],
-        "commands": {"hello": {"argv": ["echo", "hello"]}},
-        "mcpServers": servers,
-    });
+/// The daemon on `config` (written to `dir/mcpvisor.json`), once it
+/// listens.
+fn start(dir: &std::path::Path, config: &Value) -> Gateway {
     let path = dir.join("mcpvisor.json");
     std::fs::write(&path, config.to_string()).unwrap();
     let mut cmd = Command::new(BIN);
@@ -63,6 +50,25 @@ fn gateway(dir: &std::path::Path, upstream: Value) -> Gateway {
         .unwrap()
         .to_owned();
     Gateway { child, url }
+}
+
+/// The daemon with the conformance example as upstream `conf` and one
+/// command tool, over HTTP.
+fn gateway(dir: &std::path::Path, upstream: Value) -> Gateway {
+    let mut servers = json!({
+        "conf": {"command": common::example("conformance"), "tools": {"deny": ["test_reconnection"]}},
+    });
+    if let Some(extra) = upstream.as_object() {
+        for (k, v) in extra {
+            servers[k] = v.clone();
+        }
+    }
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "commands": {"hello": {"argv": ["echo", "hello"]}},
+        "mcpServers": servers,
+    });
+    start(dir, &config)
 }
 
 fn names(c: &Client) -> Vec<String> {
@@ -225,33 +231,8 @@ fn a_dead_upstream_is_withdrawn_restarted_and_served_again_and_none_outlives_the
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Waits until `file` holds a pid.
-fn pid_in(file: &std::path::Path) -> i32 {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(p) = std::fs::read_to_string(file)
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-        {
-            return p;
-        }
-        assert!(Instant::now() < deadline, "no pid in {file:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn gone(pid: i32, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while alive(pid) {
-        assert!(Instant::now() < deadline, "{what} ({pid}) survived");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[test]
 fn cancellation_and_a_crash_reach_the_right_calls_and_a_crash_loop_is_contained() {
-    use mcpvisor::client::CallOptions;
-    use mcpvisor::protocol::CancelToken;
     let dir = scratch("gateway-relay");
     // The upstream is mcpvisor itself over stdio, with a command tool that
     // runs until it is cancelled.
@@ -272,44 +253,13 @@ fn cancellation_and_a_crash_reach_the_right_calls_and_a_crash_loop_is_contained(
             "broken": {"command": "false", "restart": {"intensity": 1, "backoffMs": 20}},
         },
     });
-    let path = dir.join("mcpvisor.json");
-    std::fs::write(&path, config.to_string()).unwrap();
-    let mut cmd = Command::new(BIN);
-    unmanaged(&mut cmd)
-        .args(["--config", path.to_str().unwrap()])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap();
-    let mut line = String::new();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    out.read_line(&mut line).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    let g = Gateway {
-        url: line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap()
-            .to_owned(),
-        child,
-    };
+    let g = start(&dir, &config);
     let c = Client::connect(Connection::http(&g.url).unwrap(), ClientOptions::default()).unwrap();
     until(&c, "the inner tools", |n| n == ["inner__nap"]);
 
     // Cancelling the call downstream cancels it upstream: the inner
     // daemon kills its command.
-    let token = CancelToken::new();
-    let options = CallOptions {
-        cancel: Some(token.clone()),
-        ..Default::default()
-    };
-    std::thread::scope(|s| {
-        let call = s.spawn(|| c.call_tool_with("inner__nap", json!({}), options));
-        let pid = pid_in(&pidfile);
-        token.cancel();
-        assert!(call.join().unwrap().is_err(), "cancelled");
-        gone(pid, "the upstream's command after the cancellation");
-    });
+    common::cancel_and_see_it_killed(&c, "inner__nap", &pidfile);
 
     // The upstream dies during a call: that call fails naming it.
     std::fs::remove_file(&pidfile).unwrap();
@@ -360,36 +310,16 @@ fn sighup_restarts_only_the_changed_upstream_and_sessions_survive() {
     )
     .unwrap();
     let path = dir.join("mcpvisor.json");
-    let write = |timeout: u64| {
-        let config = json!({
+    let config = |timeout: u64| {
+        json!({
             "listen": ["http://127.0.0.1:0/mcp"],
             "mcpServers": {
                 "conf": {"command": common::example("conformance")},
                 "inner": {"command": BIN, "args": ["--config", inner, "--stdio"], "timeoutMs": timeout},
             },
-        });
-        std::fs::write(&path, config.to_string()).unwrap();
+        })
     };
-    write(60_000);
-    let mut cmd = Command::new(BIN);
-    unmanaged(&mut cmd)
-        .args(["--config", path.to_str().unwrap()])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap();
-    let mut line = String::new();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    out.read_line(&mut line).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    let g = Gateway {
-        url: line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap()
-            .to_owned(),
-        child,
-    };
+    let g = start(&dir, &config(60_000));
     let c = Client::connect(Connection::http(&g.url).unwrap(), ClientOptions::default()).unwrap();
     until(&c, "both upstreams", |n| {
         n.iter().any(|t| t == "inner__hi") && n.iter().any(|t| t == "conf__test_simple_text")
@@ -400,7 +330,7 @@ fn sighup_restarts_only_the_changed_upstream_and_sessions_survive() {
         upstream_pids(daemon, "inner.json"),
     );
     assert_eq!((conf.len(), inner_before.len()), (1, 1));
-    write(30_000);
+    std::fs::write(&path, config(30_000).to_string()).unwrap();
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(daemon as libc::pid_t, libc::SIGHUP) };
     // The changed one is replaced by a new process...

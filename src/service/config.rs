@@ -402,6 +402,30 @@ impl Reader<'_> {
             .collect()
     }
 
+    /// `key` of `o` (at `path`) as positive milliseconds, if given.
+    fn millis(
+        &self,
+        o: &Map<String, Value>,
+        path: &str,
+        key: &str,
+    ) -> Result<Option<Duration>, ConfigError> {
+        o.get(key)
+            .map(|v| Ok(Duration::from_millis(self.positive(v, &join(path, key))?)))
+            .transpose()
+    }
+
+    /// `key` of `o` (at `path`) as a positive count, if given.
+    fn count(
+        &self,
+        o: &Map<String, Value>,
+        path: &str,
+        key: &str,
+    ) -> Result<Option<usize>, ConfigError> {
+        o.get(key)
+            .map(|v| Ok(self.positive(v, &join(path, key))? as usize))
+            .transpose()
+    }
+
     fn positive(&self, v: &Value, path: &str) -> Result<u64, ConfigError> {
         v.as_u64()
             .filter(|n| *n > 0)
@@ -722,14 +746,8 @@ impl Reader<'_> {
         if let Some(n) = o.get("maxMessageBytes") {
             a.max_message_bytes = Some(self.positive(n, "amqp.maxMessageBytes")? as usize);
         }
-        if let Some(ms) = o.get("sessionIdleTimeoutMs") {
-            a.session_idle_timeout = Some(Duration::from_millis(
-                self.positive(ms, "amqp.sessionIdleTimeoutMs")?,
-            ));
-        }
-        if let Some(n) = o.get("maxSessions") {
-            a.max_sessions = Some(self.positive(n, "amqp.maxSessions")? as usize);
-        }
+        a.session_idle_timeout = self.millis(o, "amqp", "sessionIdleTimeoutMs")?;
+        a.max_sessions = self.count(o, "amqp", "maxSessions")?;
         Ok(a)
     }
 
@@ -804,14 +822,8 @@ impl Reader<'_> {
         if let Some(f) = o.get("bearerTokenFile") {
             h.bearer_token_file = Some(credential(&self.string(f, "http.bearerTokenFile")?));
         }
-        if let Some(ms) = o.get("sessionIdleTimeoutMs") {
-            h.session_idle_timeout = Some(Duration::from_millis(
-                self.positive(ms, "http.sessionIdleTimeoutMs")?,
-            ));
-        }
-        if let Some(n) = o.get("maxSessions") {
-            h.max_sessions = Some(self.positive(n, "http.maxSessions")? as usize);
-        }
+        h.session_idle_timeout = self.millis(o, "http", "sessionIdleTimeoutMs")?;
+        h.max_sessions = self.count(o, "http", "maxSessions")?;
         Ok(h)
     }
 }

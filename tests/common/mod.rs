@@ -470,3 +470,52 @@ pub fn call_with_progress(c: &mcpvisor::client::Client, tool: &str) -> Value {
         call.join().unwrap().unwrap()
     })
 }
+
+/// Waits until `file` holds a pid, and returns it.
+pub fn pid_in(file: &std::path::Path) -> i32 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(p) = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return p;
+        }
+        assert!(std::time::Instant::now() < deadline, "no pid in {file:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits until process `pid` (`what`) is gone.
+pub fn gone(pid: i32, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while alive(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} ({pid}) survived"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Calls `tool`, whose command writes its pid to `pidfile`, cancels the
+/// call once it runs, and waits for that process to be killed.
+#[cfg(feature = "client")]
+pub fn cancel_and_see_it_killed(
+    c: &mcpvisor::client::Client,
+    tool: &str,
+    pidfile: &std::path::Path,
+) {
+    let token = mcpvisor::protocol::CancelToken::new();
+    let options = mcpvisor::client::CallOptions {
+        cancel: Some(token.clone()),
+        ..Default::default()
+    };
+    std::thread::scope(|s| {
+        let call = s.spawn(|| c.call_tool_with(tool, json!({}), options));
+        let pid = pid_in(pidfile);
+        token.cancel();
+        assert!(call.join().unwrap().is_err(), "cancelled");
+        gone(pid, "the command after the cancellation");
+    });
+}
