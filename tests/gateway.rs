@@ -169,6 +169,27 @@ fn an_upstream_is_served_under_its_namespace_with_progress_and_sampling_relayed(
         assert_eq!(m["logger"], "conf/conformance", "{m}");
         assert_eq!(m["level"], "info", "{m}");
     }
+    // Completions are relayed with the upstream's own reference.
+    let done = c
+        .complete(
+            json!({"type": "ref/prompt", "name": "conf__test_prompt_with_arguments"}),
+            "arg1",
+            "par",
+        )
+        .unwrap();
+    assert_eq!(
+        done["completion"]["values"],
+        json!(["paris", "park", "party"]),
+        "{done}"
+    );
+    // An embedded resource's URI is ours, and reading it reaches the upstream.
+    let r = c
+        .call_tool("conf__test_embedded_resource", json!({}))
+        .unwrap();
+    assert_eq!(
+        r["content"][0]["resource"]["uri"], "mcpvisor://conf/test://embedded-resource",
+        "{r}"
+    );
     let p = c.get_prompt("conf__test_simple_prompt", json!({})).unwrap();
     assert!(p["messages"].is_array(), "{p}");
     let resources = c.list_resources().unwrap();

@@ -8,7 +8,10 @@
 use super::names;
 use crate::client::{CallOptions, Client, ClientError};
 use crate::jsonrpc::ErrorObject;
-use crate::protocol::catalog::{PromptEntry, ResourceEntry, TemplateEntry, ToolEntry};
+use crate::model::{CompletionRef, CompletionRequest};
+use crate::protocol::catalog::{
+    CompletionEntry, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry,
+};
 use crate::protocol::{PeerError, PeerRequestHandler, ProgressHandler};
 use crate::Context;
 use serde_json::{json, Value};
@@ -88,7 +91,10 @@ impl ToolEntry for Tool {
     fn call(&self, arguments: &Value, ctx: &Context) -> Result<Value, ErrorObject> {
         let params = json!({"name": self.original, "arguments": arguments});
         match self.link.relay("tools/call", params, ctx) {
-            Ok(v) => Ok(cut(v, self.link.max_output_bytes, &self.link.name)),
+            Ok(mut v) => {
+                ours(&mut v["content"], &self.link.namespace);
+                Ok(cut(v, self.link.max_output_bytes, &self.link.name))
+            }
             Err(Relay::Rpc(e)) => Err(e),
             // A tool error the model can read, naming the upstream.
             Err(Relay::Failed(m)) => Ok(json!({
@@ -112,9 +118,16 @@ impl PromptEntry for Prompt {
     }
     fn get(&self, arguments: &Value, ctx: &Context) -> Result<Value, ErrorObject> {
         let params = json!({"name": self.original, "arguments": arguments});
-        self.link
+        let mut result = self
+            .link
             .relay("prompts/get", params, ctx)
-            .map_err(into_error)
+            .map_err(into_error)?;
+        if let Some(messages) = result.get_mut("messages").and_then(Value::as_array_mut) {
+            for m in messages {
+                ours(&mut m["content"], &self.link.namespace);
+            }
+        }
+        Ok(result)
     }
 }
 
@@ -199,6 +212,60 @@ fn cut(result: Value, max: usize, upstream: &str) -> Value {
     })
 }
 
+/// Makes the upstream's URIs in content blocks (`resource_link`, an
+/// embedded `resource`; one block or a list) ours, so that reading them
+/// reaches the upstream again.
+fn ours(content: &mut Value, namespace: &str) {
+    let blocks: Vec<&mut Value> = match content {
+        Value::Array(list) => list.iter_mut().collect(),
+        block @ Value::Object(_) => vec![block],
+        _ => return,
+    };
+    for block in blocks {
+        let uri = match block.get("type").and_then(Value::as_str) {
+            Some("resource_link") => block.get_mut("uri"),
+            Some("resource") => block.get_mut("resource").and_then(|r| r.get_mut("uri")),
+            _ => None,
+        };
+        if let Some(u) = uri {
+            if let Some(original) = u.as_str() {
+                *u = Value::String(names::public_uri(namespace, original));
+            }
+        }
+    }
+}
+
+/// Completions of an upstream's prompt arguments or template variables.
+pub(crate) struct Completions {
+    /// The upstream's own reference (its prompt name or URI template).
+    pub original: CompletionRef,
+    pub link: Arc<Link>,
+}
+
+impl CompletionEntry for Completions {
+    fn complete(
+        &self,
+        _reference: &CompletionRef,
+        request: &CompletionRequest,
+        ctx: &Context,
+    ) -> Result<Value, ErrorObject> {
+        let reference = match &self.original {
+            CompletionRef::Prompt(name) => json!({"type": "ref/prompt", "name": name}),
+            CompletionRef::Resource(uri) => json!({"type": "ref/resource", "uri": uri}),
+        };
+        let mut params = json!({
+            "ref": reference,
+            "argument": {"name": request.argument, "value": request.value},
+        });
+        if !request.context.is_empty() {
+            params["context"] = json!({"arguments": request.context});
+        }
+        self.link
+            .relay("completion/complete", params, ctx)
+            .map_err(into_error)
+    }
+}
+
 fn into_error(r: Relay) -> ErrorObject {
     match r {
         Relay::Rpc(e) => e,
@@ -209,6 +276,22 @@ fn into_error(r: Relay) -> ErrorObject {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uris_in_content_blocks_become_ours() {
+        let mut content = json!([
+            {"type": "resource_link", "uri": "file:///a", "name": "a"},
+            {"type": "resource", "resource": {"uri": "test://b", "text": "b"}},
+            {"type": "text", "text": "file:///c"},
+        ]);
+        ours(&mut content, "fs");
+        assert_eq!(content[0]["uri"], "mcpvisor://fs/file:///a");
+        assert_eq!(content[1]["resource"]["uri"], "mcpvisor://fs/test://b");
+        assert_eq!(content[2]["text"], "file:///c");
+        let mut one = json!({"type": "resource_link", "uri": "x:y"});
+        ours(&mut one, "n");
+        assert_eq!(one["uri"], "mcpvisor://n/x:y");
+    }
 
     #[test]
     fn an_oversized_result_is_cut_with_a_note_and_a_small_one_passes_whole() {

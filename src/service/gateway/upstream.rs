@@ -13,6 +13,7 @@ use super::names;
 use super::proxy::{self, Link};
 use crate::client::{Client, ClientError, ClientOptions};
 use crate::jsonrpc::ErrorObject;
+use crate::model::CompletionRef;
 use crate::protocol::Source;
 use crate::server::Server;
 use crate::service::config::{UpstreamConfig, UpstreamTransport};
@@ -325,11 +326,19 @@ fn fetch(link: &Arc<Link>, cfg: &UpstreamConfig, max_name: usize) -> Result<Sour
             };
             let public = names::public_name(&cfg.namespace, original, max_name);
             if unique(&mut emitted, &public, original) {
-                source = source.prompt(Arc::new(proxy::Prompt {
-                    definition: renamed(&def, "name", public.into()),
-                    original: original.to_owned(),
-                    link: link.clone(),
-                }));
+                source = source
+                    .prompt(Arc::new(proxy::Prompt {
+                        definition: renamed(&def, "name", public.clone().into()),
+                        original: original.to_owned(),
+                        link: link.clone(),
+                    }))
+                    .completion(
+                        CompletionRef::Prompt(public),
+                        Arc::new(proxy::Completions {
+                            original: CompletionRef::Prompt(original.to_owned()),
+                            link: link.clone(),
+                        }),
+                    );
             }
         }
     }
@@ -350,10 +359,18 @@ fn fetch(link: &Arc<Link>, cfg: &UpstreamConfig, max_name: usize) -> Result<Sour
                 continue;
             };
             let public = names::public_uri(&cfg.namespace, original);
-            source = source.template(Arc::new(proxy::Template {
-                definition: renamed(&def, "uriTemplate", public.into()),
-                link: link.clone(),
-            }));
+            source = source
+                .template(Arc::new(proxy::Template {
+                    definition: renamed(&def, "uriTemplate", public.clone().into()),
+                    link: link.clone(),
+                }))
+                .completion(
+                    CompletionRef::Resource(public),
+                    Arc::new(proxy::Completions {
+                        original: CompletionRef::Resource(original.to_owned()),
+                        link: link.clone(),
+                    }),
+                );
         }
     }
     Ok(source)
