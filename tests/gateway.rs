@@ -31,11 +31,17 @@ impl Drop for Gateway {
 /// The daemon on `config` (written to `dir/mcpvisor.json`), once it
 /// listens.
 fn start(dir: &std::path::Path, config: &Value) -> Gateway {
+    start_with(dir, config, &[])
+}
+
+/// [`start`] with variables for the daemon.
+fn start_with(dir: &std::path::Path, config: &Value, env: &[(&str, &std::path::Path)]) -> Gateway {
     let path = dir.join("mcpvisor.json");
     std::fs::write(&path, config.to_string()).unwrap();
     let mut cmd = Command::new(BIN);
     unmanaged(&mut cmd)
         .args(["--config", path.to_str().unwrap()])
+        .envs(env.iter().copied())
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
@@ -379,5 +385,50 @@ fn sighup_restarts_only_the_changed_upstream_and_sessions_survive() {
     assert!(!text(&r).is_empty());
     assert_eq!(upstream_pids(daemon, "inner.json"), inner_after);
     c.close();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn ready_waits_for_a_required_upstream_and_its_failure_is_the_daemon_s() {
+    let dir = scratch("gateway-required");
+    // READY comes once the required upstream serves: its tools are there.
+    let notify = dir.join("notify.sock");
+    let manager = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
+    manager
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "mcpServers": {"conf": {"command": common::example("conformance"), "required": true}},
+    });
+    let g = start_with(&dir, &config, &[("NOTIFY_SOCKET", &notify)]);
+    let mut buf = [0u8; 4096];
+    let n = manager.recv(&mut buf).expect("READY=1");
+    assert!(buf[..n].starts_with(b"READY=1"));
+    let c = Client::connect(Connection::http(&g.url).unwrap(), ClientOptions::default()).unwrap();
+    assert!(
+        names(&c).iter().any(|t| t == "conf__test_simple_text"),
+        "served by READY"
+    );
+    c.close();
+    drop(g);
+
+    // A required upstream that cannot start: no READY, exit 70.
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "mcpServers": {"broken": {"command": "false", "required": true,
+                                  "restart": {"intensity": 1, "backoffMs": 20}}},
+    });
+    let path = dir.join("mcpvisor.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let mut cmd = Command::new(BIN);
+    let status = unmanaged(&mut cmd)
+        .args(["--config", path.to_str().unwrap()])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(70));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -73,6 +73,7 @@ pub const KEYS: &[&str] = &[
     "mcpServers.NAME.url",
     "mcpServers.NAME.type",
     "mcpServers.NAME.enabled",
+    "mcpServers.NAME.required",
     "mcpServers.NAME.namespace",
     "mcpServers.NAME.tools",
     "mcpServers.NAME.tools.allow",
@@ -131,6 +132,9 @@ pub struct UpstreamConfig {
     pub transport: UpstreamTransport,
     /// `enabled` (default true).
     pub enabled: bool,
+    /// `required` (default false): READY waits until it serves, and when
+    /// it fails for good the daemon exits 70.
+    pub required: bool,
     /// `namespace` (default: the key): tool and prompt names are
     /// `namespace__name`.
     pub namespace: String,
@@ -624,6 +628,12 @@ impl Reader<'_> {
                 .ok_or_else(|| self.error(&join(path, "enabled"), "expected true or false"))?,
             None => true,
         };
+        let required = match o.get("required") {
+            Some(b) => b
+                .as_bool()
+                .ok_or_else(|| self.error(&join(path, "required"), "expected true or false"))?,
+            None => false,
+        };
         let namespace = text("namespace")?.unwrap_or_else(|| name.to_owned());
         if !super::gateway::names::valid_namespace(&namespace) {
             let at = if o.contains_key("namespace") {
@@ -675,6 +685,7 @@ impl Reader<'_> {
             name: name.to_owned(),
             transport,
             enabled,
+            required,
             namespace,
             allow,
             deny,

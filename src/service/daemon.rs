@@ -31,6 +31,9 @@ pub const EXIT_LISTENER: u8 = 71;
 /// Exit status: the configuration is invalid (EX_CONFIG).
 pub const EXIT_CONFIG: u8 = 78;
 
+/// How long READY waits for the `required` upstreams to serve.
+pub const REQUIRED_START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Runs the daemon (or `mcpvisor status`); returns its exit status.
 pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
     let flags = match Flags::parse(args) {
@@ -305,6 +308,14 @@ impl Daemon {
         };
         let handle = root.handle();
         let _ = state.root.set(handle.clone());
+        // READY waits for the required upstreams to serve.
+        if let Err(e) = self.await_required() {
+            log::error!("{e}");
+            let _ = handle.shutdown();
+            let _ = root.wait();
+            self.state.runs.kill_all();
+            return EXIT_SOFTWARE;
+        }
         for url in urls.iter().filter(|u| *u != "stdio") {
             say(&format!("listening on {url}"), &urls);
         }
@@ -332,6 +343,11 @@ impl Daemon {
                     return status;
                 }
                 recv(stdin_ended) -> _ => return self.stop("stdin ended", &ended),
+                recv(self.state.fatal.1) -> why => {
+                    log::error!("{}; stopping", why.unwrap_or_default());
+                    self.stop("a required upstream failed", &ended);
+                    return EXIT_SOFTWARE;
+                }
                 recv(received) -> signal => match signal {
                     Ok(libc::SIGHUP) => self.reload(),
                     _ => return self.stop("asked to stop", &ended),
@@ -354,6 +370,55 @@ impl Daemon {
             config.supervision.listeners,
             &self.stdin_done.0,
         )
+    }
+
+    /// Waits until every required upstream serves; an error when one
+    /// fails for good first, or one is not served within
+    /// [`REQUIRED_START_TIMEOUT`].
+    fn await_required(&self) -> Result<(), String> {
+        let required: Vec<String> = self
+            .config
+            .upstreams
+            .values()
+            .filter(|u| u.enabled && u.required)
+            .map(|u| u.name.clone())
+            .collect();
+        *lock(&self.state.required) = required.iter().cloned().collect();
+        #[cfg(feature = "client")]
+        {
+            let deadline = std::time::Instant::now() + REQUIRED_START_TIMEOUT;
+            let engine = self.state.server.engine();
+            loop {
+                let waiting: Vec<&String> = required
+                    .iter()
+                    .filter(|n| {
+                        engine
+                            .source(&super::gateway::upstream::source_id(n))
+                            .is_none()
+                    })
+                    .collect();
+                if waiting.is_empty() {
+                    return Ok(());
+                }
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    return Err(format!(
+                        "required upstream(s) not serving after {REQUIRED_START_TIMEOUT:?}: {waiting:?}"
+                    ));
+                }
+                // A failure wakes this at once; serving is looked at again soon.
+                if let Ok(why) = self
+                    .state
+                    .fatal
+                    .1
+                    .recv_timeout(left.min(std::time::Duration::from_millis(20)))
+                {
+                    return Err(why);
+                }
+            }
+        }
+        #[cfg(not(feature = "client"))]
+        Ok(())
     }
 
     /// A subtree per enabled upstream of `config`.
@@ -508,6 +573,12 @@ impl Daemon {
         // untouched; changed ones restart, removed ones stop, new ones and
         // failed ones start.
         let upstreams = self.reload_upstreams(&root, &config);
+        *lock(&self.state.required) = config
+            .upstreams
+            .values()
+            .filter(|u| u.enabled && u.required)
+            .map(|u| u.name.clone())
+            .collect();
         super::journal::set_level(level(&self.flags, &config));
         let later = restart_only(&self.config, &config);
         if !later.is_empty() {

@@ -28,6 +28,13 @@ pub(crate) struct State {
     pub reloads: Mutex<(u64, u64)>,
     /// Upstreams past their restart intensity, with why.
     pub failed: Mutex<std::collections::BTreeMap<String, String>>,
+    /// Upstreams whose failure is the daemon's (`required`).
+    pub required: Mutex<std::collections::BTreeSet<String>>,
+    /// Told when a required upstream fails for good.
+    pub fatal: (
+        crossbeam_channel::Sender<String>,
+        crossbeam_channel::Receiver<String>,
+    ),
 }
 
 impl State {
@@ -41,6 +48,8 @@ impl State {
             started: Instant::now(),
             reloads: Mutex::new((0, 0)),
             failed: Mutex::new(std::collections::BTreeMap::new()),
+            required: Mutex::new(std::collections::BTreeSet::new()),
+            fatal: crossbeam_channel::unbounded(),
         }
     }
 
@@ -55,6 +64,12 @@ impl State {
                         "upstream {name} failed for good: {reason}; its tools stay withdrawn"
                     );
                     lock(&self.failed).insert(name.to_owned(), reason.to_string());
+                    if lock(&self.required).contains(name) {
+                        let _ = self
+                            .fatal
+                            .0
+                            .send(format!("required upstream {name} failed: {reason}"));
+                    }
                 }
             }
         }
