@@ -432,3 +432,55 @@ fn ready_waits_for_a_required_upstream_and_its_failure_is_the_daemon_s() {
     assert_eq!(status.code(), Some(70));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn server_everything_through_the_gateway_to_the_typescript_sdk_client() {
+    let js = common::npm_dir("js", "@modelcontextprotocol/server-everything");
+    let everything = js.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let dir = scratch("gateway-everything");
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "mcpServers": {"everything": {"command": "node", "args": [everything, "stdio"], "required": true}},
+    });
+    let g = start(&dir, &config);
+    let c = Client::connect(Connection::http(&g.url).unwrap(), ClientOptions::default()).unwrap();
+    until(&c, "server-everything's tools", |n| {
+        n.iter().any(|t| t == "everything__echo")
+    });
+    c.close();
+    let out = Command::new("node")
+        .arg(js.join("gateway_client.mjs"))
+        .arg(&g.url)
+        .output()
+        .expect("node must be installed to run the TypeScript SDK test");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "SDK client failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let tools = r["tools"].as_array().unwrap();
+    assert!(tools.len() > 5, "{r}");
+    assert!(
+        tools
+            .iter()
+            .all(|t| t.as_str().unwrap().starts_with("everything__")),
+        "{r}"
+    );
+    assert_eq!(r["echo"], "Echo: hi", "{r}");
+    assert!(r["sum"].as_str().unwrap().contains('5'), "{r}");
+    assert!(
+        !r["progress"].as_array().unwrap().is_empty(),
+        "progress relayed: {r}"
+    );
+    assert!(
+        r["sampling"].as_str().unwrap().contains("from ts: "),
+        "sampling relayed to the calling session: {r}"
+    );
+    assert!(!r["prompts"].as_array().unwrap().is_empty(), "{r}");
+    let uri = r["resource"].as_str().unwrap();
+    assert!(uri.starts_with("mcpvisor://everything/"), "{r}");
+    assert_eq!(r["read"], uri, "{r}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
