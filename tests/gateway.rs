@@ -434,7 +434,7 @@ fn ready_waits_for_a_required_upstream_and_its_failure_is_the_daemon_s() {
 }
 
 #[test]
-fn server_everything_through_the_gateway_to_the_typescript_sdk_client() {
+fn server_everything_through_the_gateway_to_the_typescript_and_python_sdk_clients() {
     let js = common::npm_dir("js", "@modelcontextprotocol/server-everything");
     let everything = js.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     let dir = scratch("gateway-everything");
@@ -448,39 +448,61 @@ fn server_everything_through_the_gateway_to_the_typescript_sdk_client() {
         n.iter().any(|t| t == "everything__echo")
     });
     c.close();
-    let out = Command::new("node")
-        .arg(js.join("gateway_client.mjs"))
-        .arg(&g.url)
-        .output()
-        .expect("node must be installed to run the TypeScript SDK test");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    // The official TypeScript and Python SDK clients, each through the
+    // daemon to server-everything.
+    let py = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py");
+    let python = py.join(".venv/bin/python");
     assert!(
-        out.status.success(),
-        "SDK client failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
+        python.exists(),
+        "the Python SDK: python3 -m venv tests/py/.venv && tests/py/.venv/bin/pip install -r tests/py/requirements.txt (.ci/run does)"
     );
-    let r: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-    let tools = r["tools"].as_array().unwrap();
-    assert!(tools.len() > 5, "{r}");
-    assert!(
-        tools
-            .iter()
-            .all(|t| t.as_str().unwrap().starts_with("everything__")),
-        "{r}"
-    );
-    assert_eq!(r["echo"], "Echo: hi", "{r}");
-    assert!(r["sum"].as_str().unwrap().contains('5'), "{r}");
-    assert!(
-        !r["progress"].as_array().unwrap().is_empty(),
-        "progress relayed: {r}"
-    );
-    assert!(
-        r["sampling"].as_str().unwrap().contains("from ts: "),
-        "sampling relayed to the calling session: {r}"
-    );
-    assert!(!r["prompts"].as_array().unwrap().is_empty(), "{r}");
-    let uri = r["resource"].as_str().unwrap();
-    assert!(uri.starts_with("mcpvisor://everything/"), "{r}");
-    assert_eq!(r["read"], uri, "{r}");
+    let clients = [
+        (
+            "typescript",
+            Command::new("node")
+                .arg(js.join("gateway_client.mjs"))
+                .arg(&g.url)
+                .output(),
+        ),
+        (
+            "python",
+            Command::new(&python)
+                .arg(py.join("gateway_client.py"))
+                .arg(&g.url)
+                .output(),
+        ),
+    ];
+    for (sdk, out) in clients {
+        let out = out.unwrap_or_else(|e| panic!("{sdk}: {e}"));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{sdk} SDK client failed: {}\n{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r: Value =
+            serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{sdk}: {e}: {stdout}"));
+        let tools = r["tools"].as_array().unwrap();
+        assert!(tools.len() > 5, "{sdk}: {r}");
+        assert!(
+            tools
+                .iter()
+                .all(|t| t.as_str().unwrap().starts_with("everything__")),
+            "{sdk}: {r}"
+        );
+        assert_eq!(r["echo"], "Echo: hi", "{sdk}: {r}");
+        assert!(
+            !r["progress"].as_array().unwrap().is_empty(),
+            "{sdk}: progress relayed: {r}"
+        );
+        assert!(
+            r["sampling"].as_str().unwrap().contains("from "),
+            "{sdk}: sampling relayed to the calling session: {r}"
+        );
+        assert!(!r["prompts"].as_array().unwrap().is_empty(), "{sdk}: {r}");
+        let uri = r["resource"].as_str().unwrap();
+        assert!(uri.starts_with("mcpvisor://everything/"), "{sdk}: {r}");
+        assert_eq!(r["read"], uri, "{sdk}: {r}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -16,7 +16,6 @@ await client.connect(transport);
 const out = {};
 out.tools = (await client.listTools()).tools.map((t) => t.name);
 out.echo = (await client.callTool({ name: "everything__echo", arguments: { message: "hi" } })).content[0].text;
-out.sum = (await client.callTool({ name: "everything__get-sum", arguments: { a: 2, b: 3 } })).content[0].text;
 const progress = [];
 await client.callTool(
   { name: "everything__trigger-long-running-operation", arguments: { duration: 1, steps: 2 } },
