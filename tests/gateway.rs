@@ -316,6 +316,13 @@ fn cancellation_and_a_crash_reach_the_right_calls_and_a_crash_loop_is_contained(
             .unwrap();
         let s: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
         if s["failedUpstreams"].get("broken").is_some() {
+            let states: Vec<(&str, &str)> = s["upstreams"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|u| (u["name"].as_str().unwrap(), u["state"].as_str().unwrap()))
+                .collect();
+            assert_eq!(states, [("broken", "failed"), ("inner", "serving")], "{s}");
             break;
         }
         assert!(Instant::now() < deadline, "broken never failed: {s}");

@@ -384,6 +384,7 @@ impl Daemon {
             .map(|u| u.name.clone())
             .collect();
         *lock(&self.state.required) = required.iter().cloned().collect();
+        *lock(&self.state.upstreams) = enabled_upstreams(&self.config);
         #[cfg(feature = "client")]
         {
             let deadline = std::time::Instant::now() + REQUIRED_START_TIMEOUT;
@@ -475,8 +476,15 @@ impl Daemon {
             .iter()
             .filter_map(|l| l.listener.session_count())
             .sum();
+        let upstreams = self.state.upstream_states();
+        let serving = upstreams.iter().filter(|u| u.1 == "serving").count();
+        let failed = upstreams.iter().filter(|u| u.1 == "failed").count();
+        let gateway = match upstreams.len() {
+            0 => String::new(),
+            n => format!("; {serving} of {n} upstream(s) serving, {failed} failed"),
+        };
         format!(
-            "serving {} command tool(s) on {}; {sessions} session(s)",
+            "serving {} command tool(s) on {}; {sessions} session(s){gateway}",
             self.state.tool_count(),
             urls.join(", ")
         )
@@ -573,6 +581,7 @@ impl Daemon {
         // untouched; changed ones restart, removed ones stop, new ones and
         // failed ones start.
         let upstreams = self.reload_upstreams(&root, &config);
+        *lock(&self.state.upstreams) = enabled_upstreams(&config);
         *lock(&self.state.required) = config
             .upstreams
             .values()
@@ -690,6 +699,16 @@ impl Daemon {
         }
         EXIT_OK
     }
+}
+
+/// The keys of the enabled upstreams.
+fn enabled_upstreams(config: &Config) -> Vec<String> {
+    config
+        .upstreams
+        .values()
+        .filter(|u| u.enabled)
+        .map(|u| u.name.clone())
+        .collect()
 }
 
 fn gave_up(result: Result<Result<(), SupervisorError>, crossbeam_channel::RecvError>) -> u8 {

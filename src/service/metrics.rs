@@ -208,6 +208,35 @@ impl Metrics {
         }
         family(
             &mut o,
+            "mcpvisor_upstream_up",
+            "gauge",
+            "1 while an upstream serves its lists, 0 while it starts or after it failed.",
+        );
+        let states = state.upstream_states();
+        for (name, st, _) in &states {
+            let _ = writeln!(
+                o,
+                "mcpvisor_upstream_up{{upstream=\"{}\"}} {}",
+                escape(name),
+                u8::from(*st == "serving")
+            );
+        }
+        family(
+            &mut o,
+            "mcpvisor_upstream_failed",
+            "gauge",
+            "1 once an upstream went past its restart intensity.",
+        );
+        for (name, st, _) in &states {
+            let _ = writeln!(
+                o,
+                "mcpvisor_upstream_failed{{upstream=\"{}\"}} {}",
+                escape(name),
+                u8::from(*st == "failed")
+            );
+        }
+        family(
+            &mut o,
             "mcpvisor_commands_running",
             "gauge",
             "Command tools running now.",

@@ -28,6 +28,8 @@ pub(crate) struct State {
     pub reloads: Mutex<(u64, u64)>,
     /// Upstreams past their restart intensity, with why.
     pub failed: Mutex<std::collections::BTreeMap<String, String>>,
+    /// The enabled upstreams, by key.
+    pub upstreams: Mutex<Vec<String>>,
     /// Upstreams whose failure is the daemon's (`required`).
     pub required: Mutex<std::collections::BTreeSet<String>>,
     /// Told when a required upstream fails for good.
@@ -48,6 +50,7 @@ impl State {
             started: Instant::now(),
             reloads: Mutex::new((0, 0)),
             failed: Mutex::new(std::collections::BTreeMap::new()),
+            upstreams: Mutex::new(Vec::new()),
             required: Mutex::new(std::collections::BTreeSet::new()),
             fatal: crossbeam_channel::unbounded(),
         }
@@ -78,6 +81,27 @@ impl State {
                 lock(&self.failed).remove(name);
             }
         }
+    }
+
+    /// Each enabled upstream: its key, its state (`serving`, `starting`
+    /// or `failed`) and the tools it serves.
+    pub fn upstream_states(&self) -> Vec<(String, &'static str, usize)> {
+        let failed = lock(&self.failed);
+        lock(&self.upstreams)
+            .iter()
+            .map(|name| {
+                let source = self
+                    .server
+                    .engine()
+                    .source(&super::gateway::names::source_id(name));
+                let state = match (&source, failed.contains_key(name)) {
+                    (_, true) => "failed",
+                    (Some(_), false) => "serving",
+                    (None, false) => "starting",
+                };
+                (name.clone(), state, source.map_or(0, |s| s.tools.len()))
+            })
+            .collect()
     }
 
     /// Command tools served now.
@@ -111,13 +135,24 @@ impl State {
             })
             .collect();
         let (ok, failed) = *lock(&self.reloads);
+        let mut sources = vec![json!({"id": COMMANDS_SOURCE, "tools": self.tool_count()})];
+        let upstreams: Vec<Value> = self
+            .upstream_states()
+            .into_iter()
+            .map(|(name, state, tools)| {
+                sources
+                    .push(json!({"id": super::gateway::names::source_id(&name), "tools": tools}));
+                json!({"name": name, "state": state, "tools": tools})
+            })
+            .collect();
         json!({
             "pid": std::process::id(),
             "version": env!("CARGO_PKG_VERSION"),
             "uptimeSeconds": self.started.elapsed().as_secs_f64(),
             "tree": self.tree().as_ref().map(tree_json),
             "listeners": listeners,
-            "sources": [{"id": COMMANDS_SOURCE, "tools": self.tool_count()}],
+            "sources": sources,
+            "upstreams": upstreams,
             "commandsRunning": self.runs.running(),
             "requestsInFlight": self.server.engine().inflight(),
             "reloads": {"ok": ok, "failed": failed},
@@ -155,13 +190,20 @@ impl State {
             };
             let _ = writeln!(o, "  {}  sessions {sessions}{from}", l.url());
         }
+        let _ = writeln!(
+            o,
+            "\ncatalog sources:\n  {COMMANDS_SOURCE}  tools {}",
+            self.tool_count()
+        );
+        for (name, state, tools) in self.upstream_states() {
+            let _ = writeln!(o, "  upstream:{name}  tools {tools}  ({state})");
+        }
         for (name, why) in lock(&self.failed).iter() {
             let _ = writeln!(o, "\nupstream {name} FAILED: {why}");
         }
         let _ = writeln!(
             o,
-            "\ncatalog sources:\n  {COMMANDS_SOURCE}  tools {}\n\ncommands running: {}\nrequests in flight: {}",
-            self.tool_count(),
+            "\ncommands running: {}\nrequests in flight: {}",
             self.runs.running(),
             self.server.engine().inflight()
         );

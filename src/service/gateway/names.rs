@@ -20,6 +20,11 @@ pub const URI_PREFIX: &str = "mcpvisor://";
 /// Hex digits of the hash suffix of a shortened name.
 const HASH_DIGITS: usize = 6;
 
+/// The catalog source an upstream is served as.
+pub fn source_id(name: &str) -> String {
+    format!("upstream:{name}")
+}
+
 fn name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '-'
 }

@@ -34,10 +34,7 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// up to two grace periods of [`crate::transport::connection::DEFAULT_CHILD_GRACE`].
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The catalog source an upstream is served as.
-pub fn source_id(name: &str) -> String {
-    format!("upstream:{name}")
-}
+pub use super::names::source_id;
 
 /// Who may change each upstream's catalog source: only the newest life of
 /// its worker. A worker that was left running past its stop (blocked on a
