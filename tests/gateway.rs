@@ -513,3 +513,40 @@ fn server_everything_through_the_gateway_to_the_typescript_and_python_sdk_client
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_subscription_through_the_gateway_gets_the_upstream_s_updates() {
+    let js = common::npm_dir("js", "@modelcontextprotocol/server-everything");
+    let everything = js.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let dir = scratch("gateway-subscribe");
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "mcpServers": {"everything": {"command": "node", "args": [everything, "stdio"], "required": true}},
+    });
+    let g = start(&dir, &config);
+    let (tx, updated) = crossbeam_channel::unbounded();
+    let options = ClientOptions {
+        on_notification: Some(Arc::new(move |m: &str, p: &Value| {
+            if m == "notifications/resources/updated" {
+                let _ = tx.send(p["uri"].as_str().unwrap_or_default().to_owned());
+            }
+        })),
+        ..Default::default()
+    };
+    let c = Client::connect(Connection::http(&g.url).unwrap(), options).unwrap();
+    let uri = c.list_resources().unwrap()[0]["uri"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    c.subscribe(&uri).unwrap();
+    // The upstream sends updates for what the gateway subscribed to, every
+    // five seconds once asked to.
+    c.call_tool("everything__toggle-subscriber-updates", json!({}))
+        .unwrap();
+    let got = updated
+        .recv_timeout(Duration::from_secs(30))
+        .expect("an update relayed");
+    assert_eq!(got, uri);
+    c.close();
+    let _ = std::fs::remove_dir_all(&dir);
+}

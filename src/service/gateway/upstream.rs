@@ -182,14 +182,39 @@ fn run(
         timeout: cfg.timeout,
         max_output_bytes: cfg.max_output_bytes,
     });
+    // The resources subscribed to upstream: every listed one, when it
+    // offers subscriptions, so that its updates reach our subscribers.
+    let subscribes = client
+        .server_capabilities()
+        .pointer("/resources/subscribe")
+        .and_then(Value::as_bool)
+        == Some(true);
+    let subscribed = std::cell::RefCell::new(BTreeSet::<String>::new());
     let serve = |link: &Arc<Link>| -> Result<(), String> {
-        let listed = fetch(link, cfg, max_name)
+        let (listed, uris) = fetch(link, cfg, max_name)
             .map_err(|e| format!("upstream {}: cannot list: {e}", cfg.name))?;
         match sources.publish(&cfg.name, epoch, || server.replace_source(&source, listed)) {
-            Some(Err(e)) => Err(format!("upstream {}: {e}", cfg.name)),
-            // Published, or a newer life owns the source now.
-            _ => Ok(()),
+            Some(Err(e)) => return Err(format!("upstream {}: {e}", cfg.name)),
+            // A newer life owns the source now.
+            None => return Ok(()),
+            Some(Ok(_)) => {}
         }
+        if subscribes {
+            let mut subscribed = subscribed.borrow_mut();
+            for uri in uris.difference(&subscribed.clone()) {
+                match link.client.subscribe(uri) {
+                    Ok(()) => {
+                        subscribed.insert(uri.clone());
+                    }
+                    Err(e) => log::warn!("upstream {}: resources/subscribe {uri}: {e}", cfg.name),
+                }
+            }
+            for gone in subscribed.clone().difference(&uris) {
+                let _ = link.client.unsubscribe(gone);
+                subscribed.remove(gone);
+            }
+        }
+        Ok(())
     };
     if let Err(e) = serve(&link) {
         client.close();
@@ -269,11 +294,17 @@ fn allowed(cfg: &UpstreamConfig, tool: &str) -> bool {
         && !cfg.deny.iter().any(|p| names::matches(p, tool))
 }
 
-/// What the upstream offers now, as a catalog source under our names.
-fn fetch(link: &Arc<Link>, cfg: &UpstreamConfig, max_name: usize) -> Result<Source, ClientError> {
+/// What the upstream offers now, as a catalog source under our names, and
+/// the (upstream's) URIs of its resources.
+fn fetch(
+    link: &Arc<Link>,
+    cfg: &UpstreamConfig,
+    max_name: usize,
+) -> Result<(Source, BTreeSet<String>), ClientError> {
     let caps = link.client.server_capabilities().clone();
     let has = |c: &str| caps.get(c).is_some_and(|v| !v.is_null());
     let mut source = Source::new();
+    let mut uris = BTreeSet::new();
     // Per kind (a tool and a prompt may share a name): a second original
     // that maps to an emitted name is reported, not served in its place.
     let unique = |emitted: &mut BTreeSet<String>, public: &str, original: &str| -> bool {
@@ -345,6 +376,7 @@ fn fetch(link: &Arc<Link>, cfg: &UpstreamConfig, max_name: usize) -> Result<Sour
                 continue;
             };
             let public = names::public_uri(&cfg.namespace, original);
+            uris.insert(original.to_owned());
             source = source.resource(Arc::new(proxy::Resource {
                 definition: renamed(&def, "uri", public.into()),
                 original: original.to_owned(),
@@ -370,5 +402,5 @@ fn fetch(link: &Arc<Link>, cfg: &UpstreamConfig, max_name: usize) -> Result<Sour
                 );
         }
     }
-    Ok(source)
+    Ok((source, uris))
 }
