@@ -135,53 +135,70 @@ impl Connection {
 /// then SIGKILL, each after the grace period, to its whole process group
 /// (on Linux the child leads one of its own: what it started goes too).
 fn reap(mut c: Child) {
-    let waited = |c: &mut Child| -> bool {
+    let pid = c.id() as libc::pid_t;
+    // Waits up to the grace period for the child to exit, without reaping
+    // it: while it is a zombie its id (which is also its group's and
+    // session's) cannot be taken by another process, so the kills below
+    // cannot reach a stranger.
+    let waited = || -> bool {
         let deadline = std::time::Instant::now() + DEFAULT_CHILD_GRACE;
         loop {
-            match c.try_wait() {
-                Ok(Some(_)) => return true,
-                Ok(None) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(10))
-                }
-                _ => return false,
+            if exited(pid) {
+                return true;
             }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
     };
     // The group: on Linux the child's own (setsid); elsewhere just it.
-    let target = if cfg!(target_os = "linux") {
-        -(c.id() as libc::pid_t)
-    } else {
-        c.id() as libc::pid_t
-    };
-    if !waited(&mut c) {
+    let target = if cfg!(target_os = "linux") { -pid } else { pid };
+    for signal in [libc::SIGTERM, libc::SIGKILL] {
+        if waited() {
+            break;
+        }
         // SAFETY: kill(2) on our own child (or its group), not yet reaped,
         // so its id cannot have been reused.
         unsafe {
-            libc::kill(target, libc::SIGTERM);
-        }
-        if !waited(&mut c) {
-            // SAFETY: as above.
-            unsafe {
-                libc::kill(target, libc::SIGKILL);
-            }
-            let _ = c.wait();
+            libc::kill(target, signal);
         }
     }
-    // The leader is gone; what it left running goes too: its group, and
-    // every process still in the session it led (grandchildren that made
-    // process groups of their own, as command runners do). Its id stays
-    // reserved while members of either live.
+    // The leader has exited (or was just SIGKILLed); what it left running
+    // goes too: its group, and every process still in the session it led
+    // (grandchildren that made process groups of their own, as command
+    // runners do). Only then is the leader reaped.
     if cfg!(target_os = "linux") {
-        // SAFETY: kill(2) on the group the child led.
+        // SAFETY: kill(2) on the group the child led; the child is not yet
+        // reaped, so the id is still its.
         unsafe {
             libc::kill(target, libc::SIGKILL);
         }
-        kill_session(c.id() as libc::pid_t);
+        kill_session(pid);
     }
+    let _ = c.wait();
 }
 
-/// SIGKILLs every process of session `sid` (Linux: found in /proc; the
-/// leader that created the session is gone, so its id is not reused).
+/// Whether child `pid` has exited, leaving it unreaped (`WNOWAIT`).
+fn exited(pid: libc::pid_t) -> bool {
+    // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid(2).
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid(2) on our own child, writing into `info`.
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: si_pid is set by waitid(2) when a child changed state, and
+    // stays 0 (as zeroed) otherwise.
+    rc != 0 || unsafe { info.si_pid() } != 0
+}
+
+/// SIGKILLs every process of session `sid` (Linux: found in /proc; its
+/// leader is an unreaped zombie of ours, so the id is not reused).
 fn kill_session(sid: libc::pid_t) {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return;
