@@ -142,6 +142,15 @@ fn an_upstream_is_served_under_its_namespace_with_progress_and_sampling_relayed(
         n.iter().any(|t| t == "conf__test_simple_text")
     });
     assert!(tools.iter().any(|t| t == "hello"), "{tools:?}");
+    // A session that starts now is told the upstream's instructions, under
+    // its name.
+    let later =
+        Client::connect(Connection::http(&g.url).unwrap(), ClientOptions::default()).unwrap();
+    assert_eq!(
+        later.instructions(),
+        Some("## conf\n\nThe server of the MCP conformance suite's scenarios.")
+    );
+    later.close();
     assert!(
         !tools.iter().any(|t| t == "conf__test_reconnection"),
         "denied: {tools:?}"

@@ -97,8 +97,8 @@ pub(crate) fn initialize(session: &Arc<Session>, req: &Request) -> Result<Value,
     result.insert("protocolVersion".into(), version.as_str().into());
     result.insert("capabilities".into(), engine.catalog.capabilities());
     result.insert("serverInfo".into(), engine.info.to_value());
-    if let Some(i) = &engine.info.instructions {
-        result.insert("instructions".into(), i.as_str().into());
+    if let Some(i) = engine.instructions() {
+        result.insert("instructions".into(), i.into());
     }
     log::info!(
         "session {}: initialized with protocol {version} (client asked for {requested})",

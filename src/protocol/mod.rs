@@ -114,6 +114,8 @@ pub struct Engine {
     next_key: AtomicU64,
     draining: AtomicBool,
     observer: OnceLock<Arc<dyn Observer>>,
+    // Instructions added at run time (a gateway's upstreams), by source.
+    added_instructions: Mutex<std::collections::BTreeMap<String, String>>,
 }
 
 /// How a request handled on the pool ended, for an [`Observer`].
@@ -167,6 +169,7 @@ impl Engine {
             next_key: AtomicU64::new(1),
             draining: AtomicBool::new(false),
             observer: OnceLock::new(),
+            added_instructions: Mutex::new(std::collections::BTreeMap::new()),
         }))
     }
 
@@ -186,6 +189,30 @@ impl Engine {
 
     pub(crate) fn forget_session(&self, key: u64) {
         lock(&self.sessions).remove(&key);
+    }
+
+    /// Adds (or with `None` removes) instructions of source `id` (a
+    /// gateway's upstream): `initialize` answers the server's own
+    /// instructions followed by each source's, headed by its id. Sessions
+    /// initialized before keep what they were told.
+    pub fn set_instructions(&self, id: &str, text: Option<&str>) {
+        let mut added = lock(&self.added_instructions);
+        match text {
+            Some(t) if !t.trim().is_empty() => {
+                added.insert(id.to_owned(), t.to_owned());
+            }
+            _ => {
+                added.remove(id);
+            }
+        }
+    }
+
+    /// What `initialize` answers as `instructions`.
+    pub(crate) fn instructions(&self) -> Option<String> {
+        let added = lock(&self.added_instructions);
+        let mut parts: Vec<String> = self.info.instructions.iter().cloned().collect();
+        parts.extend(added.iter().map(|(id, t)| format!("## {id}\n\n{t}")));
+        (!parts.is_empty()).then(|| parts.join("\n\n"))
     }
 
     /// Sets the one observer of every request (for metrics); false if one

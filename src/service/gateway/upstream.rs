@@ -67,6 +67,7 @@ impl Sources {
     pub(crate) fn retire(&self, name: &str, server: &Server) {
         let mut e = crate::sync::lock(&self.epochs);
         *e.entry(name.to_owned()).or_default() += 1;
+        server.engine().set_instructions(name, None);
         server.withdraw_source(&source_id(name));
     }
 }
@@ -193,7 +194,15 @@ fn run(
     let serve = |link: &Arc<Link>| -> Result<(), String> {
         let (listed, uris) = fetch(link, cfg, max_name)
             .map_err(|e| format!("upstream {}: cannot list: {e}", cfg.name))?;
-        match sources.publish(&cfg.name, epoch, || server.replace_source(&source, listed)) {
+        let instructions = link.client.instructions().map(str::to_owned);
+        let published = sources.publish(&cfg.name, epoch, || {
+            // Its instructions go with its lists, headed by its name.
+            server
+                .engine()
+                .set_instructions(&cfg.name, instructions.as_deref());
+            server.replace_source(&source, listed)
+        });
+        match published {
             Some(Err(e)) => return Err(format!("upstream {}: {e}", cfg.name)),
             // A newer life owns the source now.
             None => return Ok(()),
@@ -252,7 +261,10 @@ fn run(
             },
         }
     };
-    sources.publish(&cfg.name, epoch, || server.withdraw_source(&source));
+    sources.publish(&cfg.name, epoch, || {
+        server.engine().set_instructions(&cfg.name, None);
+        server.withdraw_source(&source)
+    });
     client.close();
     match ended {
         None => Ok(()),
