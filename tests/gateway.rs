@@ -35,13 +35,17 @@ fn start(dir: &std::path::Path, config: &Value) -> Gateway {
 }
 
 /// [`start`] with variables for the daemon.
-fn start_with(dir: &std::path::Path, config: &Value, env: &[(&str, &std::path::Path)]) -> Gateway {
+fn start_with(
+    dir: &std::path::Path,
+    config: &Value,
+    env: &[(&str, std::ffi::OsString)],
+) -> Gateway {
     let path = dir.join("mcpvisor.json");
     std::fs::write(&path, config.to_string()).unwrap();
     let mut cmd = Command::new(BIN);
     unmanaged(&mut cmd)
         .args(["--config", path.to_str().unwrap()])
-        .envs(env.iter().copied())
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
@@ -417,7 +421,7 @@ fn ready_waits_for_a_required_upstream_and_its_failure_is_the_daemon_s() {
         "listen": ["http://127.0.0.1:0/mcp"],
         "mcpServers": {"conf": {"command": common::example("conformance"), "required": true}},
     });
-    let g = start_with(&dir, &config, &[("NOTIFY_SOCKET", &notify)]);
+    let g = start_with(&dir, &config, &[("NOTIFY_SOCKET", notify.clone().into())]);
     let mut buf = [0u8; 4096];
     let n = manager.recv(&mut buf).expect("READY=1");
     assert!(buf[..n].starts_with(b"READY=1"));
@@ -557,5 +561,54 @@ fn a_subscription_through_the_gateway_gets_the_upstream_s_updates() {
         .expect("an update relayed");
     assert_eq!(got, uri);
     c.close();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_http_upstream_is_reached_with_the_headers_it_asks_for() {
+    let dir = scratch("gateway-http");
+    // The upstream: mcpvisor itself over HTTP, behind a bearer token.
+    let token = dir.join("token");
+    std::fs::write(&token, "s3cret\n").unwrap();
+    let inner_dir = dir.join("inner");
+    std::fs::create_dir_all(&inner_dir).unwrap();
+    let inner = start(
+        &inner_dir,
+        &json!({
+            "listen": ["http://127.0.0.1:0/mcp"],
+            "http": {"bearerTokenFile": token},
+            "commands": {"hi": {"argv": ["echo", "hi"]}},
+        }),
+    );
+    // The secret comes from the environment, not the file.
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "mcpServers": {"remote": {
+            "type": "http",
+            "url": inner.url,
+            "headers": {"Authorization": "Bearer ${REMOTE_TOKEN}"},
+            "required": true,
+        }},
+    });
+    let g = start_with(&dir, &config, &[("REMOTE_TOKEN", "s3cret".into())]);
+    let path = dir.join("mcpvisor.json");
+    let c = Client::connect(Connection::http(&g.url).unwrap(), ClientOptions::default()).unwrap();
+    assert_eq!(names(&c), ["remote__hi"], "served by READY (required)");
+    let r = c.call_tool("remote__hi", json!({})).unwrap();
+    assert_eq!(text(&r), "hi\n");
+    c.close();
+    // A header the transport sets itself is a configuration error.
+    let bad = json!({"mcpServers": {"remote": {"url": inner.url, "headers": {"Host": "x"}}}});
+    std::fs::write(&path, bad.to_string()).unwrap();
+    let out = Command::new(BIN)
+        .args(["--check-config", "--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("mcpServers.remote.headers"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

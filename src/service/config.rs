@@ -71,6 +71,7 @@ pub const KEYS: &[&str] = &[
     "mcpServers.NAME.env",
     "mcpServers.NAME.cwd",
     "mcpServers.NAME.url",
+    "mcpServers.NAME.headers",
     "mcpServers.NAME.type",
     "mcpServers.NAME.enabled",
     "mcpServers.NAME.required",
@@ -120,6 +121,9 @@ pub enum UpstreamTransport {
     Http {
         /// `url`.
         url: String,
+        /// `headers`: sent with every request (`${VAR}` keeps secrets out
+        /// of the file).
+        headers: BTreeMap<String, String>,
     },
 }
 
@@ -583,6 +587,9 @@ impl Reader<'_> {
                     }
                 }
                 let cwd = text("cwd")?.map(PathBuf::from);
+                if o.contains_key("headers") {
+                    return Err(self.error(&join(path, "headers"), "only for a server with url"));
+                }
                 UpstreamTransport::Stdio {
                     command,
                     args,
@@ -613,7 +620,26 @@ impl Reader<'_> {
                         return Err(self.error(&join(path, key), "only for a server with command"));
                     }
                 }
-                UpstreamTransport::Http { url }
+                let mut headers = BTreeMap::new();
+                if let Some(h) = o.get("headers") {
+                    let hp = join(path, "headers");
+                    let h = h
+                        .as_object()
+                        .ok_or_else(|| self.error(&hp, "expected an object of strings"))?;
+                    for (k, v) in h {
+                        headers.insert(k.clone(), self.string(v, &join(&hp, k))?);
+                    }
+                }
+                #[cfg(all(feature = "http", feature = "client"))]
+                {
+                    let list: Vec<(String, String)> = headers
+                        .iter()
+                        .map(|(n, v)| (n.clone(), v.clone()))
+                        .collect();
+                    crate::transport::http::client::check_headers(&list)
+                        .map_err(|e| self.error(&join(path, "headers"), e.to_string()))?;
+                }
+                UpstreamTransport::Http { url, headers }
             }
             (Some(_), Some(_)) => {
                 return Err(self.error(path, "either command (stdio) or url (HTTP), not both"))
@@ -1292,6 +1318,14 @@ mod tests {
             (
                 r#"{"mcpServers": {"a": {"command": "x", "comand": "y"}}}"#,
                 "mcpServers.a.comand",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"command": "x", "headers": {}}}}"#,
+                "mcpServers.a.headers",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"url": "http://h/", "headers": {"Bad Name": "v"}}}}"#,
+                "mcpServers.a.headers",
             ),
             (
                 r#"{"mcpServers": {"a": {"command": "x"}, "b": {"command": "y", "namespace": "a"}}}"#,

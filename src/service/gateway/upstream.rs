@@ -289,7 +289,14 @@ fn connection(cfg: &UpstreamConfig) -> Result<Connection, String> {
             Connection::child_named(cmd, &format!("upstream {}", cfg.name)).map_err(what)
         }
         #[cfg(feature = "http")]
-        UpstreamTransport::Http { url } => Connection::http(url).map_err(what),
+        UpstreamTransport::Http { url, headers } => Connection::http_with_headers(
+            url,
+            headers
+                .iter()
+                .map(|(n, v)| (n.clone(), v.clone()))
+                .collect(),
+        )
+        .map_err(what),
         #[cfg(not(feature = "http"))]
         UpstreamTransport::Http { .. } => Err(format!(
             "upstream {}: this build has no HTTP transport",

@@ -60,6 +60,8 @@ struct Target {
     // Every open socket, so closing ends the threads reading them.
     sockets: Mutex<HashMap<u64, TcpStream>>,
     next_socket: AtomicU64,
+    // Sent with every request (e.g. Authorization).
+    headers: Vec<(String, String)>,
 }
 
 /// Unregisters a socket when its response is done with.
@@ -292,6 +294,9 @@ impl Target {
             if let Some(v) = &s.version {
                 head.push_str(&format!("MCP-Protocol-Version: {v}\r\n"));
             }
+        }
+        for (n, v) in self.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())) {
+            head.push_str(&format!("{n}: {v}\r\n"));
         }
         for (n, v) in extra {
             head.push_str(&format!("{n}: {v}\r\n"));
@@ -626,6 +631,15 @@ impl MessageReader for HttpReader {
 impl Connection {
     /// A Streamable HTTP connection to `url` (`http://host:port/path`).
     pub fn http(url: &str) -> io::Result<Connection> {
+        Connection::http_with_headers(url, Vec::new())
+    }
+
+    /// [`Connection::http`], sending `headers` with every request (an
+    /// `Authorization` a server asks for, say). A name that is not an HTTP
+    /// token, a value with a control character, or a header the transport
+    /// sets itself is refused.
+    pub fn http_with_headers(url: &str, headers: Vec<(String, String)>) -> io::Result<Connection> {
+        check_headers(&headers)?;
         let (addr, host, path) = parse_url(url)?;
         // Bounded by the number of answers in flight; the reader drains it.
         let (tx, rx) = crossbeam_channel::unbounded();
@@ -638,6 +652,7 @@ impl Connection {
             closed: AtomicBool::new(false),
             sockets: Mutex::new(HashMap::new()),
             next_socket: AtomicU64::new(0),
+            headers,
         });
         Ok(Connection::new(
             Box::new(HttpWriter {
@@ -647,4 +662,35 @@ impl Connection {
             Box::new(HttpReader(rx)),
         ))
     }
+}
+
+/// Headers a caller may add to every request: HTTP tokens as names,
+/// values without control characters, none the transport sets itself.
+pub(crate) fn check_headers(headers: &[(String, String)]) -> io::Result<()> {
+    const OWN: [&str; 6] = [
+        "host",
+        "connection",
+        "content-length",
+        "content-type",
+        "mcp-session-id",
+        "mcp-protocol-version",
+    ];
+    for (n, v) in headers {
+        let token = !n.is_empty()
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !token || v.bytes().any(|b| b.is_ascii_control() && b != b'\t') {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("header {n:?}: not a valid HTTP header"),
+            ));
+        }
+        if OWN.contains(&n.to_ascii_lowercase().as_str()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("header {n:?}: set by the transport itself"),
+            ));
+        }
+    }
+    Ok(())
 }

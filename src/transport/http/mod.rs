@@ -8,7 +8,7 @@
 
 mod checks;
 #[cfg(feature = "client")]
-mod client;
+pub(crate) mod client;
 mod endpoint;
 mod listener;
 mod streams;
