@@ -410,6 +410,16 @@ impl Reader<'_> {
             .collect()
     }
 
+    /// An object of strings (variables expanded), like `env`.
+    fn string_map(&self, v: &Value, path: &str) -> Result<BTreeMap<String, String>, ConfigError> {
+        let o = v
+            .as_object()
+            .ok_or_else(|| self.error(path, "expected an object of strings"))?;
+        o.iter()
+            .map(|(k, v)| Ok((k.clone(), self.string(v, &join(path, k))?)))
+            .collect()
+    }
+
     /// `key` of `o` (at `path`) as positive milliseconds, if given.
     fn millis(
         &self,
@@ -576,16 +586,10 @@ impl Reader<'_> {
                     Some(a) => self.strings(a, &join(path, "args"))?,
                     None => Vec::new(),
                 };
-                let mut env = BTreeMap::new();
-                if let Some(e) = o.get("env") {
-                    let env_path = join(path, "env");
-                    let e = e
-                        .as_object()
-                        .ok_or_else(|| self.error(&env_path, "expected an object of strings"))?;
-                    for (k, v) in e {
-                        env.insert(k.clone(), self.string(v, &join(&env_path, k))?);
-                    }
-                }
+                let env = match o.get("env") {
+                    Some(e) => self.string_map(e, &join(path, "env"))?,
+                    None => BTreeMap::new(),
+                };
                 let cwd = text("cwd")?.map(PathBuf::from);
                 if o.contains_key("headers") {
                     return Err(self.error(&join(path, "headers"), "only for a server with url"));
@@ -620,16 +624,10 @@ impl Reader<'_> {
                         return Err(self.error(&join(path, key), "only for a server with command"));
                     }
                 }
-                let mut headers = BTreeMap::new();
-                if let Some(h) = o.get("headers") {
-                    let hp = join(path, "headers");
-                    let h = h
-                        .as_object()
-                        .ok_or_else(|| self.error(&hp, "expected an object of strings"))?;
-                    for (k, v) in h {
-                        headers.insert(k.clone(), self.string(v, &join(&hp, k))?);
-                    }
-                }
+                let headers = match o.get("headers") {
+                    Some(h) => self.string_map(h, &join(path, "headers"))?,
+                    None => BTreeMap::new(),
+                };
                 #[cfg(all(feature = "http", feature = "client"))]
                 {
                     let list: Vec<(String, String)> = headers
@@ -827,14 +825,7 @@ impl Reader<'_> {
             t.env_allow = self.strings(a, &join(path, "envAllow"))?;
         }
         if let Some(e) = o.get("env") {
-            let env_path = join(path, "env");
-            let e = e
-                .as_object()
-                .ok_or_else(|| self.error(&env_path, "expected an object of strings"))?;
-            for (k, v) in e {
-                t.env
-                    .insert(k.clone(), self.string(v, &join(&env_path, k))?);
-            }
+            t.env = self.string_map(e, &join(path, "env"))?;
         }
         t.timeout = match o.get("timeoutMs") {
             Some(ms) => Duration::from_millis(self.positive(ms, &join(path, "timeoutMs"))?),
