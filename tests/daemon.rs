@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::{gone, pid_in, scratch, tool_names, unmanaged};
 use mcpvisor::client::{Client, ClientOptions, Connection};
 use serde_json::json;
 use std::io::{BufRead, BufReader};
@@ -99,12 +100,7 @@ fn flags_and_configuration_errors_have_their_exit_status() {
 fn the_example_configuration_serves_its_tools_and_sigterm_stops_it() {
     let (mut child, url) = common::spawn_command_listening(serving(bin()));
     let c = Client::connect(Connection::http(&url).unwrap(), ClientOptions::default()).unwrap();
-    let names: Vec<String> = c
-        .list_tools()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_owned())
-        .collect();
+    let names = tool_names(&c);
     assert_eq!(names.len(), 4, "{names:?}");
     let r = c.call_tool("kernel", json!({})).unwrap();
     assert!(
@@ -257,8 +253,6 @@ impl Daemon {
     }
 }
 
-use common::{gone, pid_in, scratch, unmanaged};
-
 /// A fake service manager: the NOTIFY_SOCKET a test hands the daemon.
 struct Manager(std::os::unix::net::UnixDatagram, std::path::PathBuf);
 
@@ -289,14 +283,6 @@ fn status_json(control: &std::path::Path) -> serde_json::Value {
     let (code, out, err) = run(&["status", "--json", "--control", control.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
-}
-
-fn tool_names(c: &Client) -> Vec<String> {
-    c.list_tools()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 #[test]

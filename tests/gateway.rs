@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{alive, gone, pid_in, scratch, unmanaged};
+use common::{alive, gone, pid_in, scratch, tool_names, unmanaged};
 use mcpvisor::client::{Client, ClientOptions, Connection};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -81,19 +81,11 @@ fn gateway(dir: &std::path::Path, upstream: Value) -> Gateway {
     start(dir, &config)
 }
 
-fn names(c: &Client) -> Vec<String> {
-    c.list_tools()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 /// Polls `tools/list` until `done` holds of its names.
 fn until(c: &Client, what: &str, done: impl Fn(&[String]) -> bool) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let n = names(c);
+        let n = tool_names(c);
         if done(&n) {
             return n;
         }
@@ -427,7 +419,7 @@ fn ready_waits_for_a_required_upstream_and_its_failure_is_the_daemon_s() {
     assert!(buf[..n].starts_with(b"READY=1"));
     let c = Client::connect(Connection::http(&g.url).unwrap(), ClientOptions::default()).unwrap();
     assert!(
-        names(&c).iter().any(|t| t == "conf__test_simple_text"),
+        tool_names(&c).iter().any(|t| t == "conf__test_simple_text"),
         "served by READY"
     );
     c.close();
@@ -453,16 +445,22 @@ fn ready_waits_for_a_required_upstream_and_its_failure_is_the_daemon_s() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn server_everything_through_the_gateway_to_the_typescript_and_python_sdk_clients() {
+/// The daemon with npm's server-everything (pinned in tests/js) as the
+/// required upstream `everything`, and the tests/js directory.
+fn everything(dir: &std::path::Path) -> (Gateway, std::path::PathBuf) {
     let js = common::npm_dir("js", "@modelcontextprotocol/server-everything");
-    let everything = js.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    let dir = scratch("gateway-everything");
+    let entry = js.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     let config = json!({
         "listen": ["http://127.0.0.1:0/mcp"],
-        "mcpServers": {"everything": {"command": "node", "args": [everything, "stdio"], "required": true}},
+        "mcpServers": {"everything": {"command": "node", "args": [entry, "stdio"], "required": true}},
     });
-    let g = start(&dir, &config);
+    (start(dir, &config), js)
+}
+
+#[test]
+fn server_everything_through_the_gateway_to_the_typescript_and_python_sdk_clients() {
+    let dir = scratch("gateway-everything");
+    let (g, js) = everything(&dir);
     let c = Client::connect(Connection::http(&g.url).unwrap(), ClientOptions::default()).unwrap();
     until(&c, "server-everything's tools", |n| {
         n.iter().any(|t| t == "everything__echo")
@@ -529,14 +527,8 @@ fn server_everything_through_the_gateway_to_the_typescript_and_python_sdk_client
 
 #[test]
 fn a_subscription_through_the_gateway_gets_the_upstream_s_updates() {
-    let js = common::npm_dir("js", "@modelcontextprotocol/server-everything");
-    let everything = js.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     let dir = scratch("gateway-subscribe");
-    let config = json!({
-        "listen": ["http://127.0.0.1:0/mcp"],
-        "mcpServers": {"everything": {"command": "node", "args": [everything, "stdio"], "required": true}},
-    });
-    let g = start(&dir, &config);
+    let (g, _) = everything(&dir);
     let (tx, updated) = crossbeam_channel::unbounded();
     let options = ClientOptions {
         on_notification: Some(Arc::new(move |m: &str, p: &Value| {
@@ -593,7 +585,7 @@ fn an_http_upstream_is_reached_with_the_headers_it_asks_for() {
     let g = start_with(&dir, &config, &[("REMOTE_TOKEN", "s3cret".into())]);
     let path = dir.join("mcpvisor.json");
     let c = Client::connect(Connection::http(&g.url).unwrap(), ClientOptions::default()).unwrap();
-    assert_eq!(names(&c), ["remote__hi"], "served by READY (required)");
+    assert_eq!(tool_names(&c), ["remote__hi"], "served by READY (required)");
     let r = c.call_tool("remote__hi", json!({})).unwrap();
     assert_eq!(text(&r), "hi\n");
     c.close();

@@ -257,15 +257,22 @@ impl Context {
     /// `sampling/createMessage`: asks the client's LLM. Needs the client's
     /// `sampling` capability.
     pub fn sample(&self, params: Value, timeout: Duration) -> Result<Value, PeerError> {
-        self.peer_request("sampling/createMessage", params, Some("sampling"), timeout)
+        let method = "sampling/createMessage";
+        self.peer_request(method, params, capability_for(method), timeout)
     }
     /// `elicitation/create`: asks the user. Needs the `elicitation` capability.
     pub fn elicit(&self, params: Value, timeout: Duration) -> Result<Value, PeerError> {
-        self.peer_request("elicitation/create", params, Some("elicitation"), timeout)
+        let method = "elicitation/create";
+        self.peer_request(method, params, capability_for(method), timeout)
     }
     /// `roots/list`: the client's roots. Needs the `roots` capability.
     pub fn list_roots(&self, timeout: Duration) -> Result<Value, PeerError> {
-        self.peer_request("roots/list", json!({}), Some("roots"), timeout)
+        self.peer_request(
+            "roots/list",
+            json!({}),
+            capability_for("roots/list"),
+            timeout,
+        )
     }
 
     /// Sends a request to the client on this request's stream and blocks
@@ -331,6 +338,17 @@ impl Context {
         // Only now is the request no longer in flight: whoever waits for the
         // session to go idle (EOF, shutdown) finds its answer already queued.
         self.exchange.request_done(&self.request_id);
+    }
+}
+
+/// The client capability a server-to-client request needs (none for
+/// `ping` and methods the spec does not gate).
+pub fn capability_for(method: &str) -> Option<&'static str> {
+    match method {
+        "sampling/createMessage" => Some("sampling"),
+        "elicitation/create" => Some("elicitation"),
+        "roots/list" => Some("roots"),
+        _ => None,
     }
 }
 

@@ -20,7 +20,9 @@ mod sink;
 
 pub use cancel::CancelToken;
 pub use catalog::{Changes, ListKind, Source};
-pub use context::{Context, PeerError, ProtocolContext, ToolContext, DEFAULT_PEER_REQUEST_TIMEOUT};
+pub use context::{
+    capability_for, Context, PeerError, ProtocolContext, ToolContext, DEFAULT_PEER_REQUEST_TIMEOUT,
+};
 #[cfg(feature = "client")]
 pub(crate) use outbound::{CallError, Outbound, Wait};
 pub use outbound::{PeerRequestHandler, ProgressHandler};

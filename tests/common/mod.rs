@@ -519,3 +519,13 @@ pub fn cancel_and_see_it_killed(
         gone(pid, "the command after the cancellation");
     });
 }
+
+/// The names `tools/list` gives, in order.
+#[cfg(feature = "client")]
+pub fn tool_names(c: &mcpvisor::client::Client) -> Vec<String> {
+    c.list_tools()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}

@@ -12,7 +12,7 @@ use crate::model::{CompletionRef, CompletionRequest};
 use crate::protocol::catalog::{
     CompletionEntry, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry,
 };
-use crate::protocol::{PeerError, PeerRequestHandler, ProgressHandler};
+use crate::protocol::{capability_for, PeerError, PeerRequestHandler, ProgressHandler};
 use crate::Context;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -42,21 +42,20 @@ enum Relay {
 impl Link {
     /// `method` with `params` on the upstream, on behalf of `ctx`.
     fn relay(&self, method: &str, params: Value, ctx: &Context) -> Result<Value, Relay> {
-        let progress_ctx = ctx.clone();
-        let progress: ProgressHandler = Arc::new(move |p, total, message| {
-            progress_ctx.progress(p, total, message);
+        // One copy of the context serves both callbacks.
+        let relayed = Arc::new(ctx.clone());
+        // Progress only when the caller asked for it (its token).
+        let asked = ctx.meta().is_some_and(|m| m.contains_key("progressToken"));
+        let progress: Option<ProgressHandler> = asked.then(|| {
+            let relayed = relayed.clone();
+            Arc::new(move |p: f64, total: Option<f64>, message: Option<&str>| {
+                relayed.progress(p, total, message);
+            }) as ProgressHandler
         });
-        let peer_ctx = ctx.clone();
         let timeout = self.timeout;
         let on_request: PeerRequestHandler = Arc::new(move |method, params| {
-            let capability = match method {
-                "sampling/createMessage" => Some("sampling"),
-                "elicitation/create" => Some("elicitation"),
-                "roots/list" => Some("roots"),
-                _ => None,
-            };
-            peer_ctx
-                .peer_request(method, params, capability, timeout)
+            relayed
+                .peer_request(method, params, capability_for(method), timeout)
                 .map_err(|e| match e {
                     PeerError::Rpc(e) => e,
                     other => ErrorObject::internal(format!("the gateway's client: {other}")),
@@ -64,7 +63,7 @@ impl Link {
         });
         let options = CallOptions {
             timeout: Some(self.timeout),
-            progress: Some(progress),
+            progress,
             cancel: Some(ctx.cancel_token()),
             on_request: Some(on_request),
         };
@@ -187,7 +186,7 @@ fn read(link: &Link, original: &str, ctx: &Context) -> Result<Value, ErrorObject
 /// text, cut to fit, with a note saying so (other content and
 /// `structuredContent` are left out).
 fn cut(result: Value, max: usize, upstream: &str) -> Value {
-    let size = serde_json::to_vec(&result).map_or(0, |b| b.len());
+    let size = json_len(&result);
     if size <= max {
         return result;
     }
@@ -266,6 +265,24 @@ impl CompletionEntry for Completions {
     }
 }
 
+/// The length of `v` as JSON, counted without building the text (every
+/// relayed result is measured).
+fn json_len(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    let _ = serde_json::to_writer(&mut n, v);
+    n.0
+}
+
 fn into_error(r: Relay) -> ErrorObject {
     match r {
         Relay::Rpc(e) => e,
@@ -297,6 +314,7 @@ mod tests {
     fn an_oversized_result_is_cut_with_a_note_and_a_small_one_passes_whole() {
         let small = json!({"content": [{"type": "text", "text": "ok"}], "_meta": {"x": 1}});
         assert_eq!(cut(small.clone(), 1000, "u"), small);
+        assert_eq!(json_len(&small), small.to_string().len());
         let big = json!({"content": [{"type": "text", "text": "é".repeat(600)}], "structuredContent": {"a": 1}});
         let r = cut(big, 501, "u");
         let text = r["content"][0]["text"].as_str().unwrap();
