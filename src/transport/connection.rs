@@ -124,18 +124,89 @@ impl Connection {
                     }
                 })?;
         }
+        let reaped = std::sync::Arc::new(std::sync::Mutex::new(false));
+        watch_exit(child.id() as libc::pid_t, reaped.clone())?;
         let mut conn = Connection::lines(stdout, PipeOut::new(stdin)?);
         conn.pid = Some(child.id());
-        conn.on_close = Some(Box::new(move || reap(child)));
+        conn.on_close = Some(Box::new(move || reap(child, &reaped)));
         Ok(conn)
     }
+}
+
+/// Stack of the thread that waits for a child's exit.
+const EXIT_WATCHER_STACK: usize = 64 * 1024;
+
+/// Waits (on a small thread of its own) for the child to exit, without
+/// reaping it, and then SIGKILLs what is left of its group and session: a
+/// process it started that still holds its stdout would otherwise hide
+/// its exit, since the reader sees EOF only when every holder has closed
+/// it. `reaped` is set (under its lock) before the child is reaped, so no
+/// signal can reach a process that took the id since.
+fn watch_exit(pid: libc::pid_t, reaped: std::sync::Arc<std::sync::Mutex<bool>>) -> io::Result<()> {
+    if !cfg!(target_os = "linux") {
+        return Ok(());
+    }
+    std::thread::Builder::new()
+        .name("mcpvisor-child-exit".into())
+        .stack_size(EXIT_WATCHER_STACK)
+        .spawn(move || {
+            // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid(2).
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            loop {
+                // SAFETY: waitid(2) on our own child, writing into `info`;
+                // WNOWAIT leaves it a zombie for `reap`.
+                let rc = unsafe {
+                    libc::waitid(
+                        libc::P_PID,
+                        pid as libc::id_t,
+                        &mut info,
+                        libc::WEXITED | libc::WNOWAIT,
+                    )
+                };
+                if rc == 0 {
+                    break;
+                }
+                if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                    // ECHILD: already reaped; nothing of it is left to end.
+                    return;
+                }
+            }
+            let reaped = crate::sync::lock(&reaped);
+            if !*reaped {
+                kill_group_and_session(pid, &[]);
+            }
+        })?;
+    Ok(())
+}
+
+/// SIGKILLs the group and the session that `pid` leads, the descendants
+/// of their processes, and what `earlier` saw of them (Linux; `pid` is an
+/// unreaped child of ours, so the ids are still its). The processes are
+/// found before any is killed: a killed parent's children would move to
+/// another parent.
+fn kill_group_and_session(pid: libc::pid_t, earlier: &[Seen]) {
+    let tree = session_tree(pid);
+    // SAFETY: kill(2) on the group the child led; the child is not yet
+    // reaped, so the id is still its.
+    unsafe {
+        libc::kill(-pid, libc::SIGKILL);
+    }
+    kill_seen(&tree);
+    kill_seen(earlier);
 }
 
 /// Stops and reaps a child: EOF on stdin was already given; then SIGTERM,
 /// then SIGKILL, each after the grace period, to its whole process group
 /// (on Linux the child leads one of its own: what it started goes too).
-fn reap(mut c: Child) {
+fn reap(mut c: Child, reaped: &std::sync::Mutex<bool>) {
     let pid = c.id() as libc::pid_t;
+    // What the child runs now: the signals below may end a parent (a
+    // shell, a runner) before its children, which then leave its tree.
+    let before = if cfg!(target_os = "linux") {
+        session_tree(pid)
+    } else {
+        Vec::new()
+    };
     // Waits up to the grace period for the child to exit, without reaping
     // it: while it is a zombie its id (which is also its group's and
     // session's) cannot be taken by another process, so the kills below
@@ -168,14 +239,11 @@ fn reap(mut c: Child) {
     // goes too: its group, and every process still in the session it led
     // (grandchildren that made process groups of their own, as command
     // runners do). Only then is the leader reaped.
+    let mut reaped = crate::sync::lock(reaped);
     if cfg!(target_os = "linux") {
-        // SAFETY: kill(2) on the group the child led; the child is not yet
-        // reaped, so the id is still its.
-        unsafe {
-            libc::kill(target, libc::SIGKILL);
-        }
-        kill_session(pid);
+        kill_group_and_session(pid, &before);
     }
+    *reaped = true;
     let _ = c.wait();
 }
 
@@ -197,30 +265,69 @@ fn exited(pid: libc::pid_t) -> bool {
     rc != 0 || unsafe { info.si_pid() } != 0
 }
 
-/// SIGKILLs every process of session `sid` (Linux: found in /proc; its
-/// leader is an unreaped zombie of ours, so the id is not reused).
-fn kill_session(sid: libc::pid_t) {
+/// A process seen in /proc: its id and start time (so that a later kill
+/// cannot reach a process that took the id since).
+type Seen = (libc::pid_t, u64);
+
+/// Every process of session `sid` but its leader, and every descendant of
+/// one (Linux, from /proc): grandchildren that made sessions of their own
+/// are found while their parent lives.
+fn session_tree(sid: libc::pid_t) -> Vec<Seen> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return;
+        return Vec::new();
     };
-    for e in entries.flatten() {
-        let Some(pid) = e
-            .file_name()
-            .to_str()
-            .and_then(|p| p.parse::<libc::pid_t>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // After the command name: state, ppid, pgrp, session.
-        let session = stat
-            .rsplit_once(") ")
-            .and_then(|(_, rest)| rest.split(' ').nth(3))
-            .and_then(|s| s.parse::<libc::pid_t>().ok());
-        if session == Some(sid) {
-            // SAFETY: kill(2) on a process of the session our child led.
+    // (pid, ppid, session, start time) of every process.
+    let procs: Vec<(libc::pid_t, libc::pid_t, libc::pid_t, u64)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse().ok()?;
+            let (ppid, session, start) = stat_of(pid)?;
+            Some((pid, ppid, session, start))
+        })
+        .collect();
+    let mut doomed: std::collections::HashSet<libc::pid_t> = procs
+        .iter()
+        .filter(|p| p.2 == sid && p.0 != sid)
+        .map(|p| p.0)
+        .collect();
+    // Their descendants, to a fixed point.
+    loop {
+        let before = doomed.len();
+        for p in &procs {
+            if doomed.contains(&p.1) {
+                doomed.insert(p.0);
+            }
+        }
+        if doomed.len() == before {
+            break;
+        }
+    }
+    procs
+        .iter()
+        .filter(|p| doomed.contains(&p.0))
+        .map(|p| (p.0, p.3))
+        .collect()
+}
+
+/// Parent, session and start time of `pid`, from /proc/PID/stat.
+fn stat_of(pid: libc::pid_t) -> Option<(libc::pid_t, libc::pid_t, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name: state, ppid, pgrp, session, ... starttime
+    // (the 20th).
+    let rest: Vec<&str> = stat.rsplit_once(") ")?.1.split(' ').collect();
+    Some((
+        rest.get(1)?.parse().ok()?,
+        rest.get(3)?.parse().ok()?,
+        rest.get(19)?.parse().ok()?,
+    ))
+}
+
+/// SIGKILLs each process of `seen` that is still the one seen.
+fn kill_seen(seen: &[Seen]) {
+    for &(pid, start) in seen {
+        if stat_of(pid).is_some_and(|(_, _, s)| s == start) {
+            // SAFETY: kill(2) on a process of our child's session (or a
+            // descendant), the same one as seen (its start time matches).
             unsafe {
                 libc::kill(pid, libc::SIGKILL);
             }
