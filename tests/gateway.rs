@@ -604,3 +604,176 @@ fn an_http_upstream_is_reached_with_the_headers_it_asks_for() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_per_session_upstream_gives_each_session_its_own_child_until_the_session_ends() {
+    let dir = scratch("gateway-per-session");
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "mcpServers": {"conf": {
+            "command": common::example("conformance"),
+            "perSession": true,
+            "maxSessions": 2,
+        }},
+    });
+    let g = start(&dir, &config);
+    let daemon = g.child.id();
+    let connect =
+        || Client::connect(Connection::http(&g.url).unwrap(), ClientOptions::default()).unwrap();
+    let (a, b, c) = (connect(), connect(), connect());
+    until(&a, "the upstream's tools", |n| {
+        n.iter().any(|t| t == "conf__test_simple_text")
+    });
+    // The lists come from one shared child, which no call reaches.
+    let lister = upstream_pids(daemon, "conformance");
+    assert_eq!(lister.len(), 1, "{lister:?}");
+    let call = |client: &Client| {
+        client
+            .call_tool("conf__test_simple_text", json!({}))
+            .unwrap()
+    };
+    let new_child = |before: &[i32]| -> i32 {
+        let now = upstream_pids(daemon, "conformance");
+        let fresh: Vec<i32> = now
+            .iter()
+            .copied()
+            .filter(|p| !before.contains(p))
+            .collect();
+        assert_eq!(fresh.len(), 1, "one new child: {before:?} -> {now:?}");
+        fresh[0]
+    };
+    assert!(!text(&call(&a)).is_empty());
+    let a_child = new_child(&lister);
+    assert!(!text(&call(&b)).is_empty());
+    let b_child = new_child(&[lister[0], a_child]);
+    // A session's next call goes to its own child again.
+    assert!(!text(&call(&a)).is_empty());
+    assert_eq!(upstream_pids(daemon, "conformance").len(), 3);
+    // A third session is past maxSessions: a tool error that says so.
+    let r = call(&c);
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(text(&r).contains("maxSessions"), "{r}");
+    // A session that ends takes its child along; the others keep theirs.
+    a.close();
+    gone(a_child, "the ended session's child");
+    assert!(alive(b_child) && alive(lister[0]));
+    // Its place is free for the third.
+    assert!(!text(&call(&c)).is_empty());
+    let c_child = new_child(&[lister[0], b_child]);
+    // A session's child that dies is started again at its next call.
+    // SAFETY: kill(2) on a process of this test's daemon.
+    unsafe { libc::kill(b_child, libc::SIGKILL) };
+    gone(b_child, "the killed child");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = call(&b);
+        if r["isError"] != true {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never started again: {r}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    new_child(&[lister[0], c_child]);
+    b.close();
+    c.close();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_upstream_whose_helper_holds_its_output_is_still_seen_to_exit_and_its_helpers_go_too() {
+    let dir = scratch("gateway-holder");
+    // The upstream leaves a helper that keeps its stdout open, and one
+    // that makes a session of its own under a shell of its group.
+    let script = dir.join("upstream.sh");
+    let (holder, escaper) = (dir.join("holder.pid"), dir.join("escaper.pid"));
+    std::fs::write(
+        &script,
+        format!(
+            "sleep 600 &\necho $! > {holder}\nsh -c 'setsid sleep 600 & echo $! > {escaper}; wait' &\nexec {conf}\n",
+            holder = holder.display(),
+            escaper = escaper.display(),
+            conf = common::example("conformance").display(),
+        ),
+    )
+    .unwrap();
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "mcpServers": {"conf": {"command": "/bin/sh", "args": [script]}},
+    });
+    let g = start(&dir, &config);
+    let c = Client::connect(Connection::http(&g.url).unwrap(), ClientOptions::default()).unwrap();
+    until(&c, "the upstream's tools", |n| n.len() > 1);
+    let (holder, escaper) = (pid_in(&holder), pid_in(&escaper));
+    let first = upstream_pids(g.child.id(), "conformance");
+    assert_eq!(first.len(), 1, "{first:?}");
+    // SAFETY: kill(2) on a process of this test's daemon.
+    unsafe { libc::kill(first[0], libc::SIGKILL) };
+    gone(holder, "the helper holding stdout");
+    gone(escaper, "the helper in a session of its own");
+    until(&c, "withdrawn", |n| n.is_empty());
+    until(&c, "served again", |n| n.len() > 1);
+    c.close();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_remote_upstream_is_reconnected_without_giving_up_and_re_initialized_after_a_404() {
+    let dir = scratch("gateway-remote");
+    // Nothing serves the remote's port yet: this listener takes the
+    // gateway's attempts and drops them.
+    let port_holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = port_holder.local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "mcpServers": {"remote": {"url": url, "restart": {"intensity": 1, "backoffMs": 20}}},
+    });
+    let g = start(&dir, &config);
+    // More attempts than its intensity allows restarts: it keeps trying.
+    port_holder.set_nonblocking(true).unwrap();
+    let (mut attempts, deadline) = (0, Instant::now() + Duration::from_secs(30));
+    while attempts < 4 {
+        match port_holder.accept() {
+            Ok(_) => attempts += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(
+                    Instant::now() < deadline,
+                    "it gave up after {attempts} attempts"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    drop(port_holder);
+    let inner = |name: &str| {
+        let d = dir.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        start(
+            &d,
+            &json!({
+                "listen": [url],
+                "commands": {"hi": {"argv": ["echo", "hi"]}},
+            }),
+        )
+    };
+    let first = inner("first");
+    let c = Client::connect(Connection::http(&g.url).unwrap(), ClientOptions::default()).unwrap();
+    until(&c, "the remote's tools", |n| n == ["remote__hi"]);
+    assert_eq!(text(&c.call_tool("remote__hi", json!({})).unwrap()), "hi\n");
+    // The remote restarts: it no longer knows the gateway's session (404),
+    // and the gateway initializes a new one.
+    drop(first);
+    let _second = inner("second");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = c.call_tool("remote__hi", json!({}));
+        if r.as_ref().is_ok_and(|r| text(r) == "hi\n") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never served again: {r:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    c.close();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -116,6 +116,8 @@ pub struct Engine {
     next_key: AtomicU64,
     draining: AtomicBool,
     observer: OnceLock<Arc<dyn Observer>>,
+    // Told when a session closes; dropped watchers fall out.
+    watchers: Mutex<Vec<Weak<dyn SessionWatcher>>>,
     // Instructions added at run time (a gateway's upstreams), by source.
     added_instructions: Mutex<std::collections::BTreeMap<String, String>>,
 }
@@ -151,6 +153,14 @@ pub trait Observer: Send + Sync {
     fn request_done(&self, method: &str, outcome: Outcome, elapsed: Duration);
 }
 
+/// Told when a session of the engine closes (a gateway stops what it
+/// started for that session). Called on the thread that closed the
+/// session, with no lock held: keep it short, hand long work to a thread.
+pub trait SessionWatcher: Send + Sync {
+    /// The session with id `session_id` has closed.
+    fn session_closed(&self, session_id: &str);
+}
+
 impl Engine {
     pub(crate) fn new(
         info: ServerInfo,
@@ -171,6 +181,7 @@ impl Engine {
             next_key: AtomicU64::new(1),
             draining: AtomicBool::new(false),
             observer: OnceLock::new(),
+            watchers: Mutex::new(Vec::new()),
             added_instructions: Mutex::new(std::collections::BTreeMap::new()),
         }))
     }
@@ -189,8 +200,23 @@ impl Engine {
         lock(&self.sessions).len()
     }
 
-    pub(crate) fn forget_session(&self, key: u64) {
+    /// Leaves the session list and tells the watchers.
+    pub(crate) fn forget_session(&self, key: u64, id: &str) {
         lock(&self.sessions).remove(&key);
+        let watchers: Vec<Arc<dyn SessionWatcher>> = {
+            let mut w = lock(&self.watchers);
+            w.retain(|w| w.strong_count() > 0);
+            w.iter().filter_map(Weak::upgrade).collect()
+        };
+        for w in watchers {
+            w.session_closed(id);
+        }
+    }
+
+    /// Tells `watcher` of every session that closes from now on, for as
+    /// long as someone else holds it (the engine keeps it weakly).
+    pub fn watch_sessions(&self, watcher: &Arc<dyn SessionWatcher>) {
+        lock(&self.watchers).push(Arc::downgrade(watcher));
     }
 
     /// Adds (or with `None` removes) instructions of source `id` (a
@@ -317,11 +343,26 @@ impl Engine {
     /// gateway relaying an upstream's log, which belongs to no one request.
     /// Sessions that never asked for a log get none.
     pub fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
-        for s in self
-            .live_sessions()
-            .into_iter()
-            .filter(|s| s.phase() == Phase::Operating && s.log_level().is_some_and(|m| level >= m))
-        {
+        self.log_where(|_| true, level, logger, data)
+    }
+
+    /// [`Engine::log`] to the one session with id `session_id`, if it is
+    /// open and its level lets `level` through (what a gateway's
+    /// per-session upstream logs).
+    pub fn log_to(&self, session_id: &str, level: LogLevel, logger: Option<&str>, data: Value) {
+        self.log_where(|s| s.id() == session_id, level, logger, data)
+    }
+
+    fn log_where(
+        &self,
+        to: impl Fn(&Session) -> bool,
+        level: LogLevel,
+        logger: Option<&str>,
+        data: Value,
+    ) {
+        for s in self.live_sessions().into_iter().filter(|s| {
+            to(s) && s.phase() == Phase::Operating && s.log_level().is_some_and(|m| level >= m)
+        }) {
             s.sink().send(Outgoing::Notification(context::log_message(
                 level,
                 logger,

@@ -450,7 +450,7 @@ impl Session {
             token.cancel();
         }
         self.outbound.close();
-        self.engine.forget_session(self.key);
+        self.engine.forget_session(self.key, &self.id);
     }
 }
 

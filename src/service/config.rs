@@ -81,6 +81,8 @@ pub const KEYS: &[&str] = &[
     "mcpServers.NAME.tools.deny",
     "mcpServers.NAME.timeoutMs",
     "mcpServers.NAME.maxOutputBytes",
+    "mcpServers.NAME.perSession",
+    "mcpServers.NAME.maxSessions",
     "mcpServers.NAME.restart",
     "mcpServers.NAME.restart.intensity",
     "mcpServers.NAME.restart.periodMs",
@@ -155,7 +157,19 @@ pub struct UpstreamConfig {
     pub restart: Intensity,
     /// `restart.backoffMs`.
     pub backoff: Duration,
+    /// `perSession` (default false): one connection (for `command`, one
+    /// child) per client session, started at the session's first call
+    /// and stopped when it ends; the lists come from one more, shared
+    /// connection that is never called.
+    pub per_session: bool,
+    /// `maxSessions`: most per-session connections at once (default
+    /// [`DEFAULT_MAX_SESSIONS`]); a call from one more session is a tool
+    /// error.
+    pub max_sessions: usize,
 }
+
+/// Default `mcpServers.NAME.maxSessions`.
+pub const DEFAULT_MAX_SESSIONS: usize = 64;
 
 /// The keys directly under `prefix` (`""` for the top level).
 fn keys_under(prefix: &str) -> Vec<&'static str> {
@@ -652,11 +666,20 @@ impl Reader<'_> {
                 .ok_or_else(|| self.error(&join(path, "enabled"), "expected true or false"))?,
             None => true,
         };
-        let required = match o.get("required") {
+        let flag = |key: &str| match o.get(key) {
             Some(b) => b
                 .as_bool()
-                .ok_or_else(|| self.error(&join(path, "required"), "expected true or false"))?,
-            None => false,
+                .ok_or_else(|| self.error(&join(path, key), "expected true or false")),
+            None => Ok(false),
+        };
+        let required = flag("required")?;
+        let per_session = flag("perSession")?;
+        let max_sessions = match o.get("maxSessions") {
+            Some(_) if !per_session => {
+                return Err(self.error(&join(path, "maxSessions"), "only with \"perSession\": true"))
+            }
+            Some(n) => self.positive(n, &join(path, "maxSessions"))? as usize,
+            None => DEFAULT_MAX_SESSIONS,
         };
         let namespace = text("namespace")?.unwrap_or_else(|| name.to_owned());
         if !super::gateway::names::valid_namespace(&namespace) {
@@ -717,6 +740,8 @@ impl Reader<'_> {
             max_output_bytes,
             restart,
             backoff,
+            per_session,
+            max_sessions,
         })
     }
 
@@ -1288,7 +1313,21 @@ mod tests {
         );
         assert_eq!(o.backoff, Duration::from_millis(100));
         assert_eq!(o.timeout, Duration::from_secs(5));
+        let p = parse(
+            r#"{"mcpServers": {"b": {"command": "x", "perSession": true, "maxSessions": 3}}}"#,
+        )
+        .unwrap();
+        assert!(p.upstreams["b"].per_session && p.upstreams["b"].max_sessions == 3);
+        assert!(!f.per_session && f.max_sessions == DEFAULT_MAX_SESSIONS);
         for (text, path) in [
+            (
+                r#"{"mcpServers": {"a": {"command": "x", "maxSessions": 2}}}"#,
+                "mcpServers.a.maxSessions",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"command": "x", "perSession": 1}}}"#,
+                "mcpServers.a.perSession",
+            ),
             (r#"{"mcpServers": {"a": {}}}"#, "mcpServers.a"),
             (
                 r#"{"mcpServers": {"a": {"command": "x", "url": "http://h/"}}}"#,

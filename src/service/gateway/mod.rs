@@ -7,4 +7,6 @@ pub mod names;
 #[cfg(feature = "client")]
 mod proxy;
 #[cfg(feature = "client")]
+mod sessions;
+#[cfg(feature = "client")]
 pub(crate) mod upstream;

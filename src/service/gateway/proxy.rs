@@ -30,6 +30,31 @@ pub(crate) struct Link {
     pub max_output_bytes: usize,
 }
 
+/// Where an entry's requests go: the upstream's one shared connection, or
+/// (`perSession`) the calling session's own.
+pub(crate) struct Route {
+    /// The shared connection (the lists come from it).
+    pub shared: Arc<Link>,
+    /// The per-session connections, for a `perSession` upstream.
+    pub sessions: Option<Arc<super::sessions::Sessions>>,
+}
+
+impl Route {
+    fn relay(&self, method: &str, params: Value, ctx: &Context) -> Result<Value, Relay> {
+        match &self.sessions {
+            None => self.shared.relay(method, params, ctx),
+            Some(s) => s
+                .link(ctx)
+                .map_err(Relay::Failed)?
+                .relay(method, params, ctx),
+        }
+    }
+
+    fn namespace(&self) -> &str {
+        &self.shared.namespace
+    }
+}
+
 /// Why a relayed request failed.
 enum Relay {
     /// The upstream answered with an error: passed on as it is.
@@ -80,7 +105,7 @@ impl Link {
 pub(crate) struct Tool {
     pub definition: Value,
     pub original: String,
-    pub link: Arc<Link>,
+    pub route: Arc<Route>,
 }
 
 impl ToolEntry for Tool {
@@ -89,10 +114,14 @@ impl ToolEntry for Tool {
     }
     fn call(&self, arguments: &Value, ctx: &Context) -> Result<Value, ErrorObject> {
         let params = json!({"name": self.original, "arguments": arguments});
-        match self.link.relay("tools/call", params, ctx) {
+        match self.route.relay("tools/call", params, ctx) {
             Ok(mut v) => {
-                ours(&mut v["content"], &self.link.namespace);
-                Ok(cut(v, self.link.max_output_bytes, &self.link.name))
+                ours(&mut v["content"], self.route.namespace());
+                Ok(cut(
+                    v,
+                    self.route.shared.max_output_bytes,
+                    &self.route.shared.name,
+                ))
             }
             Err(Relay::Rpc(e)) => Err(e),
             // A tool error the model can read, naming the upstream.
@@ -108,7 +137,7 @@ impl ToolEntry for Tool {
 pub(crate) struct Prompt {
     pub definition: Value,
     pub original: String,
-    pub link: Arc<Link>,
+    pub route: Arc<Route>,
 }
 
 impl PromptEntry for Prompt {
@@ -118,12 +147,12 @@ impl PromptEntry for Prompt {
     fn get(&self, arguments: &Value, ctx: &Context) -> Result<Value, ErrorObject> {
         let params = json!({"name": self.original, "arguments": arguments});
         let mut result = self
-            .link
+            .route
             .relay("prompts/get", params, ctx)
             .map_err(into_error)?;
         if let Some(messages) = result.get_mut("messages").and_then(Value::as_array_mut) {
             for m in messages {
-                ours(&mut m["content"], &self.link.namespace);
+                ours(&mut m["content"], self.route.namespace());
             }
         }
         Ok(result)
@@ -134,7 +163,7 @@ impl PromptEntry for Prompt {
 pub(crate) struct Resource {
     pub definition: Value,
     pub original: String,
-    pub link: Arc<Link>,
+    pub route: Arc<Route>,
 }
 
 impl ResourceEntry for Resource {
@@ -142,14 +171,14 @@ impl ResourceEntry for Resource {
         &self.definition
     }
     fn read(&self, _uri: &str, ctx: &Context) -> Result<Value, ErrorObject> {
-        read(&self.link, &self.original, ctx)
+        read(&self.route, &self.original, ctx)
     }
 }
 
 /// An upstream's resource template.
 pub(crate) struct Template {
     pub definition: Value,
-    pub link: Arc<Link>,
+    pub route: Arc<Route>,
 }
 
 impl TemplateEntry for Template {
@@ -157,24 +186,24 @@ impl TemplateEntry for Template {
         &self.definition
     }
     fn matches(&self, uri: &str) -> bool {
-        names::split_uri(uri).is_some_and(|(ns, _)| ns == self.link.namespace)
+        names::split_uri(uri).is_some_and(|(ns, _)| ns == self.route.namespace())
     }
     fn read(&self, uri: &str, ctx: &Context) -> Result<Value, ErrorObject> {
         let (_, original) = names::split_uri(uri)
             .ok_or_else(|| ErrorObject::invalid_params(format!("{uri}: not this upstream's")))?;
-        read(&self.link, original, ctx)
+        read(&self.route, original, ctx)
     }
 }
 
 /// `resources/read` upstream, with the contents' URIs made ours again.
-fn read(link: &Link, original: &str, ctx: &Context) -> Result<Value, ErrorObject> {
-    let mut result = link
+fn read(route: &Route, original: &str, ctx: &Context) -> Result<Value, ErrorObject> {
+    let mut result = route
         .relay("resources/read", json!({"uri": original}), ctx)
         .map_err(into_error)?;
     if let Some(contents) = result.get_mut("contents").and_then(Value::as_array_mut) {
         for c in contents {
             if let Some(u) = c.get("uri").and_then(Value::as_str) {
-                let public = names::public_uri(&link.namespace, u);
+                let public = names::public_uri(route.namespace(), u);
                 c["uri"] = Value::String(public);
             }
         }
@@ -238,7 +267,7 @@ fn ours(content: &mut Value, namespace: &str) {
 pub(crate) struct Completions {
     /// The upstream's own reference (its prompt name or URI template).
     pub original: CompletionRef,
-    pub link: Arc<Link>,
+    pub route: Arc<Route>,
 }
 
 impl CompletionEntry for Completions {
@@ -259,7 +288,7 @@ impl CompletionEntry for Completions {
         if !request.context.is_empty() {
             params["context"] = json!({"arguments": request.context});
         }
-        self.link
+        self.route
             .relay("completion/complete", params, ctx)
             .map_err(into_error)
     }

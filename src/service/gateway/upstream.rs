@@ -10,7 +10,7 @@
 //! serves on.
 
 use super::names;
-use super::proxy::{self, Link};
+use super::proxy::{self, Link, Route};
 use crate::client::{Client, ClientError, ClientOptions};
 use crate::jsonrpc::ErrorObject;
 use crate::model::CompletionRef;
@@ -107,32 +107,126 @@ enum Event {
     Updated(String),
 }
 
-/// One life of the upstream: until it exits (an error: restart) or the
-/// worker is told to stop.
-fn run(
+/// A handler for a request the upstream makes outside a call: refused.
+pub(crate) fn refuse(what: &'static str) -> crate::client::RequestHandler {
+    Arc::new(move |_| {
+        Err(ErrorObject::internal(format!(
+            "{what} outside a call: the gateway has no client to ask"
+        )))
+    })
+}
+
+/// The level, logger (headed by the upstream's name) and data of an
+/// upstream's `notifications/message`.
+pub(crate) fn log_message(name: &str, params: &Value) -> (crate::LogLevel, String, Value) {
+    let level = params
+        .get("level")
+        .and_then(Value::as_str)
+        .and_then(crate::LogLevel::parse)
+        .unwrap_or(crate::LogLevel::Info);
+    let logger = match params.get("logger").and_then(Value::as_str) {
+        Some(l) => format!("{name}/{l}"),
+        None => name.to_owned(),
+    };
+    (
+        level,
+        logger,
+        params.get("data").cloned().unwrap_or(Value::Null),
+    )
+}
+
+/// How the gateway introduces itself to an upstream.
+pub(crate) fn client_options() -> ClientOptions {
+    ClientOptions {
+        name: "mcpvisor".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        request_timeout: START_TIMEOUT,
+        ..Default::default()
+    }
+}
+
+/// Starts the upstream (its stderr logged as `label`) and initializes it.
+pub(crate) fn connect(
     cfg: &UpstreamConfig,
+    label: &str,
+    options: ClientOptions,
+) -> Result<Client, String> {
+    Client::connect(connection(cfg, label)?, options)
+        .map_err(|e| format!("upstream {}: cannot start: {e}", cfg.name))
+}
+
+impl Link {
+    /// The link over `client`, with `cfg`'s limits.
+    pub(crate) fn new(cfg: &UpstreamConfig, client: Client) -> Link {
+        Link {
+            name: cfg.name.clone(),
+            namespace: cfg.namespace.clone(),
+            client,
+            timeout: cfg.timeout,
+            max_output_bytes: cfg.max_output_bytes,
+        }
+    }
+}
+
+/// The upstream until the worker is told to stop (`Ok`) or, for a
+/// `command`, until it exits (an error: the supervisor restarts it with
+/// backoff). A remote upstream (not `required`) that cannot be reached,
+/// or ends our session (404), is connected to again here with backoff,
+/// never giving up; it stays withdrawn meanwhile.
+fn run(
+    cfg: &Arc<UpstreamConfig>,
     server: &Server,
     sources: &Sources,
     max_name: usize,
     ctx: &supervisor::ChildContext,
 ) -> supervisor::WorkerResult {
-    let source = source_id(&cfg.name);
     let epoch = sources.begin(&cfg.name);
+    // A required one fails as a command does: past its intensity, the
+    // daemon with it.
+    let remote = matches!(cfg.transport, UpstreamTransport::Http { .. }) && !cfg.required;
+    let mut delay = cfg.backoff;
+    let mut told: Option<String> = None;
+    loop {
+        let began = std::time::Instant::now();
+        let why = match life(cfg, server, sources, epoch, max_name, ctx) {
+            Ok(()) => return Ok(()),
+            Err(why) if !remote => return Err(why.into()),
+            Err(why) => why,
+        };
+        if began.elapsed() >= cfg.restart.period {
+            delay = cfg.backoff;
+        }
+        // Said once while it stays the same.
+        if told.as_deref() == Some(why.as_str()) {
+            log::debug!("{why}; connecting again in {delay:?}");
+        } else {
+            log::warn!("{why}; connecting again in {delay:?} (and on, with backoff)");
+            told = Some(why);
+        }
+        select! {
+            recv(ctx.stop_signal()) -> _ => return Ok(()),
+            default(delay) => {}
+        }
+        delay = (delay * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// One connection to the upstream: until it ends (an error) or the worker
+/// is told to stop.
+fn life(
+    cfg: &Arc<UpstreamConfig>,
+    server: &Server,
+    sources: &Sources,
+    epoch: u64,
+    max_name: usize,
+    ctx: &supervisor::ChildContext,
+) -> Result<(), String> {
+    let source = source_id(&cfg.name);
     let (closed_tx, closed) = crossbeam_channel::bounded::<String>(1);
     let (events_tx, events) = crossbeam_channel::unbounded();
-    let refuse = |what: &'static str| -> crate::client::RequestHandler {
-        Arc::new(move |_| {
-            Err(ErrorObject::internal(format!(
-                "{what} outside a call: the gateway has no client to ask"
-            )))
-        })
-    };
     let name = cfg.name.clone();
     let logs = server.clone();
     let options = ClientOptions {
-        name: "mcpvisor".into(),
-        version: env!("CARGO_PKG_VERSION").into(),
-        request_timeout: START_TIMEOUT,
         // Declared so the upstream may ask during calls (those go to the
         // calling session); outside a call they are refused.
         sampling: Some(refuse("sampling")),
@@ -152,16 +246,7 @@ fn run(
                 "notifications/message" => {
                     // To each session at the level it set, named after the
                     // upstream.
-                    let level = params
-                        .get("level")
-                        .and_then(Value::as_str)
-                        .and_then(crate::LogLevel::parse)
-                        .unwrap_or(crate::LogLevel::Info);
-                    let logger = match params.get("logger").and_then(Value::as_str) {
-                        Some(l) => format!("{name}/{l}"),
-                        None => name.clone(),
-                    };
-                    let data = params.get("data").cloned().unwrap_or(Value::Null);
+                    let (level, logger, data) = log_message(&name, params);
                     logs.engine().log(level, Some(&logger), data);
                     return;
                 }
@@ -172,17 +257,48 @@ fn run(
         on_closed: Some(Arc::new(move |e: &ClientError| {
             let _ = closed_tx.try_send(e.to_string());
         })),
-        ..Default::default()
+        ..client_options()
     };
-    let client = Client::connect(connection(cfg)?, options)
-        .map_err(|e| format!("upstream {}: cannot start: {e}", cfg.name))?;
-    let link = Arc::new(Link {
-        name: cfg.name.clone(),
-        namespace: cfg.namespace.clone(),
-        client: client.clone(),
-        timeout: cfg.timeout,
-        max_output_bytes: cfg.max_output_bytes,
+    let client = connect(cfg, &format!("upstream {}", cfg.name), options)?;
+    let route = Arc::new(Route {
+        shared: Arc::new(Link::new(cfg, client.clone())),
+        sessions: cfg
+            .per_session
+            .then(|| super::sessions::Sessions::new(cfg.clone(), server)),
     });
+    let ended = serve_until_closed(
+        cfg, server, sources, epoch, max_name, ctx, &route, &closed, &events,
+    );
+    sources.publish(&cfg.name, epoch, || {
+        server.engine().set_instructions(&cfg.name, None);
+        server.withdraw_source(&source)
+    });
+    if let Some(s) = &route.sessions {
+        s.stop_all();
+    }
+    client.close();
+    match ended? {
+        None => Ok(()),
+        Some(why) => Err(format!("upstream {} exited: {why}", cfg.name)),
+    }
+}
+
+/// Publishes what the upstream lists, then follows its changes until it
+/// closes (`Some(why)`) or the worker is told to stop (`None`).
+#[allow(clippy::too_many_arguments)]
+fn serve_until_closed(
+    cfg: &UpstreamConfig,
+    server: &Server,
+    sources: &Sources,
+    epoch: u64,
+    max_name: usize,
+    ctx: &supervisor::ChildContext,
+    route: &Arc<Route>,
+    closed: &crossbeam_channel::Receiver<String>,
+    events: &crossbeam_channel::Receiver<Event>,
+) -> Result<Option<String>, String> {
+    let source = source_id(&cfg.name);
+    let client = &route.shared.client;
     // The resources subscribed to upstream: every listed one, when it
     // offers subscriptions, so that its updates reach our subscribers.
     let subscribes = client
@@ -191,10 +307,10 @@ fn run(
         .and_then(Value::as_bool)
         == Some(true);
     let subscribed = std::cell::RefCell::new(BTreeSet::<String>::new());
-    let serve = |link: &Arc<Link>| -> Result<(), String> {
-        let (listed, uris) = fetch(link, cfg, max_name)
+    let serve = || -> Result<(), String> {
+        let (listed, uris) = fetch(route, cfg, max_name)
             .map_err(|e| format!("upstream {}: cannot list: {e}", cfg.name))?;
-        let instructions = link.client.instructions().map(str::to_owned);
+        let instructions = client.instructions().map(str::to_owned);
         let published = sources.publish(&cfg.name, epoch, || {
             // Its instructions go with its lists, headed by its name.
             server
@@ -211,7 +327,7 @@ fn run(
         if subscribes {
             let mut subscribed = subscribed.borrow_mut();
             for uri in uris.difference(&subscribed.clone()) {
-                match link.client.subscribe(uri) {
+                match client.subscribe(uri) {
                     Ok(()) => {
                         subscribed.insert(uri.clone());
                     }
@@ -219,16 +335,13 @@ fn run(
                 }
             }
             for gone in subscribed.clone().difference(&uris) {
-                let _ = link.client.unsubscribe(gone);
+                let _ = client.unsubscribe(gone);
                 subscribed.remove(gone);
             }
         }
         Ok(())
     };
-    if let Err(e) = serve(&link) {
-        client.close();
-        return Err(e.into());
-    }
+    serve()?;
     // Everything it logs reaches us; each session gets what its level lets
     // through.
     if client.server_capabilities().get("logging").is_some() {
@@ -237,7 +350,7 @@ fn run(
         }
     }
     log::info!("upstream {}: serving", cfg.name);
-    let ended = loop {
+    Ok(loop {
         select! {
             recv(ctx.stop_signal()) -> _ => break None,
             recv(closed) -> why => break Some(why.unwrap_or_default()),
@@ -250,7 +363,7 @@ fn run(
                             server.notify_resource_updated(&names::public_uri(&cfg.namespace, &uri));
                         }
                     }
-                    if let Err(e) = serve(&link) {
+                    if let Err(e) = serve() {
                         log::warn!("{e}");
                     }
                 }
@@ -260,19 +373,10 @@ fn run(
                 Err(_) => break None,
             },
         }
-    };
-    sources.publish(&cfg.name, epoch, || {
-        server.engine().set_instructions(&cfg.name, None);
-        server.withdraw_source(&source)
-    });
-    client.close();
-    match ended {
-        None => Ok(()),
-        Some(why) => Err(format!("upstream {} exited: {why}", cfg.name).into()),
-    }
+    })
 }
 
-fn connection(cfg: &UpstreamConfig) -> Result<Connection, String> {
+fn connection(cfg: &UpstreamConfig, label: &str) -> Result<Connection, String> {
     let what = |e: std::io::Error| format!("upstream {}: {e}", cfg.name);
     match &cfg.transport {
         UpstreamTransport::Stdio {
@@ -286,7 +390,7 @@ fn connection(cfg: &UpstreamConfig) -> Result<Connection, String> {
             if let Some(dir) = cwd {
                 cmd.current_dir(dir);
             }
-            Connection::child_named(cmd, &format!("upstream {}", cfg.name)).map_err(what)
+            Connection::child_named(cmd, label).map_err(what)
         }
         #[cfg(feature = "http")]
         UpstreamTransport::Http { url, headers } => Connection::http_with_headers(
@@ -316,11 +420,12 @@ fn allowed(cfg: &UpstreamConfig, tool: &str) -> bool {
 /// What the upstream offers now, as a catalog source under our names, and
 /// the (upstream's) URIs of its resources.
 fn fetch(
-    link: &Arc<Link>,
+    route: &Arc<Route>,
     cfg: &UpstreamConfig,
     max_name: usize,
 ) -> Result<(Source, BTreeSet<String>), ClientError> {
-    let caps = link.client.server_capabilities().clone();
+    let client = &route.shared.client;
+    let caps = client.server_capabilities().clone();
     let has = |c: &str| caps.get(c).is_some_and(|v| !v.is_null());
     let mut source = Source::new();
     let mut uris = BTreeSet::new();
@@ -348,7 +453,7 @@ fn fetch(
     };
     if has("tools") {
         let mut emitted = BTreeSet::new();
-        for def in list(link.client.list_tools())? {
+        for def in list(client.list_tools())? {
             let Some(original) = def.get("name").and_then(Value::as_str) else {
                 continue;
             };
@@ -360,14 +465,14 @@ fn fetch(
                 source = source.tool(Arc::new(proxy::Tool {
                     definition: renamed(&def, "name", public.into()),
                     original: original.to_owned(),
-                    link: link.clone(),
+                    route: route.clone(),
                 }));
             }
         }
     }
     if has("prompts") {
         let mut emitted = BTreeSet::new();
-        for def in list(link.client.list_prompts())? {
+        for def in list(client.list_prompts())? {
             let Some(original) = def.get("name").and_then(Value::as_str) else {
                 continue;
             };
@@ -377,20 +482,20 @@ fn fetch(
                     .prompt(Arc::new(proxy::Prompt {
                         definition: renamed(&def, "name", public.clone().into()),
                         original: original.to_owned(),
-                        link: link.clone(),
+                        route: route.clone(),
                     }))
                     .completion(
                         CompletionRef::Prompt(public),
                         Arc::new(proxy::Completions {
                             original: CompletionRef::Prompt(original.to_owned()),
-                            link: link.clone(),
+                            route: route.clone(),
                         }),
                     );
             }
         }
     }
     if has("resources") {
-        for def in list(link.client.list_resources())? {
+        for def in list(client.list_resources())? {
             let Some(original) = def.get("uri").and_then(Value::as_str) else {
                 continue;
             };
@@ -399,10 +504,10 @@ fn fetch(
             source = source.resource(Arc::new(proxy::Resource {
                 definition: renamed(&def, "uri", public.into()),
                 original: original.to_owned(),
-                link: link.clone(),
+                route: route.clone(),
             }));
         }
-        for def in list(link.client.list_resource_templates())? {
+        for def in list(client.list_resource_templates())? {
             let Some(original) = def.get("uriTemplate").and_then(Value::as_str) else {
                 continue;
             };
@@ -410,13 +515,13 @@ fn fetch(
             source = source
                 .template(Arc::new(proxy::Template {
                     definition: renamed(&def, "uriTemplate", public.clone().into()),
-                    link: link.clone(),
+                    route: route.clone(),
                 }))
                 .completion(
                     CompletionRef::Resource(public),
                     Arc::new(proxy::Completions {
                         original: CompletionRef::Resource(original.to_owned()),
-                        link: link.clone(),
+                        route: route.clone(),
                     }),
                 );
         }

@@ -1,0 +1,187 @@
+//! `perSession` upstreams: each client session that calls one gets a
+//! connection of its own (for `command`, a child process of its own),
+//! started at its first call with exactly the client's capabilities, and
+//! stopped when the session ends or the upstream stops. A connection that
+//! exits is started again at the session's next call. What the upstream
+//! logs on it goes to that session alone.
+
+use super::proxy::Link;
+use super::upstream;
+use crate::client::{Client, ClientOptions};
+use crate::protocol::SessionWatcher;
+use crate::server::Server;
+use crate::service::config::UpstreamConfig;
+use crate::sync::lock;
+use crate::Context;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// A session's connection, started at most once at a time.
+#[derive(Default)]
+struct Slot {
+    link: Option<Arc<Link>>,
+    /// The session has ended: nothing is started for it any more.
+    ended: bool,
+}
+
+/// The per-session connections of one life of one upstream.
+pub(crate) struct Sessions {
+    cfg: Arc<UpstreamConfig>,
+    server: Server,
+    slots: Mutex<Slots>,
+}
+
+#[derive(Default)]
+struct Slots {
+    stopped: bool,
+    by_session: HashMap<String, Arc<Mutex<Slot>>>,
+}
+
+impl Sessions {
+    /// Per-session connections for `cfg`; they end with their sessions
+    /// (the engine tells this as long as it lives).
+    pub(crate) fn new(cfg: Arc<UpstreamConfig>, server: &Server) -> Arc<Sessions> {
+        let sessions = Arc::new(Sessions {
+            cfg,
+            server: server.clone(),
+            slots: Mutex::default(),
+        });
+        let watcher: Arc<dyn SessionWatcher> = sessions.clone();
+        server.engine().watch_sessions(&watcher);
+        sessions
+    }
+
+    /// The connection of `ctx`'s session, started if it has none (or its
+    /// last one exited). Only this session's calls wait for the start.
+    pub(crate) fn link(&self, ctx: &Context) -> Result<Arc<Link>, String> {
+        let name = &self.cfg.name;
+        let session = ctx.session_id();
+        let slot = {
+            let mut slots = lock(&self.slots);
+            let open = slots.by_session.len();
+            if slots.stopped {
+                return Err(format!("upstream {name}: stopping"));
+            }
+            match slots.by_session.get(session) {
+                Some(slot) => slot.clone(),
+                None if open >= self.cfg.max_sessions => {
+                    return Err(format!(
+                        "upstream {name}: {open} sessions have a connection of their own, \
+                         the most maxSessions allows"
+                    ))
+                }
+                None => slots
+                    .by_session
+                    .entry(session.to_owned())
+                    .or_default()
+                    .clone(),
+            }
+        };
+        let mut slot = lock(&slot);
+        if slot.ended {
+            return Err(format!("upstream {name}: the session has ended"));
+        }
+        if let Some(link) = &slot.link {
+            if !link.client.is_closed() {
+                return Ok(link.clone());
+            }
+            log::warn!(
+                "upstream {name}: the connection of session {} exited; starting it again",
+                crate::protocol::session_log_name(session)
+            );
+        }
+        let link = Arc::new(Link::new(&self.cfg, self.start(ctx)?));
+        slot.link = Some(link.clone());
+        Ok(link)
+    }
+
+    /// A new connection for `ctx`'s session, declaring the capabilities its
+    /// client declared (so the upstream asks only for what it can do).
+    fn start(&self, ctx: &Context) -> Result<Client, String> {
+        let session = ctx.session_id().to_owned();
+        let label = format!(
+            "upstream {} session {}",
+            self.cfg.name,
+            crate::protocol::session_log_name(&session)
+        );
+        let client = ctx.protocol();
+        let refuse = |method: &'static str| {
+            client
+                .client_supports(method)
+                .then(|| upstream::refuse(method))
+        };
+        let (server, name) = (self.server.clone(), self.cfg.name.clone());
+        let options = ClientOptions {
+            sampling: refuse("sampling"),
+            elicitation: refuse("elicitation"),
+            roots: refuse("roots"),
+            // Its lists come from the shared connection; its logs are this
+            // session's.
+            on_notification: Some(Arc::new(move |method: &str, params: &Value| {
+                if method == "notifications/message" {
+                    let (level, logger, data) = upstream::log_message(&name, params);
+                    server.engine().log_to(&session, level, Some(&logger), data);
+                }
+            })),
+            ..upstream::client_options()
+        };
+        upstream::connect(&self.cfg, &label, options)
+    }
+
+    /// Stops every connection (the upstream's life ends) and starts no more.
+    pub(crate) fn stop_all(&self) {
+        let slots: Vec<_> = {
+            let mut s = lock(&self.slots);
+            s.stopped = true;
+            s.by_session.drain().map(|(_, slot)| slot).collect()
+        };
+        // In parallel: each may take two grace periods.
+        let closing: Vec<_> = slots
+            .into_iter()
+            .filter_map(|slot| {
+                let s = slot.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("mcpvisor-upstream-close".into())
+                    .spawn(move || end(&s));
+                if spawned.is_err() {
+                    end(&slot);
+                }
+                spawned.ok()
+            })
+            .collect();
+        for c in closing {
+            let _ = c.join();
+        }
+    }
+}
+
+/// Ends a slot: no start after this, and its connection (if any) closed.
+fn end(slot: &Mutex<Slot>) {
+    let link = {
+        let mut slot = lock(slot);
+        slot.ended = true;
+        slot.link.take()
+    };
+    if let Some(l) = link {
+        l.client.close();
+    }
+}
+
+impl SessionWatcher for Sessions {
+    fn session_closed(&self, session_id: &str) {
+        let Some(slot) = lock(&self.slots).by_session.remove(session_id) else {
+            return;
+        };
+        // Closing a child takes up to two grace periods, and a start in
+        // progress holds the slot: neither on the thread that closed the
+        // session.
+        let s = slot.clone();
+        let spawned = std::thread::Builder::new()
+            .name("mcpvisor-upstream-close".into())
+            .spawn(move || end(&s));
+        if spawned.is_err() {
+            end(&slot);
+        }
+    }
+}
