@@ -777,3 +777,62 @@ fn a_remote_upstream_is_reconnected_without_giving_up_and_re_initialized_after_a
     c.close();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn an_https_upstream_is_reached_over_tls_and_a_certificate_of_another_authority_is_refused() {
+    let dir = scratch("gateway-https");
+    // The upstream: mcpvisor itself over plain HTTP, behind a TLS
+    // terminator whose certificate a test authority signed.
+    let inner_dir = dir.join("inner");
+    std::fs::create_dir_all(&inner_dir).unwrap();
+    let inner = start(
+        &inner_dir,
+        &json!({
+            "listen": ["http://127.0.0.1:0/mcp"],
+            "commands": {"hi": {"argv": ["echo", "hi"]}},
+        }),
+    );
+    let backend = inner
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let pki = common::tls::pki("gateway test CA");
+    let port = common::tls::tls_terminator(&pki, &backend);
+    let (ca, other) = (dir.join("ca.pem"), dir.join("other.pem"));
+    std::fs::write(&ca, &pki.ca_pem).unwrap();
+    std::fs::write(&other, common::tls::pki("some other CA").ca_pem).unwrap();
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "mcpServers": {"remote": {
+            "url": format!("https://127.0.0.1:{port}/mcp"),
+            "required": true,
+            "restart": {"intensity": 0},
+        }},
+    });
+    // Trusting the test authority (SSL_CERT_FILE): served by READY.
+    let g = start_with(&dir, &config, &[("SSL_CERT_FILE", ca.clone().into())]);
+    let c = Client::connect(Connection::http(&g.url).unwrap(), ClientOptions::default()).unwrap();
+    assert_eq!(tool_names(&c), ["remote__hi"]);
+    for _ in 0..3 {
+        let r = c.call_tool("remote__hi", json!({})).unwrap();
+        assert_eq!(text(&r), "hi\n");
+    }
+    c.close();
+    drop(g);
+    // Trusting another authority: the required upstream fails, and the
+    // daemon with it, saying why.
+    let path = dir.join("mcpvisor.json");
+    let mut cmd = Command::new(BIN);
+    let out = unmanaged(&mut cmd)
+        .args(["--config", path.to_str().unwrap()])
+        .env("SSL_CERT_FILE", &other)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(70));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("certificate"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -627,11 +627,14 @@ impl Reader<'_> {
                         ))
                     }
                 }
-                if !url.starts_with("http://") {
-                    return Err(self.error(
-                        &join(path, "url"),
-                        "expected an http:// URL (https:// upstreams are not supported yet)",
-                    ));
+                let tls = url.starts_with("https://");
+                if !url.starts_with("http://") && !tls {
+                    return Err(
+                        self.error(&join(path, "url"), "expected an http:// or https:// URL")
+                    );
+                }
+                if tls && !cfg!(feature = "https") {
+                    return Err(self.error(&join(path, "url"), "this build has no TLS (https)"));
                 }
                 for key in ["args", "env", "cwd"] {
                     if o.contains_key(key) {
@@ -1338,7 +1341,7 @@ mod tests {
                 "mcpServers.a.b",
             ),
             (
-                r#"{"mcpServers": {"a": {"url": "https://h/"}}}"#,
+                r#"{"mcpServers": {"a": {"url": "ftp://h/"}}}"#,
                 "mcpServers.a.url",
             ),
             (

@@ -33,6 +33,8 @@ pub(crate) mod session_table;
 pub mod stdio;
 #[cfg(feature = "tcp")]
 pub mod tcp;
+#[cfg(feature = "tls")]
+pub(crate) mod tls;
 pub mod tree;
 
 #[cfg(any(feature = "http", feature = "amqp"))]

@@ -194,6 +194,8 @@ pub fn assert_valid(version: &str, def: &str, message: &Value) {
 #[cfg(feature = "amqp")]
 pub mod amqp;
 pub mod http;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 /// Validates one message a server sent, answering a request of `method`
 /// (ignored for notifications and requests), against revision `version`.

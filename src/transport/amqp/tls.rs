@@ -10,61 +10,15 @@
 
 use super::config::AmqpUrl;
 use mio::{Evented, Poll, PollOpt, Ready, Token};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
-use rustls::{ClientConfig, ClientConnection, RootCertStore};
+use rustls::pki_types::ServerName;
+use rustls::ClientConnection;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// How long a write may wait for the broker to take encrypted bytes.
 pub const WRITE_STALL_LIMIT: Duration = Duration::from_secs(30);
-
-/// The client configuration trusting the system's roots, built once.
-fn system_config() -> Result<Arc<ClientConfig>, String> {
-    static CONFIG: OnceLock<Result<Arc<ClientConfig>, String>> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let found = rustls_native_certs::load_native_certs();
-            for e in &found.errors {
-                log::warn!("amqp tls: reading the system's certificates: {e}");
-            }
-            let mut roots = RootCertStore::empty();
-            let (added, _ignored) = roots.add_parsable_certificates(found.certs);
-            if added == 0 {
-                return Err("no trusted certificate authorities found on this system; \
-                     name a PEM file with ?cacertfile=PATH"
-                    .into());
-            }
-            client_config(roots)
-        })
-        .clone()
-}
-
-/// The client configuration trusting the certificates of a PEM file.
-fn file_config(path: &std::path::Path) -> Result<Arc<ClientConfig>, String> {
-    let shown = path.display();
-    let certs = CertificateDer::pem_file_iter(path)
-        .map_err(|e| format!("cannot read {shown}: {e}"))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("bad PEM in {shown}: {e}"))?;
-    let mut roots = RootCertStore::empty();
-    let (added, _ignored) = roots.add_parsable_certificates(certs);
-    if added == 0 {
-        return Err(format!("{shown} holds no usable certificate"));
-    }
-    client_config(roots)
-}
-
-fn client_config(roots: RootCertStore) -> Result<Arc<ClientConfig>, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())
-        .map(|b| Arc::new(b.with_root_certificates(roots).with_no_client_auth()))
-}
 
 /// Runs the TLS handshake with the broker of `url` on `socket` (blocking,
 /// within `timeout`) and returns the stream for amiquip.
@@ -74,8 +28,9 @@ pub(crate) fn handshake(
     timeout: Duration,
 ) -> Result<TlsStream, String> {
     let config = match &url.ca_file {
-        Some(path) => file_config(path)?,
-        None => system_config()?,
+        Some(path) => crate::transport::tls::file_config(path)?,
+        None => crate::transport::tls::system_config()
+            .map_err(|e| format!("{e}; name a PEM file with ?cacertfile=PATH"))?,
     };
     let name = ServerName::try_from(url.host.clone())
         .map_err(|e| format!("{:?} is not a valid TLS server name: {e}", url.host))?;

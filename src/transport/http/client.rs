@@ -15,6 +15,7 @@
 //! socket has connect, read and write timeouts, and no body, line or event
 //! is held beyond [`DEFAULT_MAX_MESSAGE_BYTES`].
 
+use super::socket::{Security, Socket};
 use crate::jsonrpc::{ErrorObject, RequestId};
 use crate::sync::lock;
 use crate::transport::connection::{
@@ -49,6 +50,7 @@ struct SessionState {
 
 struct Target {
     addr: SocketAddr,
+    security: Security,
     host: String,
     path: String,
     session: Mutex<SessionState>,
@@ -111,22 +113,29 @@ fn unreachable(e: &io::Error) -> bool {
     e.get_ref().is_some_and(|inner| inner.is::<Unreachable>())
 }
 
-/// Parses `http://host:port/path`.
-fn parse_url(url: &str) -> io::Result<(SocketAddr, String, String)> {
-    let rest = url.strip_prefix("http://").ok_or_else(|| {
+/// Parses `http://host[:port]/path` (or `https://…`): the address, the
+/// `Host` header, the path and how to reach it.
+fn parse_url(url: &str) -> io::Result<(SocketAddr, String, String, Security)> {
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("only http:// URLs are supported: {url}"),
+            format!("not an http:// or https:// URL: {url}"),
         )
     })?;
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], rest[i..].to_owned()),
         None => (rest, "/".to_owned()),
     };
-    let with_port = if authority.contains(':') {
+    // The host without the port (an IPv6 literal keeps its brackets).
+    let host = match authority.rsplit_once(':') {
+        Some((h, port)) if !port.contains(']') => h,
+        _ => authority,
+    };
+    let security = Security::of(scheme, host)?;
+    let with_port = if host.len() < authority.len() {
         authority.to_owned()
     } else {
-        format!("{authority}:80")
+        format!("{authority}:{}", security.default_port())
     };
     let addr = with_port.to_socket_addrs()?.next().ok_or_else(|| {
         io::Error::new(
@@ -134,7 +143,7 @@ fn parse_url(url: &str) -> io::Result<(SocketAddr, String, String)> {
             format!("cannot resolve {authority}"),
         )
     })?;
-    Ok((addr, authority.to_owned(), path))
+    Ok((addr, authority.to_owned(), path, security))
 }
 
 struct Head {
@@ -259,7 +268,7 @@ impl Target {
         body: Option<&[u8]>,
         extra: &[(&str, String)],
         silence: Option<Duration>,
-    ) -> io::Result<(Head, Body<BufReader<TcpStream>>)> {
+    ) -> io::Result<(Head, Body<BufReader<Socket>>)> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
@@ -308,12 +317,13 @@ impl Target {
             ));
         }
         head.push_str("\r\n");
-        let mut w = stream.try_clone()?;
-        w.write_all(head.as_bytes())?;
+        let mut socket = self.security.open(stream)?;
+        socket.write_all(head.as_bytes())?;
         if let Some(b) = body {
-            w.write_all(b)?;
+            socket.write_all(b)?;
         }
-        let mut r = BufReader::new(stream);
+        socket.flush()?;
+        let mut r = BufReader::new(socket);
         let head = read_head(&mut r)?;
         let chunked = head
             .header("transfer-encoding")
@@ -436,7 +446,7 @@ impl Target {
     /// Reads the SSE stream of `request` (none for a notification's); if it
     /// ends before the response, resumes it with GET + Last-Event-ID after
     /// the server's retry delay.
-    fn follow(self: &Arc<Self>, body: Body<BufReader<TcpStream>>, request: Option<RequestId>) {
+    fn follow(self: &Arc<Self>, body: Body<BufReader<Socket>>, request: Option<RequestId>) {
         let target = self.clone();
         let _ = std::thread::Builder::new().name("mcpvisor-client-sse".into()).spawn(move || {
             let mut body = body;
@@ -629,7 +639,9 @@ impl MessageReader for HttpReader {
 }
 
 impl Connection {
-    /// A Streamable HTTP connection to `url` (`http://host:port/path`).
+    /// A Streamable HTTP connection to `url` (`http://host:port/path`, or
+    /// `https://…` trusting the system's certificate authorities, or those
+    /// of `SSL_CERT_FILE` / `SSL_CERT_DIR` when set).
     pub fn http(url: &str) -> io::Result<Connection> {
         Connection::http_with_headers(url, Vec::new())
     }
@@ -640,11 +652,12 @@ impl Connection {
     /// sets itself is refused.
     pub fn http_with_headers(url: &str, headers: Vec<(String, String)>) -> io::Result<Connection> {
         check_headers(&headers)?;
-        let (addr, host, path) = parse_url(url)?;
+        let (addr, host, path, security) = parse_url(url)?;
         // Bounded by the number of answers in flight; the reader drains it.
         let (tx, rx) = crossbeam_channel::unbounded();
         let target = Arc::new(Target {
             addr,
+            security,
             host,
             path,
             session: Mutex::new(SessionState::default()),
@@ -693,4 +706,34 @@ pub(crate) fn check_headers(headers: &[(String, String)]) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_give_their_address_host_path_and_security() {
+        let (addr, host, path, s) = parse_url("http://127.0.0.1:8808/mcp").unwrap();
+        assert_eq!(
+            (addr.port(), host.as_str(), path.as_str()),
+            (8808, "127.0.0.1:8808", "/mcp")
+        );
+        assert!(matches!(s, Security::Plain));
+        let (addr, host, path, _) = parse_url("http://[::1]").unwrap();
+        assert_eq!(
+            (addr.port(), host.as_str(), path.as_str()),
+            (80, "[::1]", "/")
+        );
+        #[cfg(feature = "https")]
+        {
+            let (addr, _, _, s) = parse_url("https://127.0.0.1/mcp").unwrap();
+            assert_eq!(addr.port(), 443);
+            assert!(matches!(s, Security::Tls { .. }));
+        }
+        for bad in ["ftp://h/", "127.0.0.1:80/mcp"] {
+            let e = parse_url(bad).err().expect(bad);
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{bad}: {e}");
+        }
+    }
 }

@@ -11,6 +11,8 @@ mod checks;
 pub(crate) mod client;
 mod endpoint;
 mod listener;
+#[cfg(feature = "client")]
+mod socket;
 mod streams;
 mod wire;
 
