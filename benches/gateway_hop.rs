@@ -1,7 +1,10 @@
 //! The gateway hop: `tools/call echo` of `examples/echo` (release) called
 //! directly over stdio, against the same upstream through the daemon (an
 //! HTTP client -> mcpvisor -> the echo server over stdio), with 1 and 32
-//! clients; calls/s, p50, p99, and what the hop adds at p50.
+//! clients; calls/s, p50, p99, and what the hop adds at p50. Each HTTP
+//! row runs twice: with mcpvisor's own client (a connection per request),
+//! and with a small keep-alive client (`-ka`), which shows what the
+//! gateway itself costs.
 //!
 //! ```text
 //! cargo bench --bench gateway_hop -- [--calls N]
@@ -9,6 +12,7 @@
 
 mod common;
 
+use common::keepalive::{parse_url, Conn};
 use mcpvisor::client::{Client, ClientOptions, Connection};
 use serde_json::json;
 use std::io::{BufRead, BufReader};
@@ -117,13 +121,43 @@ fn main() {
         common::row("http", clients, &h);
         let g = common::concurrent(clients, n, connect, |c| echo(c, "echo__echo"));
         common::row("gateway", clients, &g);
-        println!(
-            "{:<10} {clients:>9} hop adds {:.1} µs at p50, {:.1} µs at p99; {:.2}x the direct calls/s",
-            "hop",
-            g.p50_us - d.p50_us,
-            g.p99_us - d.p99_us,
-            g.calls_per_sec / d.calls_per_sec
-        );
+        // A keep-alive client that costs little, to the echo server's HTTP
+        // listener and to the gateway's: what the gateway itself adds.
+        let ka = |url: &str, tool: &'static str| {
+            let (addr, path) = parse_url(url);
+            let call = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{{"message":"hi"}}}}}}"#
+            );
+            common::concurrent(
+                clients,
+                n,
+                || {
+                    let mut c = Conn::open(addr, &path);
+                    c.initialize();
+                    for _ in 0..200 {
+                        c.post(&call);
+                    }
+                    (c, call.clone())
+                },
+                |(c, call)| {
+                    let answer = c.post(call);
+                    debug_assert!(answer.contains("\"hi\""), "{answer}");
+                },
+            )
+        };
+        let hk = ka(&http_url, "echo");
+        common::row("http-ka", clients, &hk);
+        let gk = ka(&url, "echo__echo");
+        common::row("gateway-ka", clients, &gk);
+        for (what, via, plain) in [("our client", &g, &h), ("keep-alive", &gk, &hk)] {
+            println!(
+                "{:<10} {clients:>9} {what}: the hop adds {:.1} µs at p50 beyond HTTP, {:.1} µs beyond direct stdio; {:.2}x the direct calls/s",
+                "hop",
+                via.p50_us - plain.p50_us,
+                via.p50_us - d.p50_us,
+                via.calls_per_sec / d.calls_per_sec
+            );
+        }
     }
     direct.close();
     let _ = http_echo.kill();

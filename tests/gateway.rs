@@ -836,3 +836,84 @@ fn an_https_upstream_is_reached_over_tls_and_a_certificate_of_another_authority_
     assert!(stderr.contains("certificate"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn an_elicitation_relayed_during_a_call_ends_with_the_call() {
+    use mcpvisor::{Server, Tool, ToolResult};
+    let dir = scratch("gateway-elicit");
+    // The upstream, in this process over HTTP: `brief` asks the user and
+    // gives up after 300 ms; `ask` waits for the answer.
+    let elicit = |ctx: &mcpvisor::Context, wait: u64| {
+        let params =
+            json!({"message": "name?", "requestedSchema": {"type": "object", "properties": {}}});
+        match ctx.elicit(params, Duration::from_millis(wait)) {
+            Ok(r) => ToolResult::text(r["action"].as_str().unwrap_or("?")),
+            Err(e) => ToolResult::text(format!("no answer: {e}")),
+        }
+    };
+    let schema = json!({"type": "object"});
+    let server = Server::builder("asker", "1.0")
+        .tool(Tool::new("brief", schema.clone(), move |_, ctx| {
+            Ok(elicit(ctx, 300))
+        }))
+        .tool(Tool::new("ask", schema, move |_, ctx| {
+            Ok(elicit(ctx, 30_000))
+        }))
+        .build()
+        .unwrap();
+    let http = server
+        .start_http(
+            mcpvisor::transport::http::HttpOptions::default()
+                .with_bind("127.0.0.1:0".parse().unwrap()),
+        )
+        .unwrap();
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "mcpServers": {"up": {"url": format!("http://{}/mcp", http.local_addr()), "required": true}},
+    });
+    let g = start(&dir, &config);
+    // The client leaves its first elicitations unanswered (as a user who
+    // walked away); it answers the later ones.
+    let callbacks = mcpvisor::client::DEFAULT_CALLBACK_THREADS;
+    let (seen, (_hold, held)) = (
+        Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        crossbeam_channel::bounded::<()>(0),
+    );
+    let s = seen.clone();
+    let options = ClientOptions {
+        elicitation: Some(Arc::new(move |_| {
+            if s.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < callbacks {
+                let _ = held.recv();
+            }
+            Ok(json!({"action": "accept", "content": {}}))
+        })),
+        callback_threads: callbacks * 2,
+        ..Default::default()
+    };
+    let c = Client::connect(Connection::http(&g.url).unwrap(), options).unwrap();
+    // As many calls as the gateway has threads for an upstream's requests:
+    // each gives up on its question and ends.
+    for _ in 0..callbacks {
+        let r = c.call_tool("up__brief", json!({})).unwrap();
+        assert!(text(&r).starts_with("no answer"), "{r}");
+    }
+    // Their questions ended with their calls, so a new call's question
+    // still gets through.
+    let r = c
+        .request_with(
+            "tools/call",
+            json!({"name": "up__ask", "arguments": {}}),
+            mcpvisor::client::CallOptions {
+                timeout: Some(Duration::from_secs(20)),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(text(&r), "accept", "{r}");
+    assert_eq!(
+        seen.load(std::sync::atomic::Ordering::SeqCst),
+        callbacks + 1
+    );
+    c.close();
+    let _ = std::fs::remove_dir_all(&dir);
+}

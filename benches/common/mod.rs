@@ -2,6 +2,8 @@
 //! calling back to back" driver.
 #![allow(dead_code)]
 
+pub mod keepalive;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

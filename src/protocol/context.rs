@@ -166,6 +166,16 @@ impl Context {
         self.cancel.clone()
     }
 
+    /// This context with `cancel` as its cancellation: for requests to the
+    /// client made on the request's behalf that must end earlier than it
+    /// (a gateway's relayed elicitation ends with the relayed call).
+    pub(crate) fn with_cancel(&self, cancel: CancelToken) -> Context {
+        Context {
+            cancel,
+            ..self.clone()
+        }
+    }
+
     /// The id of the request being served.
     pub fn request_id(&self) -> &RequestId {
         &self.request_id

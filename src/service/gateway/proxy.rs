@@ -12,7 +12,9 @@ use crate::model::{CompletionRef, CompletionRequest};
 use crate::protocol::catalog::{
     CompletionEntry, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry,
 };
-use crate::protocol::{capability_for, PeerError, PeerRequestHandler, ProgressHandler};
+use crate::protocol::{
+    capability_for, CancelToken, PeerError, PeerRequestHandler, ProgressHandler,
+};
 use crate::Context;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -67,8 +69,11 @@ enum Relay {
 impl Link {
     /// `method` with `params` on the upstream, on behalf of `ctx`.
     fn relay(&self, method: &str, params: Value, ctx: &Context) -> Result<Value, Relay> {
-        // One copy of the context serves both callbacks.
-        let relayed = Arc::new(ctx.clone());
+        // One copy of the context serves both callbacks. What the upstream
+        // asks the client during the call ends with the call (or with the
+        // caller's cancellation, which ends the call).
+        let scope = CancelToken::new();
+        let relayed = Arc::new(ctx.with_cancel(scope.clone()));
         // Progress only when the caller asked for it (its token).
         let asked = ctx.meta().is_some_and(|m| m.contains_key("progressToken"));
         let progress: Option<ProgressHandler> = asked.then(|| {
@@ -92,12 +97,12 @@ impl Link {
             cancel: Some(ctx.cancel_token()),
             on_request: Some(on_request),
         };
-        self.client
-            .request_with(method, params, options)
-            .map_err(|e| match e {
-                ClientError::Rpc(e) => Relay::Rpc(e),
-                other => Relay::Failed(format!("upstream {}: {other}", self.name)),
-            })
+        let result = self.client.request_with(method, params, options);
+        scope.cancel();
+        result.map_err(|e| match e {
+            ClientError::Rpc(e) => Relay::Rpc(e),
+            other => Relay::Failed(format!("upstream {}: {other}", self.name)),
+        })
     }
 }
 
