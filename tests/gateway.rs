@@ -745,30 +745,62 @@ fn a_remote_upstream_is_reconnected_without_giving_up_and_re_initialized_after_a
             Err(e) => panic!("{e}"),
         }
     }
-    drop(port_holder);
+    // Then the port forwards to a remote, and later to another one that
+    // never saw the gateway's session: its next request gets 404.
+    port_holder.set_nonblocking(false).unwrap();
+    let backend = Arc::new(std::sync::Mutex::new(String::new()));
+    let to = backend.clone();
+    std::thread::spawn(move || {
+        for client in port_holder.incoming().flatten() {
+            let addr = to.lock().unwrap().clone();
+            let Ok(server) = std::net::TcpStream::connect(&addr) else {
+                continue;
+            };
+            for (mut from, mut into) in [
+                (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                (server, client),
+            ] {
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut into);
+                    let _ = into.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        }
+    });
     let inner = |name: &str| {
         let d = dir.join(name);
         std::fs::create_dir_all(&d).unwrap();
-        start(
+        let g = start(
             &d,
             &json!({
-                "listen": [url],
-                "commands": {"hi": {"argv": ["echo", "hi"]}},
+                "listen": ["http://127.0.0.1:0/mcp"],
+                "commands": {"hi": {"argv": ["echo", name]}},
             }),
-        )
+        );
+        let addr = g.url.trim_start_matches("http://").trim_end_matches("/mcp");
+        *backend.lock().unwrap() = addr.to_owned();
+        g
     };
-    let first = inner("first");
+    // A session that began before any upstream serves is told of every
+    // kind one may bring, so their list_changed reach it later.
     let c = Client::connect(Connection::http(&g.url).unwrap(), ClientOptions::default()).unwrap();
+    let caps = c.server_capabilities();
+    for kind in ["tools", "prompts", "resources", "completions"] {
+        assert!(caps.get(kind).is_some(), "{kind}: {caps}");
+    }
+    let _first = inner("first");
     until(&c, "the remote's tools", |n| n == ["remote__hi"]);
-    assert_eq!(text(&c.call_tool("remote__hi", json!({})).unwrap()), "hi\n");
-    // The remote restarts: it no longer knows the gateway's session (404),
-    // and the gateway initializes a new one.
-    drop(first);
+    assert_eq!(
+        text(&c.call_tool("remote__hi", json!({})).unwrap()),
+        "first\n"
+    );
+    // The port now leads to a remote that does not know the session (as
+    // after a restart): 404, and the gateway initializes a new one there.
     let _second = inner("second");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let r = c.call_tool("remote__hi", json!({}));
-        if r.as_ref().is_ok_and(|r| text(r) == "hi\n") {
+        if r.as_ref().is_ok_and(|r| text(r) == "second\n") {
             break;
         }
         assert!(Instant::now() < deadline, "never served again: {r:?}");
@@ -822,17 +854,30 @@ fn an_https_upstream_is_reached_over_tls_and_a_certificate_of_another_authority_
     drop(g);
     // Trusting another authority: the required upstream fails, and the
     // daemon with it, saying why.
-    let path = dir.join("mcpvisor.json");
+    let (path, log) = (dir.join("mcpvisor.json"), dir.join("stderr"));
     let mut cmd = Command::new(BIN);
-    let out = unmanaged(&mut cmd)
+    let mut daemon = unmanaged(&mut cmd)
         .args(["--config", path.to_str().unwrap()])
         .env("SSL_CERT_FILE", &other)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
         .unwrap();
-    assert_eq!(out.status.code(), Some(70));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let status = loop {
+        if let Some(s) = daemon.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = daemon.kill();
+            panic!("the daemon did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(70));
+    let stderr = std::fs::read_to_string(&log).unwrap();
     assert!(stderr.contains("certificate"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -841,23 +886,32 @@ fn an_https_upstream_is_reached_over_tls_and_a_certificate_of_another_authority_
 fn an_elicitation_relayed_during_a_call_ends_with_the_call() {
     use mcpvisor::{Server, Tool, ToolResult};
     let dir = scratch("gateway-elicit");
-    // The upstream, in this process over HTTP: `brief` asks the user and
-    // gives up after 300 ms; `ask` waits for the answer.
-    let elicit = |ctx: &mcpvisor::Context, wait: u64| {
-        let params =
-            json!({"message": "name?", "requestedSchema": {"type": "object", "properties": {}}});
-        match ctx.elicit(params, Duration::from_millis(wait)) {
-            Ok(r) => ToolResult::text(r["action"].as_str().unwrap_or("?")),
-            Err(e) => ToolResult::text(format!("no answer: {e}")),
-        }
-    };
+    // The client never answers a question of `brief` (a user who walked
+    // away), and tells when one reached it; it answers `ask` at once.
+    let (reached_tx, reached) = crossbeam_channel::unbounded::<()>();
+    let (_hold, held) = crossbeam_channel::bounded::<()>(0);
+    // The upstream, in this process over HTTP: `brief` asks, and once its
+    // question has reached the client it stops waiting and ends its call;
+    // `ask` waits for the answer.
+    let question = |name: &str| json!({"message": name, "requestedSchema": {"type": "object", "properties": {}}});
     let schema = json!({"type": "object"});
     let server = Server::builder("asker", "1.0")
         .tool(Tool::new("brief", schema.clone(), move |_, ctx| {
-            Ok(elicit(ctx, 300))
+            let asking = ctx.clone();
+            let q = question("brief");
+            std::thread::spawn(move || asking.elicit(q, Duration::from_secs(60)));
+            Ok(ToolResult::text(
+                match reached.recv_timeout(Duration::from_secs(20)) {
+                    Ok(()) => "gave up",
+                    Err(_) => "its question never reached the client",
+                },
+            ))
         }))
         .tool(Tool::new("ask", schema, move |_, ctx| {
-            Ok(elicit(ctx, 30_000))
+            Ok(match ctx.elicit(question("ask"), Duration::from_secs(30)) {
+                Ok(r) => ToolResult::text(r["action"].as_str().unwrap_or("?")),
+                Err(e) => ToolResult::text(format!("no answer: {e}")),
+            })
         }))
         .build()
         .unwrap();
@@ -872,30 +926,24 @@ fn an_elicitation_relayed_during_a_call_ends_with_the_call() {
         "mcpServers": {"up": {"url": format!("http://{}/mcp", http.local_addr()), "required": true}},
     });
     let g = start(&dir, &config);
-    // The client leaves its first elicitations unanswered (as a user who
-    // walked away); it answers the later ones.
-    let callbacks = mcpvisor::client::DEFAULT_CALLBACK_THREADS;
-    let (seen, (_hold, held)) = (
-        Arc::new(std::sync::atomic::AtomicUsize::new(0)),
-        crossbeam_channel::bounded::<()>(0),
-    );
-    let s = seen.clone();
+    // More unanswered questions than the gateway has threads for an
+    // upstream's requests.
+    let briefs = mcpvisor::client::DEFAULT_CALLBACK_THREADS + 2;
     let options = ClientOptions {
-        elicitation: Some(Arc::new(move |_| {
-            if s.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < callbacks {
+        elicitation: Some(Arc::new(move |params: Value| {
+            if params["message"] == "brief" {
+                let _ = reached_tx.send(());
                 let _ = held.recv();
             }
             Ok(json!({"action": "accept", "content": {}}))
         })),
-        callback_threads: callbacks * 2,
+        callback_threads: briefs + 2,
         ..Default::default()
     };
     let c = Client::connect(Connection::http(&g.url).unwrap(), options).unwrap();
-    // As many calls as the gateway has threads for an upstream's requests:
-    // each gives up on its question and ends.
-    for _ in 0..callbacks {
+    for _ in 0..briefs {
         let r = c.call_tool("up__brief", json!({})).unwrap();
-        assert!(text(&r).starts_with("no answer"), "{r}");
+        assert_eq!(text(&r), "gave up", "{r}");
     }
     // Their questions ended with their calls, so a new call's question
     // still gets through.
@@ -910,10 +958,6 @@ fn an_elicitation_relayed_during_a_call_ends_with_the_call() {
         )
         .unwrap();
     assert_eq!(text(&r), "accept", "{r}");
-    assert_eq!(
-        seen.load(std::sync::atomic::Ordering::SeqCst),
-        callbacks + 1
-    );
     c.close();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -191,6 +191,7 @@ pub(crate) struct Enabled {
     pub(crate) tools: bool,
     pub(crate) resources: bool,
     pub(crate) prompts: bool,
+    pub(crate) completions: bool,
 }
 
 /// An entry with its key and its definition, taken once when its source
@@ -416,7 +417,7 @@ impl Catalog {
             }
             "prompts" => self.enabled.prompts || !v.prompts.is_empty(),
             "logging" => true,
-            "completions" => !v.completions.is_empty(),
+            "completions" => self.enabled.completions || !v.completions.is_empty(),
             _ => false,
         }
     }

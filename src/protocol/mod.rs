@@ -200,6 +200,12 @@ impl Engine {
         lock(&self.sessions).len()
     }
 
+    /// Whether the session with id `session_id` is open (it leaves the
+    /// list before its [`SessionWatcher`]s are told).
+    pub fn is_open(&self, session_id: &str) -> bool {
+        self.live_sessions().iter().any(|s| s.id() == session_id)
+    }
+
     /// Leaves the session list and tells the watchers.
     pub(crate) fn forget_session(&self, key: u64, id: &str) {
         lock(&self.sessions).remove(&key);

@@ -125,6 +125,12 @@ impl ServerBuilder {
         self.enabled.prompts = true;
         self
     }
+    /// Advertises the completions capability even with no completion
+    /// handler registered yet.
+    pub fn enable_completions(mut self) -> Self {
+        self.enabled.completions = true;
+        self
+    }
 
     /// Compiles every tool's schemas and starts the handler pool.
     pub fn build(mut self) -> Result<Server, BuildError> {

@@ -202,11 +202,19 @@ fn prepare(config: &Config, runs: &Arc<Runs>) -> Result<(Server, ListenOptions),
     }
     let options = listen_options(config)?;
     let source = commands(config, runs)?;
-    let server = Server::builder("mcpvisor", env!("CARGO_PKG_VERSION"))
+    let mut builder = Server::builder("mcpvisor", env!("CARGO_PKG_VERSION"))
         .options(engine)
-        .enable_tools()
-        .build()
-        .map_err(|e| e.to_string())?;
+        .enable_tools();
+    // Upstreams come and go after a session began, and a session's
+    // capabilities stay what initialize said: a gateway declares every
+    // kind an upstream may bring, so that its list_changed reaches them.
+    if config.upstreams.values().any(|u| u.enabled) {
+        builder = builder
+            .enable_resources()
+            .enable_prompts()
+            .enable_completions();
+    }
+    let server = builder.build().map_err(|e| e.to_string())?;
     server
         .replace_source(COMMANDS_SOURCE, source)
         .map_err(|e| e.to_string())?;

@@ -125,7 +125,10 @@ impl Connection {
                 })?;
         }
         let reaped = std::sync::Arc::new(std::sync::Mutex::new(false));
-        watch_exit(child.id() as libc::pid_t, reaped.clone())?;
+        if let Err(e) = watch_exit(child.id() as libc::pid_t, reaped.clone()) {
+            // Its exit is then seen when its stdout closes, as before.
+            log::warn!("{label} {}: cannot watch for its exit: {e}", child.id());
+        }
         let mut conn = Connection::lines(stdout, PipeOut::new(stdin)?);
         conn.pid = Some(child.id());
         conn.on_close = Some(Box::new(move || reap(child, &reaped)));
@@ -270,8 +273,8 @@ fn exited(pid: libc::pid_t) -> bool {
 type Seen = (libc::pid_t, u64);
 
 /// Every process of session `sid` but its leader, and every descendant of
-/// one (Linux, from /proc): grandchildren that made sessions of their own
-/// are found while their parent lives.
+/// one or of the leader (Linux, from /proc): children that made sessions of
+/// their own are found while their parent lives.
 fn session_tree(sid: libc::pid_t) -> Vec<Seen> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -285,11 +288,11 @@ fn session_tree(sid: libc::pid_t) -> Vec<Seen> {
             Some((pid, ppid, session, start))
         })
         .collect();
-    let mut doomed: std::collections::HashSet<libc::pid_t> = procs
-        .iter()
-        .filter(|p| p.2 == sid && p.0 != sid)
-        .map(|p| p.0)
-        .collect();
+    // The leader seeds the walk (its children that made sessions of their
+    // own, while it lives) but is not listed: it is reaped, not killed.
+    let mut doomed: std::collections::HashSet<libc::pid_t> =
+        procs.iter().filter(|p| p.2 == sid).map(|p| p.0).collect();
+    doomed.insert(sid);
     // Their descendants, to a fixed point.
     loop {
         let before = doomed.len();
@@ -304,7 +307,7 @@ fn session_tree(sid: libc::pid_t) -> Vec<Seen> {
     }
     procs
         .iter()
-        .filter(|p| doomed.contains(&p.0))
+        .filter(|p| p.0 != sid && doomed.contains(&p.0))
         .map(|p| (p.0, p.3))
         .collect()
 }

@@ -7,23 +7,25 @@ use rustls::{ClientConfig, RootCertStore};
 use std::sync::{Arc, OnceLock};
 
 /// The client configuration trusting the system's roots (or those of
-/// `SSL_CERT_FILE` / `SSL_CERT_DIR` when set), built once.
+/// `SSL_CERT_FILE` / `SSL_CERT_DIR` when set), built once it could be
+/// (a failure is tried again next time: certificates may be installed
+/// meanwhile).
 pub(crate) fn system_config() -> Result<Arc<ClientConfig>, String> {
-    static CONFIG: OnceLock<Result<Arc<ClientConfig>, String>> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let found = rustls_native_certs::load_native_certs();
-            for e in &found.errors {
-                log::warn!("tls: reading the system's certificates: {e}");
-            }
-            let mut roots = RootCertStore::empty();
-            let (added, _ignored) = roots.add_parsable_certificates(found.certs);
-            if added == 0 {
-                return Err("no trusted certificate authorities found on this system".into());
-            }
-            client_config(roots)
-        })
-        .clone()
+    static CONFIG: OnceLock<Arc<ClientConfig>> = OnceLock::new();
+    if let Some(c) = CONFIG.get() {
+        return Ok(c.clone());
+    }
+    let found = rustls_native_certs::load_native_certs();
+    for e in &found.errors {
+        log::warn!("tls: reading the system's certificates: {e}");
+    }
+    let mut roots = RootCertStore::empty();
+    let (added, _ignored) = roots.add_parsable_certificates(found.certs);
+    if added == 0 {
+        return Err("no trusted certificate authorities found on this system".into());
+    }
+    let config = client_config(roots)?;
+    Ok(CONFIG.get_or_init(|| config).clone())
 }
 
 /// The client configuration trusting the certificates of a PEM file.

@@ -123,7 +123,9 @@ fn forward(config: Arc<ServerConfig>, mut tls: TcpStream, backend: &str) {
                 let _ = conn.reader().read_to_end(&mut plaintext);
             }
             while conn.wants_write() {
-                let _ = conn.write_tls(&mut tls);
+                if conn.write_tls(&mut tls).is_err() {
+                    return;
+                }
             }
         }
         if to_broker.write_all(&plaintext).is_err() {

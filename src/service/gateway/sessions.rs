@@ -36,6 +36,9 @@ pub(crate) struct Sessions {
 struct Slots {
     stopped: bool,
     by_session: HashMap<String, Arc<Mutex<Slot>>>,
+    /// The threads stopping the connections of ended sessions, which the
+    /// upstream's stop waits for.
+    closing: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Sessions {
@@ -65,6 +68,11 @@ impl Sessions {
             }
             match slots.by_session.get(session) {
                 Some(slot) => slot.clone(),
+                // A call that outlived its session (its watcher has run, or
+                // is waiting for this lock, and finds no slot to end).
+                None if !self.server.engine().is_open(session) => {
+                    return Err(format!("upstream {name}: the session has ended"))
+                }
                 None if open >= self.cfg.max_sessions => {
                     return Err(format!(
                         "upstream {name}: {open} sessions have a connection of their own, \
@@ -131,10 +139,13 @@ impl Sessions {
 
     /// Stops every connection (the upstream's life ends) and starts no more.
     pub(crate) fn stop_all(&self) {
-        let slots: Vec<_> = {
+        let (slots, ending): (Vec<_>, Vec<_>) = {
             let mut s = lock(&self.slots);
             s.stopped = true;
-            s.by_session.drain().map(|(_, slot)| slot).collect()
+            (
+                s.by_session.drain().map(|(_, slot)| slot).collect(),
+                s.closing.drain(..).collect(),
+            )
         };
         // In parallel: each may take two grace periods.
         let closing: Vec<_> = slots
@@ -150,7 +161,7 @@ impl Sessions {
                 spawned.ok()
             })
             .collect();
-        for c in closing {
+        for c in closing.into_iter().chain(ending) {
             let _ = c.join();
         }
     }
@@ -170,18 +181,24 @@ fn end(slot: &Mutex<Slot>) {
 
 impl SessionWatcher for Sessions {
     fn session_closed(&self, session_id: &str) {
-        let Some(slot) = lock(&self.slots).by_session.remove(session_id) else {
+        let mut slots = lock(&self.slots);
+        let Some(slot) = slots.by_session.remove(session_id) else {
             return;
         };
+        slots.closing.retain(|c| !c.is_finished());
         // Closing a child takes up to two grace periods, and a start in
         // progress holds the slot: neither on the thread that closed the
         // session.
         let s = slot.clone();
-        let spawned = std::thread::Builder::new()
+        match std::thread::Builder::new()
             .name("mcpvisor-upstream-close".into())
-            .spawn(move || end(&s));
-        if spawned.is_err() {
-            end(&slot);
+            .spawn(move || end(&s))
+        {
+            Ok(closing) => slots.closing.push(closing),
+            Err(_) => {
+                drop(slots);
+                end(&slot);
+            }
         }
     }
 }

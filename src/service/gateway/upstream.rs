@@ -187,14 +187,16 @@ fn run(
     let mut delay = cfg.backoff;
     let mut told: Option<String> = None;
     loop {
-        let began = std::time::Instant::now();
-        let why = match life(cfg, server, sources, epoch, max_name, ctx) {
+        let mut served = false;
+        let why = match life(cfg, server, sources, epoch, max_name, ctx, &mut served) {
             Ok(()) => return Ok(()),
             Err(why) if !remote => return Err(why.into()),
             Err(why) => why,
         };
-        if began.elapsed() >= cfg.restart.period {
+        // An outage after serving starts over: its first delay, said anew.
+        if served {
             delay = cfg.backoff;
+            told = None;
         }
         // Said once while it stays the same.
         if told.as_deref() == Some(why.as_str()) {
@@ -220,6 +222,7 @@ fn life(
     epoch: u64,
     max_name: usize,
     ctx: &supervisor::ChildContext,
+    served: &mut bool,
 ) -> Result<(), String> {
     let source = source_id(&cfg.name);
     let (closed_tx, closed) = crossbeam_channel::bounded::<String>(1);
@@ -269,6 +272,9 @@ fn life(
     let ended = serve_until_closed(
         cfg, server, sources, epoch, max_name, ctx, &route, &closed, &events,
     );
+    // It listed and was served (what follows is an outage, not a failed
+    // attempt).
+    *served = ended.is_ok();
     sources.publish(&cfg.name, epoch, || {
         server.engine().set_instructions(&cfg.name, None);
         server.withdraw_source(&source)

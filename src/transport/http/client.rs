@@ -233,8 +233,9 @@ impl<R: BufRead> Read for Body<R> {
             }
             let mut line = String::new();
             if read_line(&mut self.r, &mut line)? == 0 {
+                // Closed before the last chunk: cut off, not whole.
                 self.done = true;
-                return Ok(0);
+                return Err(cut_off());
             }
             let line = if line.trim().is_empty() {
                 // The CRLF after a chunk's data.
@@ -253,12 +254,22 @@ impl<R: BufRead> Read for Body<R> {
         }
         let want = buf.len().min(self.left);
         let n = self.r.read(&mut buf[..want])?;
-        if n == 0 {
+        if n == 0 && want > 0 {
+            // Closed before its length or its chunk was complete.
             self.done = true;
+            return Err(cut_off());
         }
         self.left -= n;
         Ok(n)
     }
+}
+
+/// A body that ended before its framing said it would.
+fn cut_off() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "the server closed the connection in the middle of a response",
+    )
 }
 
 impl Target {

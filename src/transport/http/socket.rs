@@ -107,8 +107,8 @@ impl Read for Socket {
             Socket::Plain(s) => s.read(buf),
             // A server that closes without close_notify ends the stream
             // as a plain close would: every body we read is framed
-            // (Content-Length, chunked, or SSE events whose loss the
-            // protocol notices), so a cut cannot pass for a whole one.
+            // (Content-Length or chunked), and one that ends before its
+            // framing says is an error, so a cut cannot pass for whole.
             #[cfg(feature = "https")]
             Socket::Tls(s) => match s.read(buf) {
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(0),
