@@ -169,6 +169,7 @@ impl Context {
     /// This context with `cancel` as its cancellation: for requests to the
     /// client made on the request's behalf that must end earlier than it
     /// (a gateway's relayed elicitation ends with the relayed call).
+    #[cfg(feature = "client")]
     pub(crate) fn with_cancel(&self, cancel: CancelToken) -> Context {
         Context {
             cancel,
