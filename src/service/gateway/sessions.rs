@@ -113,9 +113,9 @@ impl Sessions {
             self.cfg.name,
             crate::protocol::session_log_name(&session)
         );
-        let client = ctx.protocol();
+        let theirs = ctx.protocol();
         let refuse = |method: &'static str| {
-            client
+            theirs
                 .client_supports(method)
                 .then(|| upstream::refuse(method))
         };
@@ -134,7 +134,14 @@ impl Sessions {
             })),
             ..upstream::client_options()
         };
-        upstream::connect(&self.cfg, &label, options)
+        let client = upstream::connect(&self.cfg, &label, options)?;
+        // All it logs reaches us; the session's own level filters it.
+        if client.server_capabilities().get("logging").is_some() {
+            if let Err(e) = client.set_log_level(crate::LogLevel::Debug) {
+                log::warn!("{label}: logging/setLevel: {e}");
+            }
+        }
+        Ok(client)
     }
 
     /// Stops every connection (the upstream's life ends) and starts no more.
