@@ -618,9 +618,23 @@ fn a_per_session_upstream_gives_each_session_its_own_child_until_the_session_end
     });
     let g = start(&dir, &config);
     let daemon = g.child.id();
-    let connect =
-        || Client::connect(Connection::http(&g.url).unwrap(), ClientOptions::default()).unwrap();
-    let (a, b, c) = (connect(), connect(), connect());
+    // Each client counts the log messages it gets.
+    let connect = || {
+        let logs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = logs.clone();
+        let options = ClientOptions {
+            on_notification: Some(Arc::new(move |m: &str, _: &Value| {
+                if m == "notifications/message" {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            })),
+            ..Default::default()
+        };
+        let c = Client::connect(Connection::http(&g.url).unwrap(), options).unwrap();
+        c.set_log_level(mcpvisor::LogLevel::Info).unwrap();
+        (c, logs)
+    };
+    let ((a, a_logs), (b, b_logs), (c, _)) = (connect(), connect(), connect());
     until(&a, "the upstream's tools", |n| {
         n.iter().any(|t| t == "conf__test_simple_text")
     });
@@ -646,9 +660,20 @@ fn a_per_session_upstream_gives_each_session_its_own_child_until_the_session_end
     let a_child = new_child(&lister);
     assert!(!text(&call(&b)).is_empty());
     let b_child = new_child(&[lister[0], a_child]);
-    // A session's next call goes to its own child again.
-    assert!(!text(&call(&a)).is_empty());
+    // A session's next call goes to its own child again, and what that
+    // child logs reaches that session alone.
+    let r = a
+        .call_tool("conf__test_tool_with_logging", json!({}))
+        .unwrap();
+    assert!(!text(&r).is_empty());
     assert_eq!(upstream_pids(daemon, "conformance").len(), 3);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while a_logs.load(std::sync::atomic::Ordering::SeqCst) < 3 {
+        assert!(Instant::now() < deadline, "a's logs");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    b.ping().unwrap();
+    assert_eq!(b_logs.load(std::sync::atomic::Ordering::SeqCst), 0);
     // A third session is past maxSessions: a tool error that says so.
     let r = call(&c);
     assert_eq!(r["isError"], true, "{r}");
