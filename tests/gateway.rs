@@ -81,16 +81,54 @@ fn gateway(dir: &std::path::Path, upstream: Value) -> Gateway {
     start(dir, &config)
 }
 
-/// Polls `tools/list` until `done` holds of its names.
-fn until(c: &Client, what: &str, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+/// Polls `probe` every 20 ms until it gives `Ok`, for at most 30 s (then
+/// fails with `what` and the last `Err`).
+fn eventually<T>(what: &str, mut probe: impl FnMut() -> Result<T, String>) -> T {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
+        match probe() {
+            Ok(t) => return t,
+            Err(last) => assert!(Instant::now() < deadline, "{what}: {last}"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Polls `tools/list` until `done` holds of its names.
+fn until(c: &Client, what: &str, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+    eventually(what, || {
         let n = tool_names(c);
         if done(&n) {
-            return n;
+            Ok(n)
+        } else {
+            Err(format!("{n:?}"))
         }
-        assert!(Instant::now() < deadline, "{what}: {n:?}");
-        std::thread::sleep(Duration::from_millis(20));
+    })
+}
+
+/// mcpvisor itself as a remote upstream, in `dir/name`, over HTTP on an
+/// ephemeral port, with one command tool `hi` that prints `says`; `extra`
+/// is added to its configuration.
+fn inner(dir: &std::path::Path, name: &str, says: &str, extra: Value) -> Gateway {
+    let d = dir.join(name);
+    std::fs::create_dir_all(&d).unwrap();
+    let mut config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "commands": {"hi": {"argv": ["echo", says]}},
+    });
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        config[k] = v.clone();
+    }
+    start(&d, &config)
+}
+
+impl Gateway {
+    /// Its `HOST:PORT`.
+    fn addr(&self) -> String {
+        self.url
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .to_owned()
     }
 }
 
@@ -252,14 +290,7 @@ fn a_dead_upstream_is_withdrawn_restarted_and_served_again_and_none_outlives_the
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(daemon as libc::pid_t, libc::SIGTERM) };
     assert_eq!(g.child.wait().unwrap().code(), Some(0));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while alive(second[0]) {
-        assert!(
-            Instant::now() < deadline,
-            "the upstream outlived the daemon"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    gone(second[0], "the upstream, after the daemon");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -313,26 +344,24 @@ fn cancellation_and_a_crash_reach_the_right_calls_and_a_crash_loop_is_contained(
     until(&c, "the inner tools back", |n| n == ["inner__nap"]);
 
     // The crash loop is contained and reported; the rest answers.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    let s = eventually("broken never failed", || {
         let out = Command::new(BIN)
             .args(["status", "--json", "--control", control.to_str().unwrap()])
             .output()
             .unwrap();
         let s: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        if s["failedUpstreams"].get("broken").is_some() {
-            let states: Vec<(&str, &str)> = s["upstreams"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|u| (u["name"].as_str().unwrap(), u["state"].as_str().unwrap()))
-                .collect();
-            assert_eq!(states, [("broken", "failed"), ("inner", "serving")], "{s}");
-            break;
+        match s["failedUpstreams"].get("broken") {
+            Some(_) => Ok(s),
+            None => Err(s.to_string()),
         }
-        assert!(Instant::now() < deadline, "broken never failed: {s}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    });
+    let states: Vec<(&str, &str)> = s["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| (u["name"].as_str().unwrap(), u["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(states, [("broken", "failed"), ("inner", "serving")], "{s}");
     c.ping().unwrap();
     until(&c, "inner still served", |n| n == ["inner__nap"]);
     c.close();
@@ -373,18 +402,14 @@ fn sighup_restarts_only_the_changed_upstream_and_sessions_survive() {
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(daemon as libc::pid_t, libc::SIGHUP) };
     // The changed one is replaced by a new process...
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let inner_after = loop {
+    let inner_after = eventually("inner was not restarted", || {
         let now = upstream_pids(daemon, "inner.json");
         if now.len() == 1 && now != inner_before {
-            break now;
+            Ok(now)
+        } else {
+            Err(format!("{now:?}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "inner was not restarted: {now:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    });
     gone(inner_before[0], "the replaced upstream");
     // ... the other keeps its process, and this session goes on.
     assert_eq!(upstream_pids(daemon, "conformance"), conf);
@@ -562,15 +587,11 @@ fn an_http_upstream_is_reached_with_the_headers_it_asks_for() {
     // The upstream: mcpvisor itself over HTTP, behind a bearer token.
     let token = dir.join("token");
     std::fs::write(&token, "s3cret\n").unwrap();
-    let inner_dir = dir.join("inner");
-    std::fs::create_dir_all(&inner_dir).unwrap();
-    let inner = start(
-        &inner_dir,
-        &json!({
-            "listen": ["http://127.0.0.1:0/mcp"],
-            "http": {"bearerTokenFile": token},
-            "commands": {"hi": {"argv": ["echo", "hi"]}},
-        }),
+    let inner = inner(
+        &dir,
+        "inner",
+        "hi",
+        json!({"http": {"bearerTokenFile": token}}),
     );
     // The secret comes from the environment, not the file.
     let config = json!({
@@ -667,11 +688,12 @@ fn a_per_session_upstream_gives_each_session_its_own_child_until_the_session_end
         .unwrap();
     assert!(!text(&r).is_empty());
     assert_eq!(upstream_pids(daemon, "conformance").len(), 3);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while a_logs.load(std::sync::atomic::Ordering::SeqCst) < 3 {
-        assert!(Instant::now() < deadline, "a's logs");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    eventually("a's logs", || {
+        match a_logs.load(std::sync::atomic::Ordering::SeqCst) {
+            3.. => Ok(()),
+            n => Err(format!("{n} of 3")),
+        }
+    });
     b.ping().unwrap();
     assert_eq!(b_logs.load(std::sync::atomic::Ordering::SeqCst), 0);
     // A third session is past maxSessions: a tool error that says so.
@@ -689,15 +711,14 @@ fn a_per_session_upstream_gives_each_session_its_own_child_until_the_session_end
     // SAFETY: kill(2) on a process of this test's daemon.
     unsafe { libc::kill(b_child, libc::SIGKILL) };
     gone(b_child, "the killed child");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    eventually("never started again", || {
         let r = call(&b);
-        if r["isError"] != true {
-            break;
+        if r["isError"] == true {
+            Err(r.to_string())
+        } else {
+            Ok(())
         }
-        assert!(Instant::now() < deadline, "never started again: {r}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    });
     new_child(&[lister[0], c_child]);
     b.close();
     c.close();
@@ -792,18 +813,9 @@ fn a_remote_upstream_is_reconnected_without_giving_up_and_re_initialized_after_a
             }
         }
     });
-    let inner = |name: &str| {
-        let d = dir.join(name);
-        std::fs::create_dir_all(&d).unwrap();
-        let g = start(
-            &d,
-            &json!({
-                "listen": ["http://127.0.0.1:0/mcp"],
-                "commands": {"hi": {"argv": ["echo", name]}},
-            }),
-        );
-        let addr = g.url.trim_start_matches("http://").trim_end_matches("/mcp");
-        *backend.lock().unwrap() = addr.to_owned();
+    let remote = |name: &str| {
+        let g = inner(&dir, name, name, json!({}));
+        *backend.lock().unwrap() = g.addr();
         g
     };
     // A session that began before any upstream serves is told of every
@@ -813,7 +825,7 @@ fn a_remote_upstream_is_reconnected_without_giving_up_and_re_initialized_after_a
     for kind in ["tools", "prompts", "resources", "completions"] {
         assert!(caps.get(kind).is_some(), "{kind}: {caps}");
     }
-    let _first = inner("first");
+    let _first = remote("first");
     until(&c, "the remote's tools", |n| n == ["remote__hi"]);
     assert_eq!(
         text(&c.call_tool("remote__hi", json!({})).unwrap()),
@@ -821,16 +833,13 @@ fn a_remote_upstream_is_reconnected_without_giving_up_and_re_initialized_after_a
     );
     // The port now leads to a remote that does not know the session (as
     // after a restart): 404, and the gateway initializes a new one there.
-    let _second = inner("second");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let r = c.call_tool("remote__hi", json!({}));
-        if r.as_ref().is_ok_and(|r| text(r) == "second\n") {
-            break;
+    let _second = remote("second");
+    eventually("never served again", || {
+        match c.call_tool("remote__hi", json!({})) {
+            Ok(r) if text(&r) == "second\n" => Ok(()),
+            other => Err(format!("{other:?}")),
         }
-        assert!(Instant::now() < deadline, "never served again: {r:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    });
     c.close();
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -840,22 +849,9 @@ fn an_https_upstream_is_reached_over_tls_and_a_certificate_of_another_authority_
     let dir = scratch("gateway-https");
     // The upstream: mcpvisor itself over plain HTTP, behind a TLS
     // terminator whose certificate a test authority signed.
-    let inner_dir = dir.join("inner");
-    std::fs::create_dir_all(&inner_dir).unwrap();
-    let inner = start(
-        &inner_dir,
-        &json!({
-            "listen": ["http://127.0.0.1:0/mcp"],
-            "commands": {"hi": {"argv": ["echo", "hi"]}},
-        }),
-    );
-    let backend = inner
-        .url
-        .trim_start_matches("http://")
-        .trim_end_matches("/mcp")
-        .to_owned();
+    let inner = inner(&dir, "inner", "hi", json!({}));
     let pki = common::tls::pki("gateway test CA");
-    let port = common::tls::tls_terminator(&pki, &backend);
+    let port = common::tls::tls_terminator(&pki, &inner.addr());
     let (ca, other) = (dir.join("ca.pem"), dir.join("other.pem"));
     std::fs::write(&ca, &pki.ca_pem).unwrap();
     std::fs::write(&other, common::tls::pki("some other CA").ca_pem).unwrap();
