@@ -18,6 +18,7 @@
 mod listen_args;
 
 use listen_args::{listen_flag, LISTEN_USAGE};
+use mcpvisor::protocol::{Engine, InputRequest, ListKind};
 use mcpvisor::serve::ListenOptions;
 use mcpvisor::server::{
     base64, Completion, CompletionRef, Content, Prompt, PromptArgument, PromptResult, Resource,
@@ -29,6 +30,7 @@ use mcpvisor::transport::listen::Listen;
 use mcpvisor::{Context, LogLevel};
 use serde_json::{json, Value};
 use std::process::ExitCode;
+use std::sync::{Arc, OnceLock};
 use std::thread::sleep;
 use std::time::Duration;
 
@@ -81,6 +83,172 @@ fn elicit_and_summarise(
         answer["action"].as_str().unwrap_or("?"),
         answer.get("content").unwrap_or(&Value::Null)
     )))
+}
+
+/// The name question of the 2026-07-28 input-required scenarios.
+fn ask_name(key: &str, message: &str) -> InputRequest {
+    InputRequest::elicit(json!({
+        "message": message,
+        "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    }))
+    .key(key)
+}
+
+fn ask_confirm() -> InputRequest {
+    InputRequest::elicit(json!({
+        "message": "Please confirm",
+        "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    }))
+    .key("confirm")
+}
+
+fn ask_llm(key: &str, text: &str, max_tokens: u32) -> InputRequest {
+    InputRequest::sample(json!({
+        "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
+        "maxTokens": max_tokens
+    }))
+    .key(key)
+}
+
+fn content_field(answer: &Value, field: &str) -> String {
+    answer
+        .pointer(&format!("/content/{field}"))
+        .map(|v| match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .unwrap_or_default()
+}
+
+/// The tools of the 2026-07-28 scenarios: input-required rounds (SEP-2322),
+/// capability and logging rules (SEP-2575), list changes for listen
+/// streams, and a tool with an `x-mcp-header` parameter (SEP-2243).
+fn stateless_tools(engine: Arc<OnceLock<Arc<Engine>>>) -> Vec<Tool> {
+    let announce = |kind: ListKind| {
+        let engine = engine.clone();
+        move |_: serde_json::Map<String, Value>, _: &Context| {
+            if let Some(e) = engine.get() {
+                e.notify_list_changed(kind);
+            }
+            Ok(ToolResult::text("list change announced"))
+        }
+    };
+    vec![
+        Tool::new("test_input_required_result_elicitation", no_args(), |_, ctx| {
+            let answer = ctx.input(ask_name("user_name", "What is your name?"))?;
+            Ok(ToolResult::text(format!("Hello, {}!", content_field(&answer, "name"))))
+        })
+        .description("Asks the user's name (an input-required round)"),
+        Tool::new("test_input_required_result_sampling", no_args(), |_, ctx| {
+            let answer = ctx.input(ask_llm("capital_question", "What is the capital of France?", 100))?;
+            Ok(ToolResult::text(format!("The model said: {}", content_field(&answer, "text"))))
+        })
+        .description("Asks the client's LLM (an input-required round)"),
+        Tool::new("test_input_required_result_list_roots", no_args(), |_, ctx| {
+            let answer = ctx.input(InputRequest::list_roots().key("client_roots"))?;
+            Ok(ToolResult::text(format!("Roots: {}", answer["roots"])))
+        })
+        .description("Asks the client's roots (an input-required round)"),
+        Tool::new("test_input_required_result_request_state", no_args(), |_, ctx| {
+            ctx.input(ask_confirm())?;
+            Ok(ToolResult::text("state-ok: the request state came back intact"))
+        })
+        .description("An input-required round whose state the server verifies"),
+        Tool::new("test_input_required_result_tampered_state", no_args(), |_, ctx| {
+            ctx.input(ask_confirm())?;
+            Ok(ToolResult::text("state-ok"))
+        })
+        .description("An input-required round; a changed state is refused"),
+        Tool::new("test_input_required_result_multiple_inputs", no_args(), |_, ctx| {
+            let answers = ctx.inputs(vec![
+                ask_name("user_name", "What is your name?"),
+                ask_llm("greeting", "Generate a greeting", 50),
+                InputRequest::list_roots().key("client_roots"),
+            ])?;
+            Ok(ToolResult::text(format!(
+                "{} says {} with roots {}",
+                content_field(&answers[0], "name"),
+                content_field(&answers[1], "text"),
+                answers[2]["roots"]
+            )))
+        })
+        .description("Asks three questions in one round"),
+        Tool::new("test_input_required_result_multi_round", no_args(), |_, ctx| {
+            let name = ctx.input(ask_name("step1", "Step 1: What is your name?"))?;
+            let color = ctx.input(
+                InputRequest::elicit(json!({
+                    "message": "Step 2: What is your favorite color?",
+                    "requestedSchema": {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}
+                }))
+                .key("step2"),
+            )?;
+            Ok(ToolResult::text(format!(
+                "{} likes {}",
+                content_field(&name, "name"),
+                content_field(&color, "color")
+            )))
+        })
+        .description("Two input-required rounds, one after the other"),
+        Tool::new("test_input_required_result_capabilities", no_args(), |_, ctx| {
+            // Only what the request declared it can answer.
+            let p = ctx.protocol();
+            let mut questions = Vec::new();
+            if p.client_supports("elicitation") {
+                questions.push(ask_name("user_name", "What is your name?"));
+            }
+            if p.client_supports("sampling") {
+                questions.push(ask_llm("greeting", "Generate a greeting", 50));
+            }
+            if p.client_supports("roots") {
+                questions.push(InputRequest::list_roots().key("client_roots"));
+            }
+            if questions.is_empty() {
+                return Err(ToolError::new("the client declared none of elicitation, sampling, roots"));
+            }
+            let answers = ctx.inputs(questions)?;
+            Ok(ToolResult::text(format!("{} answers", answers.len())))
+        })
+        .description("Asks only what the client declared"),
+        Tool::new("test_missing_capability", no_args(), |_, ctx| {
+            let answer = ctx.input(ask_llm("question", "Say something", 10))?;
+            Ok(ToolResult::text(content_field(&answer, "text")))
+        })
+        .description("Needs sampling: without it, the request fails with -32021"),
+        Tool::new("test_streaming_elicitation", no_args(), |_, ctx| {
+            let answer = ctx.input(ask_name("answer", "What is your name?"))?;
+            Ok(ToolResult::text(format!("Hello, {}!", content_field(&answer, "name"))))
+        })
+        .description("Elicits as an input-required result, never as a request on the stream"),
+        Tool::new("test_logging_tool", no_args(), |_, ctx| {
+            ctx.log(LogLevel::Info, Some("conformance"), json!("test_logging_tool ran"));
+            Ok(ToolResult::text("logged (if the request asked for a log level)"))
+        })
+        .description("Logs once: only to a request that set a log level"),
+        Tool::new("test_wait_for_cancel", no_args(), |_, ctx| {
+            // Reports progress once (the client then knows it runs), then
+            // waits to be cancelled and says so on stderr (tests watch it).
+            ctx.progress(1.0, None, Some("waiting to be cancelled"));
+            if ctx.cancelled().recv_timeout(Duration::from_secs(30)).is_ok() || ctx.is_cancelled() {
+                eprintln!("test_wait_for_cancel: cancelled");
+            }
+            Ok(ToolResult::text("not cancelled within 30 s"))
+        })
+        .description("Runs until cancelled (at most 30 s)"),
+        Tool::new("test_trigger_tool_change", no_args(), announce(ListKind::Tools))
+            .description("Announces a tool list change"),
+        Tool::new("test_trigger_prompt_change", no_args(), announce(ListKind::Prompts))
+            .description("Announces a prompt list change"),
+        Tool::new(
+            "test_custom_header",
+            json!({
+                "type": "object",
+                "properties": {"region": {"type": "string", "x-mcp-header": "Region", "description": "Mirrored in Mcp-Param-Region"}},
+                "required": ["region"]
+            }),
+            |args, _| Ok(ToolResult::text(format!("region {}", args["region"]))),
+        )
+        .description("Has a parameter mirrored in an HTTP header (SEP-2243)"),
+    ]
 }
 
 fn tools(peer_timeout: Duration) -> Vec<Tool> {
@@ -222,9 +390,19 @@ fn tools(peer_timeout: Duration) -> Vec<Tool> {
                 "$schema": "https://json-schema.org/draft/2020-12/schema",
                 "type": "object",
                 "$defs": {
-                    "address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}
+                    "address": {"$anchor": "addressDef", "type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}
                 },
-                "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+                "properties": {
+                    "name": {"type": "string"},
+                    "address": {"$ref": "#/$defs/address"},
+                    "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                    "phone": {"type": "string"},
+                    "email": {"type": "string"}
+                },
+                "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+                "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+                "then": {"required": ["phone"]},
+                "else": {"required": ["email"]},
                 "additionalProperties": false
             }),
             |args, _| Ok(ToolResult::text(format!("JSON Schema 2020-12 tool called with {}", Value::Object(args)))),
@@ -313,6 +491,20 @@ fn build(peer_timeout: Duration) -> Result<Server, mcpvisor::server::BuildError>
             })
             .description("A prompt with image content"),
         )
+        .prompt(
+            Prompt::new("test_input_required_result_prompt", |_, ctx| {
+                let answer = ctx.input(
+                    InputRequest::elicit(json!({
+                        "message": "What context should the prompt use?",
+                        "requestedSchema": {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}
+                    }))
+                    .key("user_context"),
+                )?;
+                let context = content_field(&answer, "context");
+                Ok(PromptResult::new(vec![(Role::User, Content::text(format!("Use this context: {context}")))]))
+            })
+            .description("A prompt that asks the user first (an input-required round)"),
+        )
         .completion(CompletionRef::Prompt("test_prompt_with_arguments".into()), |req, _| {
             let candidates = ["paris", "park", "party", "test", "testValue1", "testValue2"];
             let values: Vec<String> =
@@ -322,7 +514,13 @@ fn build(peer_timeout: Duration) -> Result<Server, mcpvisor::server::BuildError>
     for t in tools(peer_timeout) {
         b = b.tool(t);
     }
-    b.build()
+    let engine = Arc::new(OnceLock::new());
+    for t in stateless_tools(engine.clone()) {
+        b = b.tool(t);
+    }
+    let server = b.build()?;
+    let _ = engine.set(server.engine().clone());
+    Ok(server)
 }
 
 fn main() -> ExitCode {

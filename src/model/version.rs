@@ -13,14 +13,22 @@ pub enum ProtocolVersion {
     V2025_06_18,
     /// 2025-11-25.
     V2025_11_25,
+    /// 2026-07-28: stateless (SEP-2575). No `initialize`, no sessions: every
+    /// request carries its version, client capabilities and client info
+    /// in `_meta`.
+    V2026_07_28,
 }
 
 impl ProtocolVersion {
-    /// The newest supported revision: the answer to a client asking for an unknown one.
-    pub const LATEST: ProtocolVersion = ProtocolVersion::V2025_11_25;
+    /// The newest supported revision.
+    pub const LATEST: ProtocolVersion = ProtocolVersion::V2026_07_28;
+    /// The newest revision with sessions: the answer to an `initialize`
+    /// asking for one this crate does not speak.
+    pub const LATEST_SESSION: ProtocolVersion = ProtocolVersion::V2025_11_25;
 
     /// Every supported revision, newest first.
-    pub const ALL: [ProtocolVersion; 4] = [
+    pub const ALL: [ProtocolVersion; 5] = [
+        ProtocolVersion::V2026_07_28,
         ProtocolVersion::V2025_11_25,
         ProtocolVersion::V2025_06_18,
         ProtocolVersion::V2025_03_26,
@@ -34,6 +42,7 @@ impl ProtocolVersion {
             ProtocolVersion::V2025_03_26 => "2025-03-26",
             ProtocolVersion::V2025_06_18 => "2025-06-18",
             ProtocolVersion::V2025_11_25 => "2025-11-25",
+            ProtocolVersion::V2026_07_28 => "2026-07-28",
         }
     }
 
@@ -42,9 +51,18 @@ impl ProtocolVersion {
         Self::ALL.into_iter().find(|v| v.as_str() == text)
     }
 
-    /// Negotiation: echo a supported revision, else answer with the newest.
+    /// `initialize` negotiation: echo a supported revision with sessions,
+    /// else answer with the newest one.
     pub fn negotiate(requested: &str) -> ProtocolVersion {
-        Self::parse(requested).unwrap_or(Self::LATEST)
+        Self::parse(requested)
+            .filter(|v| !v.is_stateless())
+            .unwrap_or(Self::LATEST_SESSION)
+    }
+
+    /// Whether the revision is stateless (2026-07-28 on): no handshake, no
+    /// session; each request stands alone.
+    pub fn is_stateless(self) -> bool {
+        self >= ProtocolVersion::V2026_07_28
     }
 
     /// Since 2025-11-25 (SEP-1303) arguments that break a tool's input
@@ -72,14 +90,25 @@ mod tests {
 
     #[test]
     fn negotiation_echoes_supported_and_falls_back_to_latest() {
-        for v in ProtocolVersion::ALL {
+        for v in ProtocolVersion::ALL
+            .into_iter()
+            .filter(|v| !v.is_stateless())
+        {
             assert_eq!(ProtocolVersion::negotiate(v.as_str()), v);
         }
         assert_eq!(
             ProtocolVersion::negotiate("2099-01-01"),
             ProtocolVersion::V2025_11_25
         );
-        assert_eq!(ProtocolVersion::negotiate(""), ProtocolVersion::LATEST);
+        // 2026-07-28 has no initialize: a session gets the newest with sessions.
+        assert_eq!(
+            ProtocolVersion::negotiate("2026-07-28"),
+            ProtocolVersion::LATEST_SESSION
+        );
+        assert_eq!(
+            ProtocolVersion::negotiate(""),
+            ProtocolVersion::LATEST_SESSION
+        );
     }
 
     #[test]

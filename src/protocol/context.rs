@@ -6,13 +6,14 @@
 //! another.
 
 use super::cancel::CancelToken;
+use super::input::{Asked, InputRequest, Round};
 use super::outbound::{CallError, Outbound, Wait};
 use super::sink::{Outgoing, Sink};
 use super::Engine;
 use crate::jsonrpc::{self, ErrorObject, Request, RequestId};
 use crate::model::{LogLevel, ProtocolVersion};
 use crate::sync::lock;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -78,6 +79,16 @@ impl ProtocolContext {
     pub fn client_supports(&self, capability: &str) -> bool {
         self.client_capabilities().get(capability).is_some()
     }
+    /// The lowest level of `notifications/message` this request gets:
+    /// its own, else (session revisions) the session's. A stateless
+    /// request without a level gets no log at all.
+    fn log_minimum(&self, session: Option<LogLevel>) -> Option<Option<LogLevel>> {
+        match (self.log_level, self.version.is_stateless()) {
+            (Some(l), _) => Some(Some(l)),
+            (None, true) => None,
+            (None, false) => Some(session),
+        }
+    }
 }
 
 /// Why a server-to-client request failed.
@@ -91,8 +102,16 @@ pub enum PeerError {
     Cancelled,
     /// The session ended before an answer came.
     Closed,
-    /// The client answered with an error.
+    /// The client answered with an error, or (stateless) its answer in
+    /// `inputResponses` was malformed.
     Rpc(ErrorObject),
+    /// A stateless (2026-07-28) client must answer first: the request ends
+    /// with an input-required result and the handler runs again with the
+    /// answer when the client retries. Return (any error) at once.
+    InputRequired,
+    /// A stateless (2026-07-28) client takes no requests but the input
+    /// requests (sampling, elicitation, roots).
+    Stateless,
 }
 
 impl fmt::Display for PeerError {
@@ -103,11 +122,31 @@ impl fmt::Display for PeerError {
             PeerError::Cancelled => f.write_str("the request was cancelled"),
             PeerError::Closed => f.write_str("the session is closed"),
             PeerError::Rpc(e) => write!(f, "the client answered with an error: {e}"),
+            PeerError::InputRequired => {
+                f.write_str("the client must answer first (the request will be retried)")
+            }
+            PeerError::Stateless => {
+                f.write_str("a 2026-07-28 client takes no requests but input requests")
+            }
         }
     }
 }
 
 impl std::error::Error for PeerError {}
+
+impl From<PeerError> for ErrorObject {
+    /// The JSON-RPC error a request fails with when its handler could not
+    /// reach the client: an undeclared capability is -32021 (2026-07-28's
+    /// `MissingRequiredClientCapabilityError`), a client's error is
+    /// passed on, everything else is -32603.
+    fn from(e: PeerError) -> ErrorObject {
+        match e {
+            PeerError::NotSupported(cap) => ErrorObject::missing_client_capability(cap),
+            PeerError::Rpc(e) => e,
+            other => ErrorObject::internal(other.to_string()),
+        }
+    }
+}
 
 #[derive(Default)]
 struct ProgressState {
@@ -131,6 +170,8 @@ pub struct Context {
     cancel: CancelToken,
     protocol: ProtocolContext,
     progress: Arc<Mutex<ProgressState>>,
+    // Stateless requests: the answers this run may use, the open questions.
+    round: Option<Arc<Round>>,
 }
 
 /// The context of a tool call.
@@ -143,6 +184,7 @@ impl Context {
         sink: Arc<dyn Sink>,
         cancel: CancelToken,
         protocol: ProtocolContext,
+        round: Option<Arc<Round>>,
     ) -> Context {
         Context {
             exchange,
@@ -153,6 +195,7 @@ impl Context {
             cancel,
             protocol,
             progress: Arc::new(Mutex::new(ProgressState::default())),
+            round,
         }
     }
 
@@ -243,15 +286,13 @@ impl Context {
         true
     }
 
-    /// Sends `notifications/message` if `level` passes the session's (or
-    /// request's) minimum level. Returns whether it was sent.
+    /// Sends `notifications/message` if `level` passes the request's
+    /// minimum level (session revisions: else the session's). A stateless
+    /// request that named no level gets none. Returns whether it was sent.
     pub fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) -> bool {
-        let min = self
-            .protocol
-            .log_level
-            .or_else(|| self.exchange.log_level());
-        if !passes(level, min) {
-            return false;
+        match self.protocol.log_minimum(self.exchange.log_level()) {
+            Some(min) if passes(level, min) => {}
+            _ => return false,
         }
         self.sink
             .send(Outgoing::Notification(log_message(level, logger, data)));
@@ -266,29 +307,79 @@ impl Context {
     }
 
     /// `sampling/createMessage`: asks the client's LLM. Needs the client's
-    /// `sampling` capability.
+    /// `sampling` capability. See [`Context::input`].
     pub fn sample(&self, params: Value, timeout: Duration) -> Result<Value, PeerError> {
-        let method = "sampling/createMessage";
-        self.peer_request(method, params, capability_for(method), timeout)
+        self.input(InputRequest::sample(params).timeout(timeout))
     }
-    /// `elicitation/create`: asks the user. Needs the `elicitation` capability.
+    /// `elicitation/create`: asks the user. Needs the `elicitation`
+    /// capability. See [`Context::input`].
     pub fn elicit(&self, params: Value, timeout: Duration) -> Result<Value, PeerError> {
-        let method = "elicitation/create";
-        self.peer_request(method, params, capability_for(method), timeout)
+        self.input(InputRequest::elicit(params).timeout(timeout))
     }
     /// `roots/list`: the client's roots. Needs the `roots` capability.
+    /// See [`Context::input`].
     pub fn list_roots(&self, timeout: Duration) -> Result<Value, PeerError> {
-        self.peer_request(
-            "roots/list",
-            json!({}),
-            capability_for("roots/list"),
-            timeout,
-        )
+        self.input(InputRequest::list_roots().timeout(timeout))
+    }
+
+    /// Asks the client for input and returns its answer, in either
+    /// generation (see [`input`](super::input)): a session client is sent
+    /// the request; for a stateless (2026-07-28) client this is the
+    /// answer it gave on a retry, or [`PeerError::InputRequired`], upon
+    /// which the handler should return at once (with any error: the
+    /// request ends with an input-required result whatever it returns).
+    ///
+    /// Without the capability the question needs, this is
+    /// [`PeerError::NotSupported`]; a stateless request whose handler then
+    /// fails answers -32021 naming the capability.
+    pub fn input(&self, question: InputRequest) -> Result<Value, PeerError> {
+        self.inputs(vec![question]).map(|mut v| v.remove(0))
+    }
+
+    /// Asks several questions at once: a stateless client gets them in one
+    /// input-required result, a session client one after another. The
+    /// answers come in the order asked.
+    pub fn inputs(&self, questions: Vec<InputRequest>) -> Result<Vec<Value>, PeerError> {
+        for q in &questions {
+            if let Some(cap) = capability_for(q.method) {
+                if !self.protocol.client_supports(cap) {
+                    if let Some(r) = &self.round {
+                        r.missing(cap);
+                    }
+                    return Err(PeerError::NotSupported(cap));
+                }
+            }
+        }
+        let Some(round) = &self.round else {
+            if self.protocol.version.is_stateless() {
+                return Err(PeerError::Stateless);
+            }
+            return questions
+                .into_iter()
+                .map(|q| self.send_request(q.method, q.params, q.timeout))
+                .collect();
+        };
+        let mut answers = Vec::with_capacity(questions.len());
+        let mut pending = false;
+        for q in &questions {
+            match round.ask(q) {
+                Asked::Answer(v) => answers.push(v),
+                Asked::Pending => pending = true,
+                Asked::Invalid(e) => return Err(PeerError::Rpc(e)),
+            }
+        }
+        if pending {
+            Err(PeerError::InputRequired)
+        } else {
+            Ok(answers)
+        }
     }
 
     /// Sends a request to the client on this request's stream and blocks
     /// for the answer. On timeout (or when this request is cancelled) the
-    /// client is told with `notifications/cancelled`.
+    /// client is told with `notifications/cancelled`. For a stateless
+    /// client, sampling, elicitation and roots go through
+    /// [`Context::input`]; other requests are [`PeerError::Stateless`].
     pub fn peer_request(
         &self,
         method: &str,
@@ -301,6 +392,24 @@ impl Context {
                 return Err(PeerError::NotSupported(cap));
             }
         }
+        if self.protocol.version.is_stateless() {
+            let question = match method {
+                "sampling/createMessage" => InputRequest::sample(params),
+                "elicitation/create" => InputRequest::elicit(params),
+                "roots/list" => InputRequest::list_roots(),
+                _ => return Err(PeerError::Stateless),
+            };
+            return self.input(question.timeout(timeout));
+        }
+        self.send_request(method, params, timeout)
+    }
+
+    fn send_request(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, PeerError> {
         let sink = &self.sink;
         let send = |out: Outgoing| -> Result<(), String> {
             sink.send(out);
@@ -333,9 +442,13 @@ impl Context {
                 id: self.request_id.clone(),
             }
         } else {
+            let outcome = match &self.round {
+                Some(round) => round.settle(outcome),
+                None => outcome,
+            };
             let message = match outcome {
                 Ok(v) => {
-                    let v = crate::model::adapt::result(&self.method, self.protocol.version, v);
+                    let v = self.engine().shape(&self.method, self.protocol.version, v);
                     jsonrpc::result_response(&self.request_id, v)
                 }
                 Err(e) => jsonrpc::error_response_value(Some(&self.request_id), &e),

@@ -9,7 +9,7 @@ use super::context::Context;
 use super::pagination::page;
 use super::session::Session;
 use super::Engine;
-use crate::jsonrpc::{ErrorObject, Request, RESOURCE_NOT_FOUND};
+use crate::jsonrpc::{ErrorObject, Request, INVALID_PARAMS, RESOURCE_NOT_FOUND};
 use crate::model::{CompletionRef, CompletionRequest, LogLevel, ProtocolVersion};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -104,6 +104,22 @@ pub(crate) fn initialize(session: &Arc<Session>, req: &Request) -> Result<Value,
         "session {}: initialized with protocol {version} (client asked for {requested})",
         session.log_name()
     );
+    Ok(Value::Object(result))
+}
+
+/// `server/discover` (2026-07-28): versions, capabilities, instructions;
+/// the server's info goes in the result's `_meta` as on every result.
+pub(crate) fn discover(session: &Arc<Session>, _: &Request) -> Result<Value, ErrorObject> {
+    let engine = &session.engine;
+    let mut result = Map::new();
+    result.insert(
+        "supportedVersions".into(),
+        json!(super::stateless::supported_versions()),
+    );
+    result.insert("capabilities".into(), engine.catalog.capabilities());
+    if let Some(i) = engine.instructions() {
+        result.insert("instructions".into(), i.into());
+    }
     Ok(Value::Object(result))
 }
 
@@ -214,12 +230,16 @@ fn read_resource(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
     if let Some(r) = view.resources.get(uri) {
         return r.entry.read(uri, ctx);
     }
+    // SEP-2164: since 2026-07-28 an unknown resource is invalid params.
+    let code = if ctx.protocol().version.is_stateless() {
+        INVALID_PARAMS
+    } else {
+        RESOURCE_NOT_FOUND
+    };
     match view.templates.values().find(|t| t.entry.matches(uri)) {
         Some(t) => t.entry.read(uri, ctx),
-        None => Err(
-            ErrorObject::new(RESOURCE_NOT_FOUND, format!("Resource not found: {uri}"))
-                .with_data(json!({"uri": uri})),
-        ),
+        None => Err(ErrorObject::new(code, format!("Resource not found: {uri}"))
+            .with_data(json!({"uri": uri}))),
     }
 }
 

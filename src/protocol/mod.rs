@@ -11,18 +11,22 @@ mod cancel;
 pub mod catalog;
 mod context;
 mod dispatch;
+pub mod input;
+mod listen;
 mod outbound;
 mod pagination;
 pub(crate) mod pool;
 mod session;
 mod session_id;
 mod sink;
+pub mod stateless;
 
 pub use cancel::CancelToken;
 pub use catalog::{Changes, ListKind, Source};
 pub use context::{
     capability_for, Context, PeerError, ProtocolContext, ToolContext, DEFAULT_PEER_REQUEST_TIMEOUT,
 };
+pub use input::InputRequest;
 #[cfg(feature = "client")]
 pub(crate) use outbound::{CallError, Outbound, Wait};
 pub use outbound::{PeerRequestHandler, ProgressHandler};
@@ -31,6 +35,7 @@ pub use session::{
 };
 pub use session_id::{log_name as session_log_name, new_session_id, SESSION_ID_BYTES};
 pub use sink::{Outgoing, Sink};
+pub use stateless::{CacheHint, CachePolicy, CacheScope};
 // The data types engine users meet most, where they used to live.
 pub use crate::model::{LogLevel, ProtocolVersion};
 
@@ -67,6 +72,10 @@ pub struct EngineOptions {
     /// Requests one session may have in flight (default
     /// [`DEFAULT_MAX_INFLIGHT_PER_SESSION`]).
     pub max_inflight_per_session: usize,
+    /// `ttlMs` and `cacheScope` of 2026-07-28 results (default
+    /// [`CachePolicy::default`]: lists and `server/discover` a minute,
+    /// public; `resources/read` stale at once, private).
+    pub cache: CachePolicy,
 }
 
 impl Default for EngineOptions {
@@ -76,6 +85,7 @@ impl Default for EngineOptions {
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             page_size: DEFAULT_PAGE_SIZE,
             max_inflight_per_session: DEFAULT_MAX_INFLIGHT_PER_SESSION,
+            cache: CachePolicy::default(),
         }
     }
 }
@@ -94,7 +104,7 @@ pub struct ServerInfo {
 }
 
 impl ServerInfo {
-    fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         let mut m = Map::new();
         m.insert("name".into(), self.name.as_str().into());
         m.insert("version".into(), self.version.as_str().into());
@@ -120,6 +130,8 @@ pub struct Engine {
     watchers: Mutex<Vec<Weak<dyn SessionWatcher>>>,
     // Instructions added at run time (a gateway's upstreams), by source.
     added_instructions: Mutex<std::collections::BTreeMap<String, String>>,
+    // Open `subscriptions/listen` streams (2026-07-28).
+    listeners: listen::Listeners,
 }
 
 /// How a request handled on the pool ended, for an [`Observer`].
@@ -183,7 +195,38 @@ impl Engine {
             observer: OnceLock::new(),
             watchers: Mutex::new(Vec::new()),
             added_instructions: Mutex::new(std::collections::BTreeMap::new()),
+            listeners: listen::Listeners::default(),
         }))
+    }
+
+    /// A result of `method` shaped for a client speaking `version`: older
+    /// revisions lose what they do not define; 2026-07-28 results gain
+    /// `resultType`, the server's info and caching hints.
+    pub(crate) fn shape(&self, method: &str, version: ProtocolVersion, result: Value) -> Value {
+        let result = crate::model::adapt::result(method, version, result);
+        if version.is_stateless() {
+            stateless::decorate(method, result, &self.info, &self.options.cache)
+        } else {
+            result
+        }
+    }
+
+    /// The `inputSchema` of the tool `name`, if it is served.
+    #[cfg(feature = "http")]
+    pub(crate) fn tool_input_schema(&self, name: &str) -> Option<Value> {
+        let view = self.catalog.view();
+        view.tools
+            .get(name)
+            .map(|t| t.definition["inputSchema"].clone())
+    }
+
+    /// Opens a session that serves only stateless (2026-07-28) requests,
+    /// each on its own: what an HTTP request without a session gets. Its
+    /// unrelated messages go to `sink`.
+    pub fn open_stateless(self: &Arc<Self>, sink: Arc<dyn Sink>) -> Arc<Session> {
+        let session = self.open_session(sink);
+        session.make_stateless();
+        session
     }
 
     /// Opens a session whose unrelated messages (list changes, resource
@@ -209,6 +252,7 @@ impl Engine {
     /// Leaves the session list and tells the watchers.
     pub(crate) fn forget_session(&self, key: u64, id: &str) {
         lock(&self.sessions).remove(&key);
+        self.listeners.remove_session(key);
         let watchers: Vec<Arc<dyn SessionWatcher>> = {
             let mut w = lock(&self.watchers);
             w.retain(|w| w.strong_count() > 0);
@@ -265,6 +309,8 @@ impl Engine {
     /// ends the sessions, which cancels them.
     pub fn drain(&self, timeout: Duration) -> usize {
         self.draining.store(true, Ordering::SeqCst);
+        // Listen streams end gracefully: their result tells the client so.
+        self.listeners.end_all(&self.info);
         let deadline = Instant::now() + timeout;
         let sessions = self.live_sessions();
         for s in &sessions {
@@ -342,6 +388,7 @@ impl Engine {
                 json!({}),
             )));
         }
+        self.listeners.list_changed(kind, method);
     }
 
     /// Sends `notifications/message` to every operating session that set
@@ -389,5 +436,6 @@ impl Engine {
                 json!({"uri": uri}),
             )));
         }
+        self.listeners.resource_updated(uri);
     }
 }

@@ -7,6 +7,7 @@ use super::context::{Context, Exchange, ProtocolContext};
 use super::dispatch::{self, Route};
 use super::outbound::Outbound;
 use super::sink::{Outgoing, Sink};
+use super::stateless;
 use super::Engine;
 use crate::jsonrpc::{
     self, ErrorObject, Message, Notification, ParseError, Parsed, Request, RequestId, Response,
@@ -37,6 +38,8 @@ pub enum Phase {
     Initializing,
     /// Normal operation.
     Operating,
+    /// Serving stateless (2026-07-28) requests, each on its own.
+    Stateless,
 }
 
 struct State {
@@ -76,7 +79,7 @@ impl Session {
                 phase: Phase::AwaitingInitialize,
                 version: None,
                 protocol: ProtocolContext::new(
-                    ProtocolVersion::LATEST,
+                    ProtocolVersion::LATEST_SESSION,
                     &Value::Object(Default::default()),
                     &Value::Null,
                     None,
@@ -89,6 +92,15 @@ impl Session {
             outbound: Outbound::default(),
             closed: AtomicBool::new(false),
         }
+    }
+
+    pub(crate) fn key(&self) -> u64 {
+        self.key
+    }
+
+    /// From now on, serves stateless (2026-07-28) requests only.
+    pub(crate) fn make_stateless(&self) {
+        lock(&self.state).phase = Phase::Stateless;
     }
 
     /// The session id (32 hex digits from `ring`'s system random).
@@ -184,6 +196,14 @@ impl Session {
     }
 
     fn handle_request(self: &Arc<Self>, request: Request, sink: &Arc<dyn Sink>) {
+        match self.phase() {
+            Phase::Stateless => return self.handle_stateless(request, sink),
+            // A connection speaks the generation of its first request.
+            Phase::AwaitingInitialize if stateless::announces(&request) => {
+                return self.handle_stateless(request, sink)
+            }
+            _ => {}
+        }
         let route = match request.method() {
             "initialize" => Route::Inline(dispatch::initialize),
             "ping" => Route::Inline(dispatch::ping),
@@ -197,12 +217,66 @@ impl Session {
         };
         match route {
             Route::Inline(f) => {
-                let version = self.version().unwrap_or(ProtocolVersion::LATEST);
+                let version = self.version().unwrap_or(ProtocolVersion::LATEST_SESSION);
                 let outcome = f(self, &request)
                     .map(|v| crate::model::adapt::result(request.method(), version, v));
                 respond(sink, request.id(), outcome)
             }
-            Route::Pool(f) => self.spawn(request, sink.clone(), f),
+            Route::Pool(f) => {
+                let protocol = self.protocol_context();
+                self.spawn(request, sink.clone(), f, protocol, None)
+            }
+        }
+    }
+
+    /// A stateless (2026-07-28) request: its `_meta` says everything about
+    /// the client; nothing is kept from one request to the next.
+    fn handle_stateless(self: &Arc<Self>, request: Request, sink: &Arc<dyn Sink>) {
+        let envelope = stateless::Envelope::parse(&request).and_then(|e| Ok((e.version()?, e)));
+        let (version, envelope) = match envelope {
+            Ok(v) => v,
+            Err(e) => return respond(sink, request.id(), Err(e)),
+        };
+        if self.phase() == Phase::AwaitingInitialize {
+            log::info!(
+                "session {}: serving stateless protocol {version}",
+                self.log_name
+            );
+            self.make_stateless();
+        }
+        let method = request.method();
+        let route = match method {
+            "server/discover" => Route::Inline(dispatch::discover),
+            "subscriptions/listen" => {
+                if let Err(e) = self.engine.listeners.open(self, &request, sink) {
+                    respond(sink, request.id(), Err(e));
+                }
+                return;
+            }
+            m if stateless::REMOVED_METHODS.contains(&m) => {
+                let e = ErrorObject::method_not_found(m);
+                return respond(sink, request.id(), Err(e));
+            }
+            m => dispatch::route(self, m),
+        };
+        match route {
+            Route::Inline(f) => {
+                let outcome = f(self, &request).map(|v| self.engine.shape(method, version, v));
+                respond(sink, request.id(), outcome)
+            }
+            Route::Pool(f) => {
+                let round = match super::input::Round::of(&request) {
+                    Ok(r) => r,
+                    Err(e) => return respond(sink, request.id(), Err(e)),
+                };
+                let protocol = ProtocolContext::new(
+                    version,
+                    &envelope.capabilities,
+                    &envelope.client_info,
+                    envelope.log_level,
+                );
+                self.spawn(request, sink.clone(), f, protocol, Some(Arc::new(round)))
+            }
         }
     }
 
@@ -211,6 +285,8 @@ impl Session {
         request: Request,
         sink: Arc<dyn Sink>,
         handler: dispatch::PoolHandler,
+        protocol: ProtocolContext,
+        round: Option<Arc<super::input::Round>>,
     ) {
         let id = request.id().clone();
         let observer = self.engine.observer().cloned();
@@ -252,7 +328,8 @@ impl Session {
             &request,
             sink.clone(),
             cancel,
-            self.protocol_context(),
+            protocol,
+            round,
         );
         let job = Box::new(move || {
             if ctx.is_cancelled() {
@@ -308,6 +385,10 @@ impl Session {
                 match st.phase {
                     Phase::Initializing => st.phase = Phase::Operating,
                     Phase::Operating => {}
+                    Phase::Stateless => log::debug!(
+                        "session {}: initialized on a stateless connection; ignored",
+                        self.log_name
+                    ),
                     Phase::AwaitingInitialize => log::warn!(
                         "session {}: initialized before initialize; ignored",
                         self.log_name
@@ -319,8 +400,14 @@ impl Session {
                     .params()
                     .and_then(|p| p.get("requestId"))
                     .and_then(RequestId::from_value);
-                match id.and_then(|id| lock(&self.inflight).get(&id).cloned()) {
+                let token = id
+                    .as_ref()
+                    .and_then(|id| lock(&self.inflight).get(id).cloned());
+                match token {
                     Some(token) => token.cancel(),
+                    None if id
+                        .as_ref()
+                        .is_some_and(|id| self.engine.listeners.cancel(self.key, id)) => {}
                     None => log::debug!(
                         "session {}: cancellation of an unknown or finished request ignored",
                         self.log_name

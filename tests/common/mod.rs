@@ -238,7 +238,19 @@ fn result_def(method: &str) -> &'static str {
         "prompts/list" => "ListPromptsResult",
         "prompts/get" => "GetPromptResult",
         "completion/complete" => "CompleteResult",
+        "server/discover" => "DiscoverResult",
+        "subscriptions/listen" => "SubscriptionsListenResult",
         _ => "EmptyResult",
+    }
+}
+
+/// The 2026-07-28 definition of an error response, by its code.
+pub fn error_def(m: &Value) -> &'static str {
+    match m["error"]["code"].as_i64() {
+        Some(-32020) => "HeaderMismatchError",
+        Some(-32021) => "MissingRequiredClientCapabilityError",
+        Some(-32022) => "UnsupportedProtocolVersionError",
+        _ => "JSONRPCErrorResponse",
     }
 }
 
@@ -358,7 +370,7 @@ impl Peer {
         if let Some(result) = m.get("result") {
             assert_valid(
                 v,
-                if v == "2025-11-25" {
+                if v >= "2025-11-25" {
                     "JSONRPCResultResponse"
                 } else {
                     "JSONRPCResponse"
@@ -370,7 +382,14 @@ impl Peer {
                 .get(&m["id"].to_string())
                 .cloned()
                 .unwrap_or_default();
-            assert_valid(v, result_def(&method), result);
+            let def = if result["resultType"] == "input_required" {
+                "InputRequiredResult"
+            } else {
+                result_def(&method)
+            };
+            assert_valid(v, def, result);
+        } else if v >= "2026-07-28" {
+            assert_valid(v, error_def(m), m);
         } else if m.get("id") == Some(&Value::Null) {
             // JSON-RPC 2.0 (and our checklist) answer an unreadable request
             // with `"id": null`; no MCP schema can express null ids, the

@@ -3,6 +3,7 @@
 
 use super::checks::{self, origin_allowed, reject};
 use super::listener::Handler;
+use super::stateless;
 use super::streams::{parse_event_id, Attached, Frame, ResumeError, SessionStreams, STANDALONE};
 use super::wire::{write_head_response, write_response, ChunkedWriter, Framing, Request, Response};
 use super::{HttpOptions, ResponseMode};
@@ -83,8 +84,10 @@ impl Endpoint {
         if req.method == "POST" {
             checks::accept_post(req)?;
             checks::content_type(req)?;
-            checks::protocol_version(req)?;
+            // Without a session the version is checked with the body: a
+            // stateless request's answer names its id.
             if let Some(sid) = req.header("mcp-session-id") {
+                checks::protocol_version(req)?;
                 self.sessions
                     .get(sid, &owner)
                     .ok_or_else(|| reject(404, -32001, "Session not found"))?;
@@ -172,6 +175,12 @@ impl Endpoint {
     ) -> Result<Reply, Response> {
         // The head passed `check_head` before the body was read.
         let parsed = jsonrpc::parse(&req.body).map_err(refused)?;
+        if req.header("mcp-session-id").is_none() && stateless::is_stateless(&req, &parsed) {
+            return Ok(self.stateless(req, parsed, stream, cors));
+        }
+        if req.header("mcp-session-id").is_none() {
+            checks::protocol_version(&req)?;
+        }
         let is_init =
             matches!(&parsed, Parsed::Single(Message::Request(r)) if r.method() == "initialize");
         let (session, sid, created) = match req.header("mcp-session-id") {
@@ -232,6 +241,36 @@ impl Endpoint {
         let created = created.then_some((sid.as_str(), &owner));
         let keep_alive = self.answer(stream, &session, attached, headers, framing, created);
         Ok(Reply::Streamed { keep_alive })
+    }
+
+    /// A stateless (2026-07-28) request: checked against its headers, then
+    /// served on a session of its own.
+    fn stateless(
+        &self,
+        req: Request,
+        parsed: Parsed,
+        stream: &TcpStream,
+        cors: &[(String, String)],
+    ) -> Reply {
+        if let Some(resp) = stateless::not_a_request(&parsed) {
+            return Reply::Full(resp);
+        }
+        if let Parsed::Single(Message::Request(r)) = &parsed {
+            if let Err(e) = stateless::check(&req, r, &self.engine) {
+                log::debug!("http: stateless request {} refused: {e}", r.id());
+                return Reply::Full(stateless::error_response(Some(r.id()), &e));
+            }
+        }
+        let keep_alive = stateless::serve(
+            &self.engine,
+            &req,
+            parsed,
+            stream,
+            cors.to_vec(),
+            self.opts.response_mode,
+            self.opts.sse_keepalive,
+        );
+        Reply::Streamed { keep_alive }
     }
 
     fn get(

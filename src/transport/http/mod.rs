@@ -13,6 +13,7 @@ mod endpoint;
 mod listener;
 #[cfg(feature = "client")]
 mod socket;
+mod stateless;
 mod streams;
 mod wire;
 

@@ -1,0 +1,546 @@
+//! Streamable HTTP for the stateless revision (2026-07-28): one POST is
+//! one request, served by a session of its own that ends with it; no
+//! session header, no GET stream, no resumption.
+//!
+//! Before the request runs, the standardized headers (SEP-2243) must agree
+//! with the body, one small rule each, in the order the specification
+//! lists them: the `_meta` envelope (-32602), `MCP-Protocol-Version`
+//! against `_meta` (-32020), the version itself (-32022), `Mcp-Method`,
+//! `Mcp-Name`, and the `Mcp-Param-*` headers a tool's schema declares
+//! with `x-mcp-header` (-32020). Every error goes out as JSON with the
+//! status the specification gives its code.
+//!
+//! The response is JSON when the result comes first, else an SSE stream
+//! (progress, logs, a `subscriptions/listen` stream). The client closing
+//! the connection cancels the request.
+
+use super::wire::{write_response, ChunkedWriter, Framing, Request, Response};
+use super::ResponseMode;
+use crate::jsonrpc::{self, ErrorObject, Message, Parsed};
+use crate::model::base64_decode;
+use crate::protocol::stateless::{Envelope, META_PROTOCOL_VERSION};
+use crate::protocol::{Engine, Outgoing, Sink};
+use crossbeam_channel::{select, Receiver, Sender, TrySendError};
+use serde_json::{json, Value};
+use std::io;
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often a request waiting for its handler checks that the client is
+/// still connected (closing the connection cancels the request).
+pub const DISCONNECT_POLL: Duration = Duration::from_millis(100);
+/// Notifications queued for one response stream; past it the client reads
+/// too slowly and further notifications are dropped (never the response).
+pub const STREAM_QUEUE: usize = 1024;
+
+/// Whether an HTTP request without a session speaks the stateless
+/// revision: anything but a session revision's `initialize`, or a request
+/// of a session revision that forgot its session (that one gets the
+/// session revisions' error).
+pub(crate) fn is_stateless(req: &Request, parsed: &Parsed) -> bool {
+    let header = req
+        .header("mcp-protocol-version")
+        .map(str::trim)
+        .and_then(crate::protocol::ProtocolVersion::parse);
+    let single = match parsed {
+        Parsed::Single(Message::Request(r)) => Some(r),
+        _ => None,
+    };
+    let announces = single.is_some_and(|r| {
+        r.method() == "server/discover"
+            || r.meta()
+                .is_some_and(|m| m.contains_key(META_PROTOCOL_VERSION))
+    });
+    match header {
+        Some(v) if v.is_stateless() => true,
+        // A session revision named in the header (or none: 2025-03-26).
+        Some(_) | None if single.is_some_and(|r| r.method() == "initialize") => false,
+        Some(_) => announces,
+        None => announces || req.header("mcp-protocol-version").is_some(),
+    }
+}
+
+/// The HTTP status of a stateless error response.
+pub(crate) fn status_of(code: i64) -> u16 {
+    match code {
+        jsonrpc::METHOD_NOT_FOUND => 404,
+        jsonrpc::INTERNAL_ERROR => 500,
+        _ => 400,
+    }
+}
+
+fn header_mismatch(what: String) -> ErrorObject {
+    ErrorObject::header_mismatch(what)
+}
+
+/// A header value without the optional whitespace around it.
+fn header<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
+    req.header(name).map(|v| v.trim_matches([' ', '\t']))
+}
+
+/// `MCP-Protocol-Version` must equal `_meta`'s version.
+fn version_header(req: &Request, envelope: &Envelope) -> Result<(), ErrorObject> {
+    match header(req, "mcp-protocol-version") {
+        Some(v) if v == envelope.requested => Ok(()),
+        Some(v) => Err(header_mismatch(format!(
+            "MCP-Protocol-Version {:?} does not match params._meta[{META_PROTOCOL_VERSION:?}] {:?}",
+            jsonrpc::excerpt(v),
+            jsonrpc::excerpt(&envelope.requested)
+        ))),
+        None => Err(header_mismatch(
+            "the MCP-Protocol-Version header is required".into(),
+        )),
+    }
+}
+
+/// `Mcp-Method` must equal the body's method (exactly).
+fn method_header(req: &Request, r: &jsonrpc::Request) -> Result<(), ErrorObject> {
+    match header(req, "mcp-method") {
+        Some(m) if m == r.method() => Ok(()),
+        Some(m) => Err(header_mismatch(format!(
+            "Mcp-Method {:?} does not match the method {:?}",
+            jsonrpc::excerpt(m),
+            jsonrpc::excerpt(r.method())
+        ))),
+        None => Err(header_mismatch("the Mcp-Method header is required".into())),
+    }
+}
+
+/// The body field `Mcp-Name` repeats, for the methods that have one.
+fn name_of(r: &jsonrpc::Request) -> Option<(&'static str, Option<&str>)> {
+    let field = match r.method() {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
+        _ => return None,
+    };
+    Some((
+        field,
+        r.params()
+            .and_then(|p| p.get(field))
+            .and_then(Value::as_str),
+    ))
+}
+
+/// `Mcp-Name` must equal the tool or prompt name, resource URI or task id.
+fn name_header(req: &Request, r: &jsonrpc::Request) -> Result<(), ErrorObject> {
+    let Some((field, body)) = name_of(r) else {
+        return Ok(());
+    };
+    let sent = header(req, "mcp-name").map(decode_value).transpose()?;
+    match (sent, body) {
+        (Some(h), Some(b)) if h == b => Ok(()),
+        (None, _) => Err(header_mismatch(format!(
+            "the Mcp-Name header is required for {} (params.{field})",
+            r.method()
+        ))),
+        (Some(h), b) => Err(header_mismatch(format!(
+            "Mcp-Name {:?} does not match params.{field} {:?}",
+            jsonrpc::excerpt(&h),
+            b.map(jsonrpc::excerpt)
+        ))),
+    }
+}
+
+/// A header value as sent: `=?base64?…?=` decoded (strictly), anything
+/// else literally. Characters outside visible ASCII, space and tab are
+/// refused.
+fn decode_value(v: &str) -> Result<String, ErrorObject> {
+    if v.bytes()
+        .any(|b| !(b == b'\t' || (0x20..0x7f).contains(&b)))
+    {
+        return Err(header_mismatch(
+            "a header value holds characters outside visible ASCII (send it as =?base64?…?=)"
+                .into(),
+        ));
+    }
+    match v
+        .strip_prefix("=?base64?")
+        .and_then(|rest| rest.strip_suffix("?="))
+    {
+        Some(encoded) => base64_decode(encoded)
+            .and_then(|b| String::from_utf8(b).ok())
+            .ok_or_else(|| {
+                header_mismatch(format!(
+                    "the header value {:?} is not valid base64 of UTF-8 text",
+                    jsonrpc::excerpt(v)
+                ))
+            }),
+        None => Ok(v.to_owned()),
+    }
+}
+
+/// Whether a header's text stands for the argument `arg`.
+fn same_value(text: &str, arg: &Value) -> bool {
+    match arg {
+        Value::String(s) => s == text,
+        Value::Bool(b) => text == if *b { "true" } else { "false" },
+        Value::Number(n) => text
+            .parse::<f64>()
+            .ok()
+            .zip(n.as_f64())
+            .is_some_and(|(a, b)| a == b),
+        _ => false,
+    }
+}
+
+/// Every `x-mcp-header` a schema declares, with the path of its argument.
+fn declared_headers(schema: &Value, path: &mut Vec<String>, out: &mut Vec<(String, Vec<String>)>) {
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return;
+    };
+    for (name, prop) in props {
+        path.push(name.clone());
+        if let Some(h) = prop.get("x-mcp-header").and_then(Value::as_str) {
+            out.push((h.to_owned(), path.clone()));
+        }
+        declared_headers(prop, path, out);
+        path.pop();
+    }
+}
+
+/// For `tools/call`: each argument whose schema property carries
+/// `x-mcp-header: X` and that is present (not null) must come with an
+/// `Mcp-Param-X` header of the same value.
+fn param_headers(req: &Request, r: &jsonrpc::Request, engine: &Engine) -> Result<(), ErrorObject> {
+    if r.method() != "tools/call" {
+        return Ok(());
+    }
+    let Some(name) = r
+        .params()
+        .and_then(|p| p.get("name"))
+        .and_then(Value::as_str)
+    else {
+        return Ok(());
+    };
+    let Some(schema) = engine.tool_input_schema(name) else {
+        return Ok(());
+    };
+    let mut declared = Vec::new();
+    declared_headers(&schema, &mut Vec::new(), &mut declared);
+    let Some(args) = r.params().and_then(|p| p.get("arguments")) else {
+        return Ok(());
+    };
+    for (h, path) in declared {
+        let arg = path
+            .iter()
+            .try_fold(args, |v, k| v.get(k))
+            .filter(|v| !v.is_null());
+        let Some(arg) = arg else { continue };
+        let name = format!("mcp-param-{}", h.to_ascii_lowercase());
+        let sent = header(req, &name)
+            .ok_or_else(|| header_mismatch(format!("the Mcp-Param-{h} header is required")))?;
+        if !same_value(&decode_value(sent)?, arg) {
+            return Err(header_mismatch(format!(
+                "Mcp-Param-{h} does not match arguments.{}",
+                path.join(".")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Every rule a stateless request must pass before it runs.
+pub(crate) fn check(
+    req: &Request,
+    r: &jsonrpc::Request,
+    engine: &Engine,
+) -> Result<(), ErrorObject> {
+    let envelope = Envelope::parse(r)?;
+    version_header(req, &envelope)?;
+    envelope.version()?;
+    method_header(req, r)?;
+    name_header(req, r)?;
+    param_headers(req, r, engine)
+}
+
+/// A stateless error response: JSON with the code's status.
+pub(crate) fn error_response(id: Option<&jsonrpc::RequestId>, e: &ErrorObject) -> Response {
+    Response::json(status_of(e.code), &jsonrpc::error_response_value(id, e))
+}
+
+/// The sink of one stateless request: notifications queue (dropped when
+/// the client reads too slowly), the response has a place of its own.
+struct StreamSink {
+    notes: Sender<Value>,
+    end: Sender<Outgoing>,
+}
+
+impl Sink for StreamSink {
+    fn send(&self, out: Outgoing) {
+        match out {
+            Outgoing::Notification(n) => {
+                if let Err(TrySendError::Full(_)) = self.notes.try_send(n) {
+                    log::warn!("a response stream's client reads too slowly: notification dropped");
+                }
+            }
+            // The response (or its cancellation) happens once.
+            end @ (Outgoing::Response { .. } | Outgoing::Suppressed { .. }) => {
+                let _ = self.end.try_send(end);
+            }
+            // No requests to a stateless client; SSE polling does not apply.
+            Outgoing::Request(_) | Outgoing::Reconnect { .. } => {}
+        }
+    }
+}
+
+/// Whether the client closed its side of `stream` (a pipelined next
+/// request is not a close).
+fn peer_gone(stream: &TcpStream) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: stream.as_raw_fd(),
+        events: libc::POLLIN | libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no timeout.
+    let ready = unsafe { libc::poll(&mut pfd, 1, 0) };
+    if ready <= 0 {
+        return false;
+    }
+    if pfd.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
+        return true;
+    }
+    let mut b = [0u8; 1];
+    // SAFETY: a one-byte buffer we own; MSG_PEEK leaves the data in place.
+    let n = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            b.as_mut_ptr().cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n == 0
+}
+
+/// What the request produced next.
+enum Next {
+    Note(Value),
+    End(Outgoing),
+    /// Nothing for a keep-alive interval.
+    Idle,
+    /// The client went away (or the producer vanished).
+    Gone,
+}
+
+/// Serves one stateless request on a session of its own and writes its
+/// answer. Returns whether the connection may serve another request.
+pub(crate) fn serve(
+    engine: &Arc<Engine>,
+    req: &Request,
+    parsed: Parsed,
+    stream: &TcpStream,
+    headers: Vec<(String, String)>,
+    mode: ResponseMode,
+    keepalive: Duration,
+) -> bool {
+    let framing = Framing::of(req);
+    let (notes_tx, notes) = crossbeam_channel::bounded(STREAM_QUEUE);
+    let (end_tx, end) = crossbeam_channel::bounded(1);
+    let sink: Arc<dyn Sink> = Arc::new(StreamSink {
+        notes: notes_tx,
+        end: end_tx,
+    });
+    let session = engine.open_stateless(sink.clone());
+    session.receive_parsed(parsed, &sink);
+    let next = |deadline: Option<Instant>| -> Next {
+        loop {
+            select! {
+                recv(end) -> m => return m.map(Next::End).unwrap_or(Next::Gone),
+                recv(notes) -> m => if let Ok(n) = m { return Next::Note(n) },
+                default(DISCONNECT_POLL) => {
+                    if peer_gone(stream) {
+                        return Next::Gone;
+                    }
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Next::Idle;
+                    }
+                }
+            }
+        }
+    };
+    let keep = match next(None) {
+        Next::End(end) => answer_whole(stream, end, headers, framing, mode, &notes),
+        Next::Gone | Next::Idle => false,
+        Next::Note(first) => {
+            stream_answer(stream, first, headers, framing, keepalive, &next, &notes)
+                .unwrap_or(false)
+        }
+    };
+    // Whatever is still running for this request is cancelled.
+    session.close();
+    keep
+}
+
+/// The answer came first: JSON (errors always; results unless SSE only).
+fn answer_whole(
+    stream: &TcpStream,
+    end: Outgoing,
+    headers: Vec<(String, String)>,
+    framing: Framing,
+    mode: ResponseMode,
+    notes: &Receiver<Value>,
+) -> bool {
+    let message = match end {
+        Outgoing::Response { message, .. } => message,
+        // Cancelled before it answered: nothing to say.
+        _ => {
+            let resp = Response {
+                status: 202,
+                headers,
+                body: Vec::new(),
+            };
+            return write_response(stream, &resp, framing.keep_alive).is_ok() && framing.keep_alive;
+        }
+    };
+    let status = message
+        .get("error")
+        .and_then(|e| e.get("code"))
+        .and_then(Value::as_i64)
+        .map_or(200, status_of);
+    if status == 200 && mode == ResponseMode::SseOnly {
+        let mut pending: Vec<Value> = notes.try_iter().collect();
+        pending.push(message);
+        return write_sse(stream, headers, framing, &pending).unwrap_or(false);
+    }
+    let mut resp = Response {
+        status,
+        headers,
+        body: message.to_string().into_bytes(),
+    };
+    resp.headers
+        .push(("Content-Type".into(), "application/json".into()));
+    write_response(stream, &resp, framing.keep_alive).is_ok() && framing.keep_alive
+}
+
+fn sse_headers(mut headers: Vec<(String, String)>) -> Vec<(String, String)> {
+    headers.push(("Content-Type".into(), "text/event-stream".into()));
+    headers.push(("Cache-Control".into(), "no-cache".into()));
+    headers.push(("X-Accel-Buffering".into(), "no".into()));
+    headers
+}
+
+fn event(out: &mut Vec<u8>, message: &Value) {
+    out.extend_from_slice(b"event: message\ndata: ");
+    out.extend_from_slice(message.to_string().as_bytes());
+    out.extend_from_slice(b"\n\n");
+}
+
+fn write_sse(
+    stream: &TcpStream,
+    headers: Vec<(String, String)>,
+    framing: Framing,
+    messages: &[Value],
+) -> io::Result<bool> {
+    let mut w = ChunkedWriter::start(stream, 200, &sse_headers(headers), framing)?;
+    let mut out = Vec::new();
+    for m in messages {
+        event(&mut out, m);
+    }
+    w.chunk(&out)?;
+    Ok(w.finish()? && framing.keep_alive)
+}
+
+/// Notifications came first: an SSE stream until the response (or, for a
+/// listen stream, until the client leaves).
+fn stream_answer(
+    stream: &TcpStream,
+    first: Value,
+    headers: Vec<(String, String)>,
+    framing: Framing,
+    keepalive: Duration,
+    next: &dyn Fn(Option<Instant>) -> Next,
+    notes: &Receiver<Value>,
+) -> io::Result<bool> {
+    let mut w = ChunkedWriter::start(stream, 200, &sse_headers(headers), framing)?;
+    let mut out = Vec::new();
+    event(&mut out, &first);
+    loop {
+        out.extend(notes.try_iter().flat_map(|n| {
+            let mut b = Vec::new();
+            event(&mut b, &n);
+            b
+        }));
+        if !out.is_empty() {
+            w.chunk(&out)?;
+            out.clear();
+        }
+        match next(Some(Instant::now() + keepalive)) {
+            Next::Idle => w.chunk(b": keep-alive\n\n")?,
+            Next::Note(n) => event(&mut out, &n),
+            Next::End(Outgoing::Response { message, .. }) => {
+                // Notifications sent before the response go before it.
+                for n in notes.try_iter() {
+                    event(&mut out, &n);
+                }
+                event(&mut out, &message);
+                w.chunk(&out)?;
+                return Ok(w.finish()? && framing.keep_alive);
+            }
+            Next::End(_) => return Ok(w.finish()? && framing.keep_alive),
+            Next::Gone => return Ok(false),
+        }
+    }
+}
+
+/// A body that is not one request: notifications and responses are
+/// accepted and ignored (a stateless server sends no requests); a batch
+/// is refused.
+pub(crate) fn not_a_request(parsed: &Parsed) -> Option<Response> {
+    match parsed {
+        Parsed::Single(Message::Request(_)) => None,
+        Parsed::Single(_) => Some(Response::status(202)),
+        Parsed::Batch(_) => Some(Response::json(
+            400,
+            &json!({"jsonrpc": "2.0", "id": null, "error": {"code": jsonrpc::INVALID_REQUEST, "message": "JSON-RPC batches are not part of protocol 2026-07-28"}}),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_values_decode_strictly() {
+        assert_eq!(decode_value("=?base64?SGVsbG8=?=").unwrap(), "Hello");
+        assert!(decode_value("=?base64?SGVsbG8?=").is_err());
+        assert!(decode_value("=?base64?SGVs!!!bG8=?=").is_err());
+        assert_eq!(decode_value("SGVsbG8=").unwrap(), "SGVsbG8=");
+        assert_eq!(
+            decode_value("=?base64?SGVsbG8=").unwrap(),
+            "=?base64?SGVsbG8="
+        );
+        assert!(decode_value("caf\u{e9}").is_err());
+    }
+
+    #[test]
+    fn values_compare_by_type() {
+        assert!(same_value("42", &json!(42)));
+        assert!(same_value("42.0", &json!(42)));
+        assert!(!same_value("43", &json!(42)));
+        assert!(same_value("true", &json!(true)));
+        assert!(!same_value("True", &json!(true)));
+        assert!(same_value("x", &json!("x")));
+    }
+
+    #[test]
+    fn declared_headers_are_found_at_any_depth() {
+        let schema = json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "opts": {"type": "object", "properties": {"n": {"type": "integer", "x-mcp-header": "N"}}}
+        }});
+        let mut out = Vec::new();
+        declared_headers(&schema, &mut Vec::new(), &mut out);
+        out.sort();
+        assert_eq!(
+            out,
+            vec![
+                ("N".to_owned(), vec!["opts".to_owned(), "n".to_owned()]),
+                ("Region".to_owned(), vec!["region".to_owned()])
+            ]
+        );
+    }
+}
