@@ -6,7 +6,7 @@
 //! ../shared/tools/conformance.sh client target/debug/examples/conformance_client --scenario initialize
 //! ```
 
-use mcpvisor::client::{Client, ClientOptions, Connection};
+use mcpvisor::client::{Client, ClientOptions, Connection, Generation};
 use serde_json::{json, Map, Value};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -29,15 +29,50 @@ fn accept_with_defaults(params: Value) -> Result<Value, mcpvisor::jsonrpc::Error
 }
 
 fn run(url: &str, scenario: &str) -> Result<(), Box<dyn std::error::Error>> {
+    // The suite names the revision to speak: 2026-07-28 is stateless.
+    let stateless =
+        std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION").as_deref() == Ok("2026-07-28");
     let options = ClientOptions {
         name: "mcpvisor-conformance-client".into(),
         elicitation: Some(Arc::new(accept_with_defaults)),
+        generation: if stateless {
+            Generation::Stateless
+        } else {
+            Generation::Sessions
+        },
         ..Default::default()
     };
     let client = Client::connect(Connection::http(url)?, options)?;
     let tools = client.list_tools()?;
+    let first = |items: Vec<Value>, key: &str| {
+        items
+            .first()
+            .and_then(|i| i[key].as_str())
+            .map(str::to_owned)
+    };
     match scenario {
-        "initialize" => {}
+        "initialize" | "request-metadata" | "json-schema-ref-no-deref" => {}
+        "sep-2322-client-request-state" => {
+            for tool in [
+                "test_mrtr_echo_state",
+                "test_mrtr_unrelated",
+                "test_mrtr_no_state",
+                "test_mrtr_no_result_type",
+            ] {
+                client.call_tool(tool, json!({}))?;
+            }
+        }
+        "http-standard-headers" => {
+            if let Some(t) = first(tools, "name") {
+                client.call_tool(&t, json!({}))?;
+            }
+            if let Some(uri) = first(client.list_resources()?, "uri") {
+                client.read_resource(&uri)?;
+            }
+            if let Some(p) = first(client.list_prompts()?, "name") {
+                client.get_prompt(&p, json!({}))?;
+            }
+        }
         "tools_call" => {
             let r = client.call_tool("add_numbers", json!({"a": 5, "b": 3}))?;
             println!("{r}");

@@ -151,3 +151,43 @@ fn conformance_suite_of_2026_07_28_passes_over_http() {
         );
     }
 }
+
+#[test]
+fn conformance_client_scenarios_of_2026_07_28_pass_with_our_client() {
+    let dir = suite();
+    let client = common::example("conformance_client");
+    for scenario in [
+        "tools_call",
+        "request-metadata",
+        "sep-2322-client-request-state",
+        "http-standard-headers",
+        "json-schema-ref-no-deref",
+    ] {
+        let out = conformance_of(
+            &dir,
+            V0_2_0_ALPHA_12,
+            &[
+                "client",
+                "--command",
+                client.to_str().unwrap(),
+                "--scenario",
+                scenario,
+                "--spec-version",
+                "2026-07-28",
+            ],
+        );
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let summary = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("Passed:"))
+            .unwrap_or("no summary");
+        assert!(
+            summary.contains(", 0 failed, 0 warnings"),
+            "{scenario}: {summary}\n{text}"
+        );
+    }
+}

@@ -653,3 +653,98 @@ fn the_python_sdk_2_client_ends_up_on_2026_07_28_over_stdio_and_http() {
         assert_eq!(report["hello"], "Hello, Alice!");
     }
 }
+
+// ---- Our client ----
+
+mod client {
+    use super::*;
+    use mcpvisor::client::{Client, ClientOptions, Connection, Generation};
+    use mcpvisor::ProtocolVersion;
+    use std::sync::Arc;
+
+    fn options(generation: Generation) -> ClientOptions {
+        ClientOptions {
+            generation,
+            elicitation: Some(Arc::new(|p: Value| {
+                Ok(
+                    json!({"action": "accept", "content": {"name": format!("Alice ({})", p["message"].as_str().unwrap_or(""))}}),
+                )
+            })),
+            ..Default::default()
+        }
+    }
+
+    fn exercise(c: &Client) {
+        assert_eq!(c.protocol_version(), ProtocolVersion::V2026_07_28);
+        assert_eq!(c.server_info()["name"], "mcpvisor-conformance");
+        assert!(c.server_capabilities()["tools"].is_object());
+        assert!(!c.list_tools().unwrap().is_empty());
+        let r = c.call_tool("test_simple_text", json!({})).unwrap();
+        assert_eq!(
+            r["content"][0]["text"],
+            "This is a simple text response for testing."
+        );
+        // Input-required rounds answered by the elicitation callback.
+        let r = c
+            .call_tool("test_input_required_result_elicitation", json!({}))
+            .unwrap();
+        assert_eq!(
+            r["content"][0]["text"],
+            "Hello, Alice (What is your name?)!"
+        );
+        let r = c
+            .call_tool("test_input_required_result_multi_round", json!({}))
+            .unwrap();
+        assert_eq!(r["resultType"], "complete", "{r}");
+        // Mcp-Name carries a resource URI too.
+        let r = c.read_resource("test://static-text").unwrap();
+        assert_eq!(r["contents"][0]["uri"], "test://static-text");
+        c.ping().unwrap();
+    }
+
+    #[test]
+    fn our_client_speaks_2026_07_28_over_stdio_and_http() {
+        let conn = Connection::child(Command::new(common::example("conformance"))).unwrap();
+        let c = Client::connect(conn, options(Generation::Auto)).unwrap();
+        exercise(&c);
+        c.close();
+        let (mut child, url) =
+            common::spawn_listening("conformance", &["--listen", "http://127.0.0.1:0/mcp"]);
+        let c = Client::connect(
+            Connection::http(&url).unwrap(),
+            options(Generation::Stateless),
+        )
+        .unwrap();
+        exercise(&c);
+        c.close();
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    #[test]
+    fn our_client_falls_back_to_initialize_with_a_session_server() {
+        let script =
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py2/legacy_server.py");
+        let mut cmd = Command::new("python3");
+        cmd.arg(&script);
+        let c =
+            Client::connect(Connection::child(cmd).unwrap(), options(Generation::Auto)).unwrap();
+        assert_eq!(c.protocol_version(), ProtocolVersion::V2025_11_25);
+        let r = c.call_tool("hello", json!({})).unwrap();
+        assert_eq!(r["content"][0]["text"], "hello from a session server");
+        c.close();
+        // Stateless only: the connection is refused with the reason.
+        let mut cmd = Command::new("python3");
+        cmd.arg(&script);
+        let e = Client::connect(
+            Connection::child(cmd).unwrap(),
+            options(Generation::Stateless),
+        )
+        .err()
+        .unwrap();
+        assert!(
+            e.to_string().contains("-32601") || e.to_string().contains("not found"),
+            "{e}"
+        );
+    }
+}

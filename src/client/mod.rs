@@ -401,16 +401,21 @@ impl Client {
         let caps = lock(&self.shared.init_params)["capabilities"].clone();
         let o = &self.shared.options;
         *lock(&self.shared.stateless_meta) = Some(stateless::envelope(&caps, &o.name, &o.version));
-        let adopted = self
-            .send_request("server/discover", json!({}), CallOptions::default())
-            .and_then(|d| {
-                stateless::adopt(&d).ok_or_else(|| {
-                    ClientError::Protocol(format!(
-                        "the server speaks none of this client's stateless versions: {}",
-                        d["supportedVersions"]
-                    ))
-                })
-            });
+        let discover = || self.send_request("server/discover", json!({}), CallOptions::default());
+        // -32022 naming our version among those supported: one retry (the
+        // server may have refused the probe for another reason of its own).
+        let adopted = match discover() {
+            Err(ClientError::Rpc(e)) if stateless::may_retry(&e) => discover(),
+            other => other,
+        };
+        let adopted = adopted.and_then(|d| {
+            stateless::adopt(&d).ok_or_else(|| {
+                ClientError::Protocol(format!(
+                    "the server speaks none of this client's stateless versions: {}",
+                    d["supportedVersions"]
+                ))
+            })
+        });
         match adopted {
             Ok(init) => Ok((init, ProtocolVersion::V2026_07_28)),
             Err(e) => {

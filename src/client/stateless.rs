@@ -103,6 +103,17 @@ pub(crate) fn adopt(discovered: &Value) -> Option<Value> {
     Some(Value::Object(init))
 }
 
+/// Whether a refused `server/discover` is worth one retry: -32022 listing
+/// the version this client speaks.
+pub(crate) fn may_retry(e: &ErrorObject) -> bool {
+    e.code == crate::jsonrpc::UNSUPPORTED_PROTOCOL_VERSION
+        && e.data
+            .as_ref()
+            .and_then(|d| d.get("supported"))
+            .and_then(Value::as_array)
+            .is_some_and(|s| s.iter().any(|v| v == ProtocolVersion::V2026_07_28.as_str()))
+}
+
 /// Whether a result asks for input before the request can complete.
 pub(crate) fn input_required(result: &Value) -> bool {
     result.get("resultType").and_then(Value::as_str) == Some("input_required")

@@ -272,6 +272,46 @@ fn cut_off() -> io::Error {
     )
 }
 
+/// The SEP-2243 headers of a stateless (2026-07-28) request, taken from
+/// its body: its version, method and name. None for a session message.
+fn stateless_headers(message: &Value) -> Vec<(&'static str, String)> {
+    let params = message.get("params");
+    let version = params
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get(crate::protocol::stateless::META_PROTOCOL_VERSION))
+        .and_then(Value::as_str);
+    let (Some(version), Some(method)) = (version, message.get("method").and_then(Value::as_str))
+    else {
+        return Vec::new();
+    };
+    let mut h = vec![
+        ("MCP-Protocol-Version", header_value(version)),
+        ("Mcp-Method", header_value(method)),
+    ];
+    let field = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        _ => "",
+    };
+    if let Some(name) = params.and_then(|p| p.get(field)).and_then(Value::as_str) {
+        h.push(("Mcp-Name", header_value(name)));
+    }
+    h
+}
+
+/// A header value as SEP-2243 sends it: plain when it is visible ASCII
+/// (and spaces) without whitespace at either end, else `=?base64?…?=`.
+pub(crate) fn header_value(v: &str) -> String {
+    let plain = v.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && v.trim() == v
+        && !(v.starts_with("=?base64?") && v.ends_with("?="));
+    if plain {
+        v.to_owned()
+    } else {
+        format!("=?base64?{}?=", crate::model::base64(v.as_bytes()))
+    }
+}
+
 impl Target {
     fn request(
         self: &Arc<Self>,
@@ -306,7 +346,11 @@ impl Target {
             "{method} {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
             self.path, self.host
         );
-        {
+        // A stateless request names its own version (in `extra`) and no session.
+        let stateless = extra
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("mcp-protocol-version"));
+        if !stateless {
             let s = lock(&self.session);
             if let Some(id) = &s.id {
                 head.push_str(&format!("Mcp-Session-Id: {id}\r\n"));
@@ -392,10 +436,12 @@ impl Target {
         // A call is answered when its handler is done: as long as the
         // call's own timeout allows.
         let call = message.get("method").is_some() && message.get("id").is_some();
+        let mut extra = vec![("Accept", "application/json, text/event-stream".to_owned())];
+        extra.extend(stateless_headers(message));
         let (head, body) = self.request(
             "POST",
             Some(&bytes),
-            &[("Accept", "application/json, text/event-stream".into())],
+            &extra,
             (!call).then_some(DEFAULT_READ_TIMEOUT),
         )?;
         if let Some(id) = head.header("mcp-session-id") {
