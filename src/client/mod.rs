@@ -319,15 +319,7 @@ impl Client {
         });
         spawn_reader(&shared, reader)?;
         let client = Client::internal(&shared);
-        let connected = match shared.options.generation {
-            Generation::Sessions => client.handshake(),
-            Generation::Stateless => client.discover(),
-            Generation::Auto => client.discover().or_else(|e| {
-                log::info!("client: server/discover failed ({e}); falling back to initialize");
-                client.handshake()
-            }),
-        };
-        let (result, version) = match connected {
+        let (result, version) = match client.establish() {
             Ok(r) => r,
             Err(e) => {
                 client.close();
@@ -395,6 +387,19 @@ impl Client {
         self.send_request(method, params, opts)
     }
 
+    /// Starts talking to the server in the generation the options ask
+    /// for (at connect and after each reconnection).
+    fn establish(&self) -> Result<(Value, ProtocolVersion), ClientError> {
+        match self.shared.options.generation {
+            Generation::Sessions => self.handshake(),
+            Generation::Stateless => self.discover(),
+            Generation::Auto => self.discover().or_else(|e| {
+                log::info!("client: server/discover failed ({e}); falling back to initialize");
+                self.handshake()
+            }),
+        }
+    }
+
     /// `server/discover`: stateless from now on if the server speaks
     /// 2026-07-28.
     fn discover(&self) -> Result<(Value, ProtocolVersion), ClientError> {
@@ -428,7 +433,9 @@ impl Client {
     /// `initialize` with the stored parameters, then `notifications/initialized`.
     fn handshake(&self) -> Result<(Value, ProtocolVersion), ClientError> {
         let params = lock(&self.shared.init_params).clone();
-        let result = self.send_request("initialize", params, CallOptions::default())?;
+        // Never with a stateless `_meta`: a session starts here.
+        *lock(&self.shared.stateless_meta) = None;
+        let result = self.send_once("initialize", params, CallOptions::default())?;
         let version = result
             .get("protocolVersion")
             .and_then(Value::as_str)
@@ -756,7 +763,7 @@ fn connection_lost(shared: &Arc<Shared>, why: ClientError) {
             continue;
         }
         let client = Client::internal(shared);
-        match client.handshake() {
+        match client.establish() {
             Ok((_, v)) => {
                 shared.reconnecting.store(false, Ordering::SeqCst);
                 log::info!("client: reconnected (protocol {v})");

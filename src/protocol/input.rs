@@ -96,6 +96,7 @@ impl InputRequest {
 /// One run of a stateless request's handler: the answers it may use and
 /// the questions it asked that have none yet.
 pub(crate) struct Round {
+    key: StateKey,
     method: String,
     binding: String,
     /// Whether this method may end in an input-required result.
@@ -125,13 +126,13 @@ pub(crate) enum Asked {
 impl Round {
     /// The round of a stateless request: its answers from `requestState`
     /// (verified) and `inputResponses`. -32602 for a malformed or forged one.
-    pub(crate) fn of(req: &Request) -> Result<Round, ErrorObject> {
+    pub(crate) fn of(req: &Request, key: &StateKey) -> Result<Round, ErrorObject> {
         let params = req.params();
         let get = |k: &str| params.and_then(|p| p.get(k));
         let binding = binding(req);
         let mut answers = match get("requestState") {
             None => Map::new(),
-            Some(Value::String(s)) => open_state(s, req.method(), &binding)?,
+            Some(Value::String(s)) => open_state(key, s, req.method(), &binding)?,
             Some(_) => {
                 return Err(ErrorObject::invalid_params(
                     "params.requestState must be a string",
@@ -152,6 +153,7 @@ impl Round {
             }
         }
         Ok(Round {
+            key: key.clone(),
             method: req.method().to_owned(),
             binding,
             allowed: ROUND_METHODS.contains(&req.method()),
@@ -223,7 +225,7 @@ impl Round {
             return Ok(json!({
                 "resultType": "input_required",
                 "inputRequests": st.pending,
-                "requestState": seal_state(&self.method, &self.binding, &st.used),
+                "requestState": seal_state(&self.key, &self.method, &self.binding, &st.used),
             }));
         }
         let failed = match &outcome {
@@ -283,12 +285,38 @@ fn binding(req: &Request) -> String {
     base64(ring::digest::digest(&ring::digest::SHA256, text.as_bytes()).as_ref())
 }
 
-fn key() -> &'static hmac::Key {
-    static KEY: OnceLock<hmac::Key> = OnceLock::new();
-    KEY.get_or_init(|| {
-        let rng = ring::rand::SystemRandom::new();
-        hmac::Key::generate(hmac::HMAC_SHA256, &rng).expect("the system random source is available")
-    })
+/// The secret `requestState` is signed with. Instances behind one load
+/// balancer share one ([`EngineOptions::request_state_key`]); without it
+/// each process draws its own, and a retry that reaches another instance
+/// (or comes after a restart) is refused.
+///
+/// [`EngineOptions::request_state_key`]: super::EngineOptions::request_state_key
+#[derive(Clone)]
+pub struct StateKey(hmac::Key);
+
+impl StateKey {
+    /// A key from 32 secret bytes.
+    pub fn new(secret: &[u8; 32]) -> StateKey {
+        StateKey(hmac::Key::new(hmac::HMAC_SHA256, secret))
+    }
+    /// The key of this process alone (from the system's random source).
+    pub fn random() -> StateKey {
+        static KEY: OnceLock<hmac::Key> = OnceLock::new();
+        StateKey(
+            KEY.get_or_init(|| {
+                let rng = ring::rand::SystemRandom::new();
+                hmac::Key::generate(hmac::HMAC_SHA256, &rng)
+                    .expect("the system random source is available")
+            })
+            .clone(),
+        )
+    }
+}
+
+impl std::fmt::Debug for StateKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StateKey(..)")
+    }
 }
 
 fn now() -> u64 {
@@ -299,7 +327,7 @@ fn now() -> u64 {
 }
 
 /// `base64(payload) "." base64(HMAC(payload))`.
-fn seal_state(method: &str, binding: &str, answers: &Map<String, Value>) -> String {
+fn seal_state(key: &StateKey, method: &str, binding: &str, answers: &Map<String, Value>) -> String {
     let payload = json!({
         "m": method,
         "b": binding,
@@ -307,19 +335,25 @@ fn seal_state(method: &str, binding: &str, answers: &Map<String, Value>) -> Stri
         "x": now() + REQUEST_STATE_LIFETIME.as_secs(),
     })
     .to_string();
-    let tag = hmac::sign(key(), payload.as_bytes());
+    let tag = hmac::sign(&key.0, payload.as_bytes());
     format!("{}.{}", base64(payload.as_bytes()), base64(tag.as_ref()))
 }
 
 /// The answers a state holds, if it is ours, intact, for this request and
 /// not expired.
-fn open_state(state: &str, method: &str, binding: &str) -> Result<Map<String, Value>, ErrorObject> {
+fn open_state(
+    key: &StateKey,
+    state: &str,
+    method: &str,
+    binding: &str,
+) -> Result<Map<String, Value>, ErrorObject> {
     let refused = |why: &str| ErrorObject::invalid_params(format!("invalid requestState: {why}"));
     let (payload, tag) = state.split_once('.').ok_or_else(|| refused("malformed"))?;
     let payload = base64_decode(payload).ok_or_else(|| refused("malformed"))?;
     let tag = base64_decode(tag).ok_or_else(|| refused("malformed"))?;
-    hmac::verify(key(), &payload, &tag)
-        .map_err(|_| refused("it was altered or not issued by this server"))?;
+    hmac::verify(&key.0, &payload, &tag).map_err(|_| {
+        refused("it was altered, or issued by another server or an earlier run of this one")
+    })?;
     let v: Value = serde_json::from_slice(&payload).map_err(|_| refused("malformed"))?;
     if v["m"] != method || v["b"] != binding {
         return Err(refused("it belongs to another request"));
@@ -354,7 +388,7 @@ mod tests {
 
     #[test]
     fn a_question_without_answer_ends_the_round_with_a_signed_state() {
-        let r = Round::of(&call(json!({}))).unwrap();
+        let r = Round::of(&call(json!({})), &StateKey::random()).unwrap();
         assert!(matches!(r.ask(&elicit().key("name")), Asked::Pending));
         let out = r
             .settle(Err(ErrorObject::internal("handler gave up")))
@@ -366,14 +400,14 @@ mod tests {
         // The retry: answered from inputResponses, the state verified.
         let answer = json!({"action": "accept", "content": {"n": "Alice"}});
         let retry = call(json!({"requestState": state, "inputResponses": {"name": answer}}));
-        let r2 = Round::of(&retry).unwrap();
+        let r2 = Round::of(&retry, &StateKey::random()).unwrap();
         assert!(matches!(r2.ask(&elicit().key("name")), Asked::Answer(a) if a == answer));
         // A second question: its answer is kept in the next state.
         assert!(matches!(r2.ask(&elicit()), Asked::Pending));
         let out2 = r2.settle(Ok(json!({}))).unwrap();
         let state2 = out2["requestState"].as_str().unwrap();
         assert_ne!(state2, state);
-        let r3 = Round::of(&call(json!({"requestState": state2, "inputResponses": {"elicitation-2": {"action": "decline"}}}))).unwrap();
+        let r3 = Round::of(&call(json!({"requestState": state2, "inputResponses": {"elicitation-2": {"action": "decline"}}})), &StateKey::random()).unwrap();
         assert!(matches!(r3.ask(&elicit().key("name")), Asked::Answer(a) if a == answer));
         assert!(matches!(r3.ask(&elicit()), Asked::Answer(_)));
         assert_eq!(
@@ -384,7 +418,7 @@ mod tests {
 
     #[test]
     fn altered_moved_or_malformed_states_are_refused() {
-        let r = Round::of(&call(json!({}))).unwrap();
+        let r = Round::of(&call(json!({})), &StateKey::random()).unwrap();
         r.ask(&elicit());
         let state = r.settle(Ok(json!({}))).unwrap()["requestState"]
             .as_str()
@@ -396,7 +430,7 @@ mod tests {
             format!("A{state}"),
             String::new(),
         ] {
-            let e = Round::of(&call(json!({"requestState": bad})))
+            let e = Round::of(&call(json!({"requestState": bad})), &StateKey::random())
                 .err()
                 .unwrap();
             assert_eq!(e.code, INVALID_PARAMS);
@@ -407,19 +441,23 @@ mod tests {
             Some(json!({"name": "u", "requestState": state})),
         );
         assert!(
-            Round::of(&other).is_err(),
+            Round::of(&other, &StateKey::random()).is_err(),
             "bound to its tool and arguments"
         );
-        assert!(Round::of(&call(json!({"inputResponses": null}))).is_err());
+        assert!(Round::of(&call(json!({"inputResponses": null})), &StateKey::random()).is_err());
     }
 
     #[test]
     fn malformed_answers_fail_the_request_and_capabilities_map_to_32021() {
-        let r = Round::of(&call(json!({"inputResponses": {"elicitation-1": 12345}}))).unwrap();
+        let r = Round::of(
+            &call(json!({"inputResponses": {"elicitation-1": 12345}})),
+            &StateKey::random(),
+        )
+        .unwrap();
         assert!(matches!(r.ask(&elicit()), Asked::Invalid(_)));
         assert_eq!(r.settle(Ok(json!({}))).unwrap_err().code, INVALID_PARAMS);
 
-        let r = Round::of(&call(json!({}))).unwrap();
+        let r = Round::of(&call(json!({})), &StateKey::random()).unwrap();
         r.missing("sampling");
         let e = r
             .settle(Ok(json!({"content": [], "isError": true})))
@@ -429,7 +467,7 @@ mod tests {
             e.data.unwrap(),
             json!({"requiredCapabilities": {"sampling": {}}})
         );
-        let r = Round::of(&call(json!({}))).unwrap();
+        let r = Round::of(&call(json!({})), &StateKey::random()).unwrap();
         r.missing("sampling");
         assert!(
             r.settle(Ok(json!({"content": []}))).is_ok(),
@@ -438,12 +476,30 @@ mod tests {
     }
 
     #[test]
+    fn instances_sharing_a_key_accept_each_others_states() {
+        let (a, b, other) = (
+            StateKey::new(&[7; 32]),
+            StateKey::new(&[7; 32]),
+            StateKey::new(&[8; 32]),
+        );
+        let r = Round::of(&call(json!({})), &a).unwrap();
+        r.ask(&elicit());
+        let state = r.settle(Ok(json!({}))).unwrap()["requestState"].clone();
+        assert!(Round::of(&call(json!({"requestState": state})), &b).is_ok());
+        assert!(Round::of(&call(json!({"requestState": state})), &other).is_err());
+        assert_eq!(
+            format!("{a:?}"),
+            "StateKey(..)",
+            "the secret is never printed"
+        );
+    }
+
+    #[test]
     fn lists_cannot_ask() {
-        let r = Round::of(&Request::new(
-            RequestId::Number(1),
-            "completion/complete",
-            Some(json!({})),
-        ))
+        let r = Round::of(
+            &Request::new(RequestId::Number(1), "completion/complete", Some(json!({}))),
+            &StateKey::random(),
+        )
         .unwrap();
         assert!(matches!(r.ask(&elicit()), Asked::Invalid(_)));
     }

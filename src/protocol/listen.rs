@@ -155,18 +155,18 @@ impl Listeners {
             sink: sink.clone(),
             filter,
         };
-        {
-            let mut open = lock(&self.open);
-            if open.len() >= MAX_LISTENERS {
-                return Err(ErrorObject::internal(format!(
-                    "{MAX_LISTENERS} listen streams are open; retry later"
-                )));
-            }
-            open.push(listener.clone());
+        let mut open = lock(&self.open);
+        if open.len() >= MAX_LISTENERS {
+            return Err(ErrorObject::internal(format!(
+                "{MAX_LISTENERS} listen streams are open; retry later"
+            )));
         }
+        // The acknowledgement goes first: sent under the lock every
+        // announcement takes (sinks never block), so none overtakes it.
         let mut ack = Map::new();
         ack.insert("notifications".into(), listener.filter.to_value());
         listener.notify("notifications/subscriptions/acknowledged", ack);
+        open.push(listener);
         Ok(())
     }
 

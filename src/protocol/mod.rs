@@ -26,7 +26,7 @@ pub use catalog::{Changes, ListKind, Source};
 pub use context::{
     capability_for, Context, PeerError, ProtocolContext, ToolContext, DEFAULT_PEER_REQUEST_TIMEOUT,
 };
-pub use input::InputRequest;
+pub use input::{InputRequest, StateKey};
 #[cfg(feature = "client")]
 pub(crate) use outbound::{CallError, Outbound, Wait};
 pub use outbound::{PeerRequestHandler, ProgressHandler};
@@ -76,6 +76,10 @@ pub struct EngineOptions {
     /// [`CachePolicy::default`]: lists and `server/discover` a minute,
     /// public; `resources/read` stale at once, private).
     pub cache: CachePolicy,
+    /// The key 2026-07-28 `requestState` is signed with: give instances
+    /// behind one load balancer the same (default: [`StateKey::random`],
+    /// this process's own).
+    pub request_state_key: Option<StateKey>,
 }
 
 impl Default for EngineOptions {
@@ -86,6 +90,7 @@ impl Default for EngineOptions {
             page_size: DEFAULT_PAGE_SIZE,
             max_inflight_per_session: DEFAULT_MAX_INFLIGHT_PER_SESSION,
             cache: CachePolicy::default(),
+            request_state_key: None,
         }
     }
 }
@@ -132,6 +137,8 @@ pub struct Engine {
     added_instructions: Mutex<std::collections::BTreeMap<String, String>>,
     // Open `subscriptions/listen` streams (2026-07-28).
     listeners: listen::Listeners,
+    // Signs input-required rounds' `requestState` (2026-07-28).
+    state_key: StateKey,
 }
 
 /// How a request handled on the pool ended, for an [`Observer`].
@@ -184,6 +191,10 @@ impl Engine {
             options.pool_threads,
             options.queue_capacity,
         )?;
+        let state_key = options
+            .request_state_key
+            .clone()
+            .unwrap_or_else(StateKey::random);
         Ok(Arc::new(Engine {
             info,
             options,
@@ -196,6 +207,7 @@ impl Engine {
             watchers: Mutex::new(Vec::new()),
             added_instructions: Mutex::new(std::collections::BTreeMap::new()),
             listeners: listen::Listeners::default(),
+            state_key,
         }))
     }
 

@@ -265,7 +265,7 @@ impl Session {
                 respond(sink, request.id(), outcome)
             }
             Route::Pool(f) => {
-                let round = match super::input::Round::of(&request) {
+                let round = match super::input::Round::of(&request, &self.engine.state_key) {
                     Ok(r) => r,
                     Err(e) => return respond(sink, request.id(), Err(e)),
                 };

@@ -18,8 +18,7 @@ use std::sync::Arc;
 
 const SESSION_HEADER: &str = "Mcp-Session-Id";
 const ALLOW_METHODS: &str = "GET, POST, DELETE, OPTIONS";
-const ALLOW_HEADERS: &str =
-    "Content-Type, Accept, Authorization, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID";
+const ALLOW_HEADERS: &str = "Content-Type, Accept, Authorization, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID, Mcp-Method, Mcp-Name";
 const EXPOSE_HEADERS: &str = "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate";
 
 pub(crate) struct Endpoint {

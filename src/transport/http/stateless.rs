@@ -289,9 +289,15 @@ impl Sink for StreamSink {
 /// Whether the client closed its side of `stream` (a pipelined next
 /// request is not a close).
 fn peer_gone(stream: &TcpStream) -> bool {
+    // Linux reports a peer's shutdown as POLLRDHUP; elsewhere the peek
+    // below finds the end.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    const RDHUP: libc::c_short = libc::POLLRDHUP;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    const RDHUP: libc::c_short = 0;
     let mut pfd = libc::pollfd {
         fd: stream.as_raw_fd(),
-        events: libc::POLLIN | libc::POLLRDHUP,
+        events: libc::POLLIN | RDHUP,
         revents: 0,
     };
     // SAFETY: one valid pollfd, no timeout.
@@ -299,7 +305,7 @@ fn peer_gone(stream: &TcpStream) -> bool {
     if ready <= 0 {
         return false;
     }
-    if pfd.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
+    if pfd.revents & (RDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
         return true;
     }
     let mut b = [0u8; 1];
@@ -347,6 +353,10 @@ pub(crate) fn serve(
     session.receive_parsed(parsed, &sink);
     let next = |deadline: Option<Instant>| -> Next {
         loop {
+            // Notifications first: those sent before the response go before it.
+            if let Ok(n) = notes.try_recv() {
+                return Next::Note(n);
+            }
             select! {
                 recv(end) -> m => return m.map(Next::End).unwrap_or(Next::Gone),
                 recv(notes) -> m => if let Ok(n) = m { return Next::Note(n) },
