@@ -56,36 +56,44 @@ fn official_conformance_suite_passes_over_http() {
     );
 }
 
+/// Runs client scenario `scenario` of release `package` against
+/// `examples/conformance_client` (plus `extra` arguments); returns the
+/// summary line (`Passed: …`) and everything the suite printed.
+fn client_scenario(dir: &Path, package: &str, scenario: &str, extra: &[&str]) -> (String, String) {
+    let client = common::example("conformance_client");
+    let mut args = vec![
+        "client",
+        "--command",
+        client.to_str().unwrap(),
+        "--scenario",
+        scenario,
+    ];
+    args.extend_from_slice(extra);
+    let out = conformance_of(dir, package, &args);
+    // The client mode prints its summary on either stream.
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("Passed:"))
+        .unwrap_or("no summary")
+        .to_owned();
+    (summary, text)
+}
+
 #[test]
 fn official_conformance_client_scenarios_pass() {
     let dir = suite();
-    let client = common::example("conformance_client");
     for scenario in [
         "initialize",
         "tools_call",
         "elicitation-sep1034-client-defaults",
         "sse-retry",
     ] {
-        let out = conformance(
-            &dir,
-            &[
-                "client",
-                "--command",
-                client.to_str().unwrap(),
-                "--scenario",
-                scenario,
-            ],
-        );
-        // The client mode prints its summary on either stream.
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let summary = text
-            .lines()
-            .find(|l| l.trim_start().starts_with("Passed:"))
-            .unwrap_or("no summary");
+        let (summary, text) = client_scenario(&dir, V0_1_16, scenario, &[]);
         assert!(
             summary.contains(", 0 failed"),
             "{scenario}: {summary}\n{text}"
@@ -155,7 +163,6 @@ fn conformance_suite_of_2026_07_28_passes_over_http() {
 #[test]
 fn conformance_client_scenarios_of_2026_07_28_pass_with_our_client() {
     let dir = suite();
-    let client = common::example("conformance_client");
     for scenario in [
         "tools_call",
         "request-metadata",
@@ -163,28 +170,8 @@ fn conformance_client_scenarios_of_2026_07_28_pass_with_our_client() {
         "http-standard-headers",
         "json-schema-ref-no-deref",
     ] {
-        let out = conformance_of(
-            &dir,
-            V0_2_0_ALPHA_12,
-            &[
-                "client",
-                "--command",
-                client.to_str().unwrap(),
-                "--scenario",
-                scenario,
-                "--spec-version",
-                "2026-07-28",
-            ],
-        );
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let summary = text
-            .lines()
-            .find(|l| l.trim_start().starts_with("Passed:"))
-            .unwrap_or("no summary");
+        let extra = ["--spec-version", "2026-07-28"];
+        let (summary, text) = client_scenario(&dir, V0_2_0_ALPHA_12, scenario, &extra);
         assert!(
             summary.contains(", 0 failed, 0 warnings"),
             "{scenario}: {summary}\n{text}"

@@ -45,6 +45,18 @@ pub(crate) fn announces(req: &Request) -> bool {
             .is_some_and(|m| m.contains_key(META_PROTOCOL_VERSION))
 }
 
+/// The body field a request's `Mcp-Name` header repeats (SEP-2243), for
+/// the methods that have one.
+#[cfg(feature = "http")]
+pub(crate) fn name_field(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
+        _ => None,
+    }
+}
+
 /// The protocol facts a stateless request carries.
 #[derive(Clone, Debug)]
 pub(crate) struct Envelope {

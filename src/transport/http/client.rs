@@ -288,12 +288,11 @@ fn stateless_headers(message: &Value) -> Vec<(&'static str, String)> {
         ("MCP-Protocol-Version", header_value(version)),
         ("Mcp-Method", header_value(method)),
     ];
-    let field = match method {
-        "tools/call" | "prompts/get" => "name",
-        "resources/read" => "uri",
-        _ => "",
-    };
-    if let Some(name) = params.and_then(|p| p.get(field)).and_then(Value::as_str) {
+    let field = crate::protocol::stateless::name_field(method);
+    if let Some(name) = field
+        .and_then(|f| params.and_then(|p| p.get(f)))
+        .and_then(Value::as_str)
+    {
         h.push(("Mcp-Name", header_value(name)));
     }
     h

@@ -18,7 +18,7 @@ use super::wire::{write_response, ChunkedWriter, Framing, Request, Response};
 use super::ResponseMode;
 use crate::jsonrpc::{self, ErrorObject, Message, Parsed};
 use crate::model::base64_decode;
-use crate::protocol::stateless::{Envelope, META_PROTOCOL_VERSION};
+use crate::protocol::stateless::{announces, name_field, Envelope, META_PROTOCOL_VERSION};
 use crate::protocol::{Engine, Outgoing, Sink};
 use crossbeam_channel::{select, Receiver, Sender, TrySendError};
 use serde_json::{json, Value};
@@ -48,11 +48,7 @@ pub(crate) fn is_stateless(req: &Request, parsed: &Parsed) -> bool {
         Parsed::Single(Message::Request(r)) => Some(r),
         _ => None,
     };
-    let announces = single.is_some_and(|r| {
-        r.method() == "server/discover"
-            || r.meta()
-                .is_some_and(|m| m.contains_key(META_PROTOCOL_VERSION))
-    });
+    let announces = single.is_some_and(announces);
     match header {
         Some(v) if v.is_stateless() => true,
         // A session revision named in the header (or none: 2025-03-26).
@@ -71,10 +67,6 @@ pub(crate) fn status_of(code: i64) -> u16 {
     }
 }
 
-fn header_mismatch(what: String) -> ErrorObject {
-    ErrorObject::header_mismatch(what)
-}
-
 /// A header value without the optional whitespace around it.
 fn header<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
     req.header(name).map(|v| v.trim_matches([' ', '\t']))
@@ -84,13 +76,13 @@ fn header<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
 fn version_header(req: &Request, envelope: &Envelope) -> Result<(), ErrorObject> {
     match header(req, "mcp-protocol-version") {
         Some(v) if v == envelope.requested => Ok(()),
-        Some(v) => Err(header_mismatch(format!(
+        Some(v) => Err(ErrorObject::header_mismatch(format!(
             "MCP-Protocol-Version {:?} does not match params._meta[{META_PROTOCOL_VERSION:?}] {:?}",
             jsonrpc::excerpt(v),
             jsonrpc::excerpt(&envelope.requested)
         ))),
-        None => Err(header_mismatch(
-            "the MCP-Protocol-Version header is required".into(),
+        None => Err(ErrorObject::header_mismatch(
+            "the MCP-Protocol-Version header is required",
         )),
     }
 }
@@ -99,23 +91,20 @@ fn version_header(req: &Request, envelope: &Envelope) -> Result<(), ErrorObject>
 fn method_header(req: &Request, r: &jsonrpc::Request) -> Result<(), ErrorObject> {
     match header(req, "mcp-method") {
         Some(m) if m == r.method() => Ok(()),
-        Some(m) => Err(header_mismatch(format!(
+        Some(m) => Err(ErrorObject::header_mismatch(format!(
             "Mcp-Method {:?} does not match the method {:?}",
             jsonrpc::excerpt(m),
             jsonrpc::excerpt(r.method())
         ))),
-        None => Err(header_mismatch("the Mcp-Method header is required".into())),
+        None => Err(ErrorObject::header_mismatch(
+            "the Mcp-Method header is required",
+        )),
     }
 }
 
 /// The body field `Mcp-Name` repeats, for the methods that have one.
 fn name_of(r: &jsonrpc::Request) -> Option<(&'static str, Option<&str>)> {
-    let field = match r.method() {
-        "tools/call" | "prompts/get" => "name",
-        "resources/read" => "uri",
-        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
-        _ => return None,
-    };
+    let field = name_field(r.method())?;
     Some((
         field,
         r.params()
@@ -132,11 +121,11 @@ fn name_header(req: &Request, r: &jsonrpc::Request) -> Result<(), ErrorObject> {
     let sent = header(req, "mcp-name").map(decode_value).transpose()?;
     match (sent, body) {
         (Some(h), Some(b)) if h == b => Ok(()),
-        (None, _) => Err(header_mismatch(format!(
+        (None, _) => Err(ErrorObject::header_mismatch(format!(
             "the Mcp-Name header is required for {} (params.{field})",
             r.method()
         ))),
-        (Some(h), b) => Err(header_mismatch(format!(
+        (Some(h), b) => Err(ErrorObject::header_mismatch(format!(
             "Mcp-Name {:?} does not match params.{field} {:?}",
             jsonrpc::excerpt(&h),
             b.map(jsonrpc::excerpt)
@@ -151,9 +140,8 @@ fn decode_value(v: &str) -> Result<String, ErrorObject> {
     if v.bytes()
         .any(|b| !(b == b'\t' || (0x20..0x7f).contains(&b)))
     {
-        return Err(header_mismatch(
-            "a header value holds characters outside visible ASCII (send it as =?base64?…?=)"
-                .into(),
+        return Err(ErrorObject::header_mismatch(
+            "a header value holds characters outside visible ASCII (send it as =?base64?…?=)",
         ));
     }
     match v
@@ -163,7 +151,7 @@ fn decode_value(v: &str) -> Result<String, ErrorObject> {
         Some(encoded) => base64_decode(encoded)
             .and_then(|b| String::from_utf8(b).ok())
             .ok_or_else(|| {
-                header_mismatch(format!(
+                ErrorObject::header_mismatch(format!(
                     "the header value {:?} is not valid base64 of UTF-8 text",
                     jsonrpc::excerpt(v)
                 ))
@@ -230,10 +218,11 @@ fn param_headers(req: &Request, r: &jsonrpc::Request, engine: &Engine) -> Result
             .filter(|v| !v.is_null());
         let Some(arg) = arg else { continue };
         let name = format!("mcp-param-{}", h.to_ascii_lowercase());
-        let sent = header(req, &name)
-            .ok_or_else(|| header_mismatch(format!("the Mcp-Param-{h} header is required")))?;
+        let sent = header(req, &name).ok_or_else(|| {
+            ErrorObject::header_mismatch(format!("the Mcp-Param-{h} header is required"))
+        })?;
         if !same_value(&decode_value(sent)?, arg) {
-            return Err(header_mismatch(format!(
+            return Err(ErrorObject::header_mismatch(format!(
                 "Mcp-Param-{h} does not match arguments.{}",
                 path.join(".")
             )));
