@@ -239,6 +239,21 @@ fn stateless_tools(engine: Arc<OnceLock<Arc<Engine>>>) -> Vec<Tool> {
         Tool::new("test_trigger_prompt_change", no_args(), announce(ListKind::Prompts))
             .description("Announces a prompt list change"),
         Tool::new(
+            "test_trigger_resource_update",
+            json!({"type": "object", "properties": {"uri": {"type": "string"}}, "required": ["uri"]}),
+            {
+                let engine = engine.clone();
+                move |args, _| {
+                    let uri = args["uri"].as_str().unwrap_or_default();
+                    if let Some(e) = engine.get() {
+                        e.notify_resource_updated(uri);
+                    }
+                    Ok(ToolResult::text(format!("{uri} updated")))
+                }
+            },
+        )
+        .description("Announces that a resource was updated"),
+        Tool::new(
             "test_custom_header",
             json!({
                 "type": "object",

@@ -73,6 +73,23 @@ fn run(url: &str, scenario: &str) -> Result<(), Box<dyn std::error::Error>> {
                 client.get_prompt(&p, json!({}))?;
             }
         }
+        // The calls the suite names in its context (SEP-2243 header values).
+        "http-custom-headers" => {
+            let context: Value = serde_json::from_str(&std::env::var("MCP_CONFORMANCE_CONTEXT")?)?;
+            for call in context["toolCalls"].as_array().into_iter().flatten() {
+                let name = call["name"].as_str().unwrap_or_default();
+                client.call_tool(name, call["arguments"].clone())?;
+            }
+        }
+        // Echo the focal tool's schema as listed: whatever was lost shows.
+        "json-schema-2020-12-preservation" => {
+            if let Some(t) = tools
+                .iter()
+                .find(|t| t["name"] == "json_schema_2020_12_tool")
+            {
+                client.call_tool("json_schema_echo", json!({"schema": t["inputSchema"]}))?;
+            }
+        }
         "tools_call" => {
             let r = client.call_tool("add_numbers", json!({"a": 5, "b": 3}))?;
             println!("{r}");

@@ -168,7 +168,10 @@ fn conformance_client_scenarios_of_2026_07_28_pass_with_our_client() {
         "request-metadata",
         "sep-2322-client-request-state",
         "http-standard-headers",
+        "http-custom-headers",
+        "http-invalid-tool-headers",
         "json-schema-ref-no-deref",
+        "json-schema-2020-12-preservation",
     ] {
         let extra = ["--spec-version", "2026-07-28"];
         let (summary, text) = client_scenario(&dir, V0_2_0_ALPHA_12, scenario, &extra);

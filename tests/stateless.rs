@@ -516,8 +516,12 @@ fn http_serves_both_generations_side_by_side() {
     let _ = child.wait();
 }
 
-#[test]
-fn http_progress_streams_and_closing_the_stream_cancels_the_request() {
+/// The HTTP server, with every line of its stderr sent to the receiver.
+fn server_telling() -> (
+    std::process::Child,
+    SocketAddr,
+    crossbeam_channel::Receiver<String>,
+) {
     let mut child = Command::new(common::example("conformance"))
         .args([
             "--listen",
@@ -542,6 +546,25 @@ fn http_progress_streams_and_closing_the_stream_cancels_the_request() {
             let _ = tx.send(l);
         }
     });
+    (child, addr, said)
+}
+
+/// Waits (at most 10 s) for the server to say `what` on stderr.
+fn server_says(said: &crossbeam_channel::Receiver<String>, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match said.recv_timeout(left) {
+            Ok(l) if l.contains(what) => return,
+            Ok(_) => {}
+            Err(_) => panic!("the server never said {what:?}"),
+        }
+    }
+}
+
+#[test]
+fn http_progress_streams_and_closing_the_stream_cancels_the_request() {
+    let (mut child, addr, said) = server_telling();
     let body = rpc(
         1,
         "tools/call",
@@ -558,15 +581,7 @@ fn http_progress_streams_and_closing_the_stream_cancels_the_request() {
     assert_eq!(progress["params"]["progressToken"], "p");
     // The client goes away: the handler sees its request cancelled.
     drop(r);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match said.recv_timeout(left) {
-            Ok(l) if l.contains("test_wait_for_cancel: cancelled") => break,
-            Ok(_) => {}
-            Err(_) => panic!("the request was not cancelled when its stream closed"),
-        }
-    }
+    server_says(&said, "test_wait_for_cancel: cancelled");
     let _ = child.kill();
     let _ = child.wait();
 }
@@ -658,7 +673,10 @@ fn the_python_sdk_2_client_ends_up_on_2026_07_28_over_stdio_and_http() {
 
 mod client {
     use super::*;
-    use mcpvisor::client::{Client, ClientOptions, Connection, Generation};
+    use mcpvisor::client::{
+        CallOptions, Client, ClientError, ClientOptions, Connection, Generation,
+    };
+    use mcpvisor::protocol::CancelToken;
     use mcpvisor::ProtocolVersion;
     use std::sync::Arc;
 
@@ -746,5 +764,113 @@ mod client {
             e.to_string().contains("-32601") || e.to_string().contains("not found"),
             "{e}"
         );
+    }
+
+    /// [`options`] whose notifications go to the receiver.
+    fn hearing(
+        generation: Generation,
+    ) -> (ClientOptions, crossbeam_channel::Receiver<(String, Value)>) {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let o = ClientOptions {
+            on_notification: Some(Arc::new(move |m: &str, p: &Value| {
+                let _ = tx.send((m.to_owned(), p.clone()));
+            })),
+            ..options(generation)
+        };
+        (o, rx)
+    }
+
+    /// The next notification `method` the client heard (at most 10 s).
+    fn heard(rx: &crossbeam_channel::Receiver<(String, Value)>, method: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok((m, p)) if m == method => return p,
+                Ok(_) => {}
+                Err(_) => panic!("the client never heard {method}"),
+            }
+        }
+    }
+
+    /// List changes and resource updates reach a stateless client on its
+    /// listen stream.
+    fn listens(c: &Client, rx: &crossbeam_channel::Receiver<(String, Value)>) {
+        let ack = heard(rx, "notifications/subscriptions/acknowledged");
+        assert_eq!(ack["notifications"]["toolsListChanged"], true, "{ack}");
+        c.call_tool("test_trigger_tool_change", json!({})).unwrap();
+        heard(rx, "notifications/tools/list_changed");
+        c.subscribe("test://watched-resource").unwrap();
+        let ack = heard(rx, "notifications/subscriptions/acknowledged");
+        assert_eq!(
+            ack["notifications"]["resourceSubscriptions"],
+            json!(["test://watched-resource"])
+        );
+        c.call_tool(
+            "test_trigger_resource_update",
+            json!({"uri": "test://watched-resource"}),
+        )
+        .unwrap();
+        let updated = heard(rx, "notifications/resources/updated");
+        assert_eq!(updated["uri"], "test://watched-resource");
+        // Unsubscribed: the next stream asks for list changes alone.
+        c.unsubscribe("test://watched-resource").unwrap();
+        let ack = heard(rx, "notifications/subscriptions/acknowledged");
+        assert!(
+            ack["notifications"].get("resourceSubscriptions").is_none(),
+            "{ack}"
+        );
+    }
+
+    #[test]
+    fn our_client_listens_statelessly_over_stdio_and_http() {
+        let (o, rx) = hearing(Generation::Stateless);
+        let conn = Connection::child(Command::new(common::example("conformance"))).unwrap();
+        let c = Client::connect(conn, o).unwrap();
+        listens(&c, &rx);
+        c.close();
+        let (mut child, url) =
+            common::spawn_listening("conformance", &["--listen", "http://127.0.0.1:0/mcp"]);
+        let (o, rx) = hearing(Generation::Stateless);
+        let c = Client::connect(Connection::http(&url).unwrap(), o).unwrap();
+        listens(&c, &rx);
+        c.close();
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    #[test]
+    fn our_client_cancels_a_stateless_http_call_by_closing_its_stream() {
+        let (mut child, addr, said) = server_telling();
+        let url = format!("http://{addr}/mcp");
+        let c = Client::connect(
+            Connection::http(&url).unwrap(),
+            options(Generation::Stateless),
+        )
+        .unwrap();
+        let token = CancelToken::new();
+        let (running_tx, running) = crossbeam_channel::bounded(1);
+        let opts = CallOptions {
+            cancel: Some(token.clone()),
+            progress: Some(Arc::new(move |_, _, _| {
+                let _ = running_tx.try_send(());
+            })),
+            ..Default::default()
+        };
+        let call = {
+            let c = c.clone();
+            std::thread::spawn(move || c.call_tool_with("test_wait_for_cancel", json!({}), opts))
+        };
+        running
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the call runs");
+        token.cancel();
+        assert_eq!(call.join().unwrap().unwrap_err(), ClientError::Cancelled);
+        server_says(&said, "test_wait_for_cancel: cancelled");
+        // The connection serves on.
+        c.call_tool("test_simple_text", json!({})).unwrap();
+        c.close();
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }

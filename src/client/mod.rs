@@ -17,6 +17,7 @@
 //! [`CallOptions::on_request`]) on a bounded pool of callback threads;
 //! `ping` is answered at once.
 
+mod listen;
 mod stateless;
 
 pub use crate::protocol::{PeerRequestHandler, ProgressHandler};
@@ -26,6 +27,7 @@ pub use crate::transport::connection::{
     Connection, MessageReader, MessageWriter, DEFAULT_CHILD_GRACE, DEFAULT_MAX_MESSAGE_BYTES,
 };
 pub use crate::transport::reconnect::{Reconnect, DEFAULT_RECONNECT_ATTEMPTS};
+pub use listen::{LISTEN_RENEWAL, RELISTEN_DELAY};
 pub use stateless::{Generation, MAX_INPUT_ROUNDS};
 
 use crate::jsonrpc::{self, ErrorObject, Message, Parsed, Request, RequestId};
@@ -224,6 +226,8 @@ struct Shared {
     init_params: Mutex<Value>,
     // Stateless (2026-07-28): the `_meta` every request carries.
     stateless_meta: Mutex<Option<Map<String, Value>>>,
+    // Stateless: the `subscriptions/listen` stream.
+    listen: listen::Listen,
 }
 
 /// A connected, initialized MCP client. Cheap to clone; all clones share the connection.
@@ -316,6 +320,7 @@ impl Client {
             connector,
             init_params: Mutex::new(params),
             stateless_meta: Mutex::new(None),
+            listen: listen::Listen::default(),
         });
         spawn_reader(&shared, reader)?;
         let client = Client::internal(&shared);
@@ -332,6 +337,10 @@ impl Client {
             _guard: Some(Arc::new(CloseOnDrop(shared.clone()))),
             ..client
         };
+        // Statelessly, list changes come on a listen stream.
+        if client.is_stateless() && client.shared.options.on_notification.is_some() {
+            client.shared.listen.list_changes(&client);
+        }
         if let Some(every) = client.shared.options.heartbeat {
             let weak = Arc::downgrade(&client.shared);
             thread::Builder::new()
@@ -561,9 +570,22 @@ impl Client {
         }
     }
 
-    /// `tools/list`, following cursors.
+    /// `tools/list`, following cursors. Statelessly (2026-07-28), a tool
+    /// whose `x-mcp-header` declarations are invalid is left out (and
+    /// logged), as SEP-2243 requires.
     pub fn list_tools(&self) -> Result<Vec<Value>, ClientError> {
-        self.list_all("tools/list", "tools")
+        let tools = self.list_all("tools/list", "tools")?;
+        if !self.is_stateless() {
+            return Ok(tools);
+        }
+        let valid = |t: &Value| match crate::model::param_headers(&t["inputSchema"]) {
+            Ok(_) => true,
+            Err(why) => {
+                log::warn!("client: tool {} left out: {why}", t["name"]);
+                false
+            }
+        };
+        Ok(tools.into_iter().filter(valid).collect())
     }
     /// `resources/list`, following cursors.
     pub fn list_resources(&self) -> Result<Vec<Value>, ClientError> {
@@ -598,13 +620,24 @@ impl Client {
     pub fn read_resource(&self, uri: &str) -> Result<Value, ClientError> {
         self.request("resources/read", json!({"uri": uri}))
     }
-    /// `resources/subscribe`.
+    /// `resources/subscribe`; statelessly, the resource is added to the
+    /// listen stream's `resourceSubscriptions` (its updates go to
+    /// [`ClientOptions::on_notification`]).
     pub fn subscribe(&self, uri: &str) -> Result<(), ClientError> {
+        if self.is_stateless() {
+            self.shared.listen.subscribe(self, uri, true);
+            return Ok(());
+        }
         self.request("resources/subscribe", json!({"uri": uri}))
             .map(drop)
     }
-    /// `resources/unsubscribe`.
+    /// `resources/unsubscribe`; statelessly, the resource leaves the
+    /// listen stream.
     pub fn unsubscribe(&self, uri: &str) -> Result<(), ClientError> {
+        if self.is_stateless() {
+            self.shared.listen.subscribe(self, uri, false);
+            return Ok(());
+        }
         self.request("resources/unsubscribe", json!({"uri": uri}))
             .map(drop)
     }
@@ -681,6 +714,7 @@ impl Shared {
             }
         }
         self.outbound.close();
+        self.listen.stop();
         if let Some(f) = lock(&self.on_close).take() {
             f();
         }

@@ -1,16 +1,18 @@
 //! Data types of the protocol, with no behaviour beyond their JSON form:
 //! protocol revisions, log levels, content blocks and resource contents,
-//! completions. Every layer above may use them; they use only the wire
+//! completions, the tool parameters mirrored into HTTP headers. Every layer above may use them; they use only the wire
 //! layer's types.
 
 pub mod adapt;
 mod completion;
 mod content;
 mod logging;
+mod param_header;
 mod version;
 
 pub use completion::{Completion, CompletionRef, CompletionRequest, MAX_COMPLETION_VALUES};
 pub(crate) use content::insert_opt;
 pub use content::{base64, base64_decode, Content, ResourceContents};
 pub use logging::LogLevel;
+pub use param_header::{param_headers, param_text, ParamHeader, PARAM_HEADER_PREFIX, X_MCP_HEADER};
 pub use version::ProtocolVersion;

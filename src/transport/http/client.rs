@@ -17,13 +17,14 @@
 
 use super::socket::{Security, Socket};
 use crate::jsonrpc::{ErrorObject, RequestId};
+use crate::model::{self, ParamHeader};
 use crate::sync::lock;
 use crate::transport::connection::{
     Connection, MessageReader, MessageWriter, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_WRITE_TIMEOUT,
 };
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -64,21 +65,35 @@ struct Target {
     next_socket: AtomicU64,
     // Sent with every request (e.g. Authorization).
     headers: Vec<(String, String)>,
+    params: ParamBindings,
+    // Our stateless calls in flight, by id: the socket their answer comes
+    // on. Closing it is how such a call is cancelled.
+    calls: Mutex<HashMap<RequestId, u64>>,
+    // Stateless calls cancelled here, whose failing is no news.
+    cancelled: Mutex<HashSet<RequestId>>,
 }
 
-/// Unregisters a socket when its response is done with.
+/// Unregisters a socket (and the stateless call it answers) when its
+/// response is done with.
 struct Registered {
     target: std::sync::Weak<Target>,
     key: u64,
+    call: Option<RequestId>,
 }
 
 impl Drop for Registered {
     fn drop(&mut self) {
         if let Some(t) = self.target.upgrade() {
             lock(&t.sockets).remove(&self.key);
+            if let Some(id) = &self.call {
+                lock(&t.calls).remove(id);
+            }
         }
     }
 }
+
+/// Most cancelled calls remembered until their failure is seen.
+const MAX_CANCELLED: usize = 1024;
 
 /// Reads one line of at most [`DEFAULT_MAX_MESSAGE_BYTES`] (a server that
 /// never ends a line cannot fill memory).
@@ -273,10 +288,12 @@ fn cut_off() -> io::Error {
 }
 
 /// The SEP-2243 headers of a stateless (2026-07-28) request, taken from
-/// its body: its version, method and name. None for a session message.
-fn stateless_headers(message: &Value) -> Vec<(&'static str, String)> {
-    let params = message.get("params");
-    let version = params
+/// its body: its version, method and name, and for `tools/call` the
+/// arguments the tool's schema mirrors (`params`, from its listing). None
+/// for a session message.
+fn stateless_headers(message: &Value, params: &ParamBindings) -> Vec<(String, String)> {
+    let p = message.get("params");
+    let version = p
         .and_then(|p| p.get("_meta"))
         .and_then(|m| m.get(crate::protocol::stateless::META_PROTOCOL_VERSION))
         .and_then(Value::as_str);
@@ -285,17 +302,62 @@ fn stateless_headers(message: &Value) -> Vec<(&'static str, String)> {
         return Vec::new();
     };
     let mut h = vec![
-        ("MCP-Protocol-Version", header_value(version)),
-        ("Mcp-Method", header_value(method)),
+        ("MCP-Protocol-Version".to_owned(), header_value(version)),
+        ("Mcp-Method".to_owned(), header_value(method)),
     ];
     let field = crate::protocol::stateless::name_field(method);
-    if let Some(name) = field
-        .and_then(|f| params.and_then(|p| p.get(f)))
-        .and_then(Value::as_str)
-    {
-        h.push(("Mcp-Name", header_value(name)));
+    let name = field
+        .and_then(|f| p.and_then(|p| p.get(f)))
+        .and_then(Value::as_str);
+    if let Some(name) = name {
+        h.push(("Mcp-Name".to_owned(), header_value(name)));
+    }
+    if let (Some(name), Some(args)) = (name, p.and_then(|p| p.get("arguments"))) {
+        if method == "tools/call" {
+            for b in lock(params).get(name).into_iter().flatten() {
+                if let Some(text) = b.argument(args).and_then(model::param_text) {
+                    h.push((b.header_name(), header_value(&text)));
+                }
+            }
+        }
     }
     h
+}
+
+/// The `x-mcp-header` declarations of the tools the server listed, by
+/// tool name (SEP-2243): what a `tools/call` mirrors into headers.
+type ParamBindings = Mutex<HashMap<String, Vec<ParamHeader>>>;
+
+/// Most tools whose declarations are remembered; past it the memory
+/// starts over (a later listing fills it again).
+const MAX_BOUND_TOOLS: usize = 4096;
+
+/// Remembers the declarations of the tools in a `tools/list` result.
+/// A tool whose declarations are invalid is not remembered (the client
+/// drops it from its listing).
+fn learn_bindings(result: &Value, params: &ParamBindings) {
+    let Some(tools) = result.get("tools").and_then(Value::as_array) else {
+        return;
+    };
+    let mut known = lock(params);
+    for t in tools {
+        let (Some(name), Some(schema)) =
+            (t.get("name").and_then(Value::as_str), t.get("inputSchema"))
+        else {
+            continue;
+        };
+        match model::param_headers(schema) {
+            Ok(b) if !b.is_empty() => {
+                if known.len() >= MAX_BOUND_TOOLS && !known.contains_key(name) {
+                    known.clear();
+                }
+                known.insert(name.to_owned(), b);
+            }
+            _ => {
+                known.remove(name);
+            }
+        }
+    }
 }
 
 /// A header value as SEP-2243 sends it: plain when it is visible ASCII
@@ -312,12 +374,15 @@ pub(crate) fn header_value(v: &str) -> String {
 }
 
 impl Target {
+    /// One HTTP request on a socket of its own; `call` names the stateless
+    /// call it carries (cancelled by closing the socket).
     fn request(
         self: &Arc<Self>,
         method: &str,
         body: Option<&[u8]>,
         extra: &[(&str, String)],
         silence: Option<Duration>,
+        call: Option<&RequestId>,
     ) -> io::Result<(Head, Body<BufReader<Socket>>)> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(io::ErrorKind::BrokenPipe.into());
@@ -336,10 +401,14 @@ impl Target {
                 return Err(io::ErrorKind::BrokenPipe.into());
             }
             sockets.insert(key, stream.try_clone()?);
+            if let Some(id) = call {
+                lock(&self.calls).insert(id.clone(), key);
+            }
         }
         let registered = Registered {
             target: Arc::downgrade(self),
             key,
+            call: call.cloned(),
         };
         let mut head = format!(
             "{method} {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
@@ -416,13 +485,37 @@ impl Target {
         result
     }
 
-    /// Answers our request `id` with an error (it can get no other answer).
+    /// Answers our request `id` with an error (it can get no other answer),
+    /// unless we cancelled it ourselves (the client has given up on it).
     fn fail(&self, id: &RequestId, why: &str) {
+        if lock(&self.cancelled).remove(id) {
+            return;
+        }
         log::warn!("client: request {id} failed: {why}");
         let error = ErrorObject::internal(format!("the HTTP request failed: {why}"));
         let answer =
             serde_json::json!({"jsonrpc": "2.0", "id": id.to_value(), "error": error.to_value()});
         self.deliver(answer.to_string().into_bytes(), None);
+    }
+
+    /// Cancels our stateless call `id` the way 2026-07-28 does: by closing
+    /// the connection its answer was to come on. False when it has none
+    /// (a session call: the notification is sent instead).
+    fn cancel(&self, id: &RequestId) -> bool {
+        let Some(key) = lock(&self.calls).remove(id) else {
+            return false;
+        };
+        {
+            let mut cancelled = lock(&self.cancelled);
+            if cancelled.len() >= MAX_CANCELLED {
+                cancelled.clear();
+            }
+            cancelled.insert(id.clone());
+        }
+        if let Some(s) = lock(&self.sockets).get(&key) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        true
     }
 
     /// Ends the connection: its reader sees the end.
@@ -435,13 +528,19 @@ impl Target {
         // A call is answered when its handler is done: as long as the
         // call's own timeout allows.
         let call = message.get("method").is_some() && message.get("id").is_some();
+        let stateless = stateless_headers(message, &self.params);
         let mut extra = vec![("Accept", "application/json, text/event-stream".to_owned())];
-        extra.extend(stateless_headers(message));
+        extra.extend(stateless.iter().map(|(n, v)| (n.as_str(), v.clone())));
+        let stateless_call = message
+            .get("id")
+            .and_then(RequestId::from_value)
+            .filter(|_| call && !stateless.is_empty());
         let (head, body) = self.request(
             "POST",
             Some(&bytes),
             &extra,
             (!call).then_some(DEFAULT_READ_TIMEOUT),
+            stateless_call.as_ref(),
         )?;
         if let Some(id) = head.header("mcp-session-id") {
             lock(&self.session).id = Some(id.to_owned());
@@ -495,6 +594,9 @@ impl Target {
                     lock(&self.session).version = Some(pv.to_owned());
                 }
             }
+            if let Some(result) = v.get("result") {
+                learn_bindings(result, &self.params);
+            }
         }
         let _ = self.incoming.send((bytes, related));
     }
@@ -526,7 +628,7 @@ impl Target {
                 }
                 std::thread::sleep(retry.unwrap_or(DEFAULT_RECONNECT_DELAY));
                 let resume = [("Accept", "text/event-stream".into()), ("Last-Event-ID", last)];
-                match target.request("GET", None, &resume, None) {
+                match target.request("GET", None, &resume, None, None) {
                     Ok((head, b)) if head.status == 200 => body = b,
                     Ok((head, _)) => {
                         return target.fail(request, &format!("resuming its stream failed with HTTP {}", head.status));
@@ -550,7 +652,7 @@ impl Target {
                     if let Some(l) = &last {
                         extra.push(("Last-Event-ID", l.clone()));
                     }
-                    let retry = match self.request("GET", None, &extra, Some(DEFAULT_READ_TIMEOUT)) {
+                    let retry = match self.request("GET", None, &extra, Some(DEFAULT_READ_TIMEOUT), None) {
                         Ok((head, body)) if head.status == 200 => {
                             failures = 0;
                             let (id, retry, _) = self.read_events(BufReader::new(body), None);
@@ -640,6 +742,15 @@ impl MessageWriter for HttpWriter {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
         match message.get("method").and_then(Value::as_str) {
+            // A stateless call is cancelled by closing its connection.
+            Some("notifications/cancelled") => {
+                let id = message
+                    .pointer("/params/requestId")
+                    .and_then(RequestId::from_value);
+                if id.is_some_and(|id| self.target.cancel(&id)) {
+                    return Ok(());
+                }
+            }
             // Inline: its answer carries the session id later requests need.
             Some("initialize") => return self.target.post(message),
             Some("notifications/initialized") => {
@@ -671,7 +782,7 @@ impl MessageWriter for HttpWriter {
         let has_session = lock(&t.session).id.is_some();
         if has_session {
             // Tell the server the session is over (405 means it keeps it; fine).
-            let _ = t.request("DELETE", None, &[], Some(DEFAULT_READ_TIMEOUT));
+            let _ = t.request("DELETE", None, &[], Some(DEFAULT_READ_TIMEOUT), None);
         }
         // End every thread reading a response, then the reader.
         t.closed.store(true, Ordering::SeqCst);
@@ -722,6 +833,9 @@ impl Connection {
             sockets: Mutex::new(HashMap::new()),
             next_socket: AtomicU64::new(0),
             headers,
+            params: Mutex::default(),
+            calls: Mutex::default(),
+            cancelled: Mutex::default(),
         });
         Ok(Connection::new(
             Box::new(HttpWriter {

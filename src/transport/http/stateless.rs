@@ -17,7 +17,7 @@
 use super::wire::{write_response, ChunkedWriter, Framing, Request, Response};
 use super::ResponseMode;
 use crate::jsonrpc::{self, ErrorObject, Message, Parsed};
-use crate::model::base64_decode;
+use crate::model::{self, base64_decode};
 use crate::protocol::stateless::{announces, name_field, Envelope, META_PROTOCOL_VERSION};
 use crate::protocol::{Engine, Outgoing, Sink};
 use crossbeam_channel::{select, Receiver, Sender, TrySendError};
@@ -174,24 +174,10 @@ fn same_value(text: &str, arg: &Value) -> bool {
     }
 }
 
-/// Every `x-mcp-header` a schema declares, with the path of its argument.
-fn declared_headers(schema: &Value, path: &mut Vec<String>, out: &mut Vec<(String, Vec<String>)>) {
-    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
-        return;
-    };
-    for (name, prop) in props {
-        path.push(name.clone());
-        if let Some(h) = prop.get("x-mcp-header").and_then(Value::as_str) {
-            out.push((h.to_owned(), path.clone()));
-        }
-        declared_headers(prop, path, out);
-        path.pop();
-    }
-}
-
 /// For `tools/call`: each argument whose schema property carries
 /// `x-mcp-header: X` and that is present (not null) must come with an
-/// `Mcp-Param-X` header of the same value.
+/// `Mcp-Param-X` header of the same value. A tool whose declarations are
+/// invalid has none enforced.
 fn param_headers(req: &Request, r: &jsonrpc::Request, engine: &Engine) -> Result<(), ErrorObject> {
     if r.method() != "tools/call" {
         return Ok(());
@@ -203,28 +189,27 @@ fn param_headers(req: &Request, r: &jsonrpc::Request, engine: &Engine) -> Result
     else {
         return Ok(());
     };
-    let Some(schema) = engine.tool_input_schema(name) else {
+    let Some(declared) = engine
+        .tool_input_schema(name)
+        .and_then(|s| model::param_headers(&s).ok())
+    else {
         return Ok(());
     };
-    let mut declared = Vec::new();
-    declared_headers(&schema, &mut Vec::new(), &mut declared);
     let Some(args) = r.params().and_then(|p| p.get("arguments")) else {
         return Ok(());
     };
-    for (h, path) in declared {
-        let arg = path
-            .iter()
-            .try_fold(args, |v, k| v.get(k))
-            .filter(|v| !v.is_null());
-        let Some(arg) = arg else { continue };
-        let name = format!("mcp-param-{}", h.to_ascii_lowercase());
-        let sent = header(req, &name).ok_or_else(|| {
-            ErrorObject::header_mismatch(format!("the Mcp-Param-{h} header is required"))
+    for h in declared {
+        let Some(arg) = h.argument(args) else {
+            continue;
+        };
+        let sent = header(req, &h.header_name().to_ascii_lowercase()).ok_or_else(|| {
+            ErrorObject::header_mismatch(format!("the {} header is required", h.header_name()))
         })?;
         if !same_value(&decode_value(sent)?, arg) {
             return Err(ErrorObject::header_mismatch(format!(
-                "Mcp-Param-{h} does not match arguments.{}",
-                path.join(".")
+                "{} does not match arguments.{}",
+                h.header_name(),
+                h.path.join(".")
             )));
         }
     }
@@ -523,23 +508,5 @@ mod tests {
         assert!(same_value("true", &json!(true)));
         assert!(!same_value("True", &json!(true)));
         assert!(same_value("x", &json!("x")));
-    }
-
-    #[test]
-    fn declared_headers_are_found_at_any_depth() {
-        let schema = json!({"type": "object", "properties": {
-            "region": {"type": "string", "x-mcp-header": "Region"},
-            "opts": {"type": "object", "properties": {"n": {"type": "integer", "x-mcp-header": "N"}}}
-        }});
-        let mut out = Vec::new();
-        declared_headers(&schema, &mut Vec::new(), &mut out);
-        out.sort();
-        assert_eq!(
-            out,
-            vec![
-                ("N".to_owned(), vec!["opts".to_owned(), "n".to_owned()]),
-                ("Region".to_owned(), vec!["region".to_owned()])
-            ]
-        );
     }
 }
