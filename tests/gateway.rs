@@ -944,7 +944,9 @@ fn an_elicitation_relayed_during_a_call_ends_with_the_call() {
         .unwrap();
     let config = json!({
         "listen": ["http://127.0.0.1:0/mcp"],
-        "mcpServers": {"up": {"url": format!("http://{}/mcp", http.local_addr()), "required": true}},
+        // The upstream's questions as requests during its call (a
+        // stateless upstream asks by ending the call instead).
+        "mcpServers": {"up": {"url": format!("http://{}/mcp", http.local_addr()), "required": true, "protocol": "sessions"}},
     });
     let g = start(&dir, &config);
     // More unanswered questions than the gateway has threads for an
@@ -980,5 +982,68 @@ fn an_elicitation_relayed_during_a_call_ends_with_the_call() {
         .unwrap();
     assert_eq!(text(&r), "accept", "{r}");
     c.close();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn questions_are_relayed_between_both_generations_each_way() {
+    use mcpvisor::client::Generation;
+    use mcpvisor::{Server, Tool, ToolResult};
+    let dir = scratch("gateway-generations");
+    // The upstream, in this process over HTTP: `ask` elicits a name and
+    // says which revision its request came in.
+    let q = json!({"message": "name?", "requestedSchema": {"type": "object",
+        "properties": {"name": {"type": "string"}}}});
+    let server = Server::builder("asker", "1.0")
+        .tool(Tool::new(
+            "ask",
+            json!({"type": "object"}),
+            move |_, ctx| {
+                let answer = ctx.elicit(q.clone(), Duration::from_secs(20))?;
+                Ok(ToolResult::text(format!(
+                    "{} {}",
+                    ctx.protocol().version.as_str(),
+                    answer["content"]["name"].as_str().unwrap_or("?")
+                )))
+            },
+        ))
+        .build()
+        .unwrap();
+    let http = server
+        .start_http(
+            mcpvisor::transport::http::HttpOptions::default()
+                .with_bind("127.0.0.1:0".parse().unwrap()),
+        )
+        .unwrap();
+    let url = format!("http://{}/mcp", http.local_addr());
+    // `new` by default (auto: the upstream answers server/discover),
+    // `old` with a session.
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "mcpServers": {
+            "new": {"url": url, "required": true},
+            "old": {"url": url, "required": true, "protocol": "sessions"},
+        },
+    });
+    let g = start(&dir, &config);
+    for generation in [Generation::Sessions, Generation::Stateless] {
+        let options = ClientOptions {
+            generation,
+            elicitation: Some(Arc::new(|_: Value| {
+                Ok(json!({"action": "accept", "content": {"name": "Alice"}}))
+            })),
+            ..Default::default()
+        };
+        let c = Client::connect(Connection::http(&g.url).unwrap(), options).unwrap();
+        for (tool, upstream) in [("new__ask", "2026-07-28"), ("old__ask", "2025-11-25")] {
+            let r = c.call_tool(tool, json!({})).unwrap();
+            assert_eq!(
+                text(&r),
+                format!("{upstream} Alice"),
+                "{generation:?} client, {tool}: {r}"
+            );
+        }
+        c.close();
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -128,12 +128,26 @@ pub(crate) fn retry_params(
     answer: &dyn Fn(&str, Value) -> Result<Value, ErrorObject>,
 ) -> Result<Value, ErrorObject> {
     let mut responses = Map::new();
+    // Every question is put before the first failure is reported: a
+    // gateway relaying them to its own stateless client asks them all in
+    // one round.
+    let mut failed = None;
     if let Some(requests) = asked.get("inputRequests").and_then(Value::as_object) {
         for (key, request) in requests {
             let method = request.get("method").and_then(Value::as_str).unwrap_or("");
             let p = request.get("params").cloned().unwrap_or(json!({}));
-            responses.insert(key.clone(), answer(method, p)?);
+            match answer(method, p) {
+                Ok(a) => {
+                    responses.insert(key.clone(), a);
+                }
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
         }
+    }
+    if let Some(e) = failed {
+        return Err(e);
     }
     if let Some(p) = params.as_object_mut() {
         p.insert("inputResponses".into(), Value::Object(responses));

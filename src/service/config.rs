@@ -83,6 +83,7 @@ pub const KEYS: &[&str] = &[
     "mcpServers.NAME.maxOutputBytes",
     "mcpServers.NAME.perSession",
     "mcpServers.NAME.maxSessions",
+    "mcpServers.NAME.protocol",
     "mcpServers.NAME.restart",
     "mcpServers.NAME.restart.intensity",
     "mcpServers.NAME.restart.periodMs",
@@ -160,12 +161,31 @@ pub struct UpstreamConfig {
     /// `perSession` (default false): one connection (for `command`, one
     /// child) per client session, started at the session's first call
     /// and stopped when it ends; the lists come from one more, shared
-    /// connection that is never called.
+    /// connection, which also serves stateless (2026-07-28) requests
+    /// (they have no session).
     pub per_session: bool,
     /// `maxSessions`: most per-session connections at once (default
     /// [`DEFAULT_MAX_SESSIONS`]); a call from one more session is a tool
     /// error.
     pub max_sessions: usize,
+    /// `protocol` (default [`UpstreamProtocol::Auto`]): the generation
+    /// the gateway speaks to it.
+    pub protocol: UpstreamProtocol,
+}
+
+/// `mcpServers.NAME.protocol`: which protocol generation the gateway
+/// speaks to an upstream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UpstreamProtocol {
+    /// `"auto"`: `server/discover` first, stateless (2026-07-28) if the
+    /// upstream answers it, else `initialize` and a session.
+    #[default]
+    Auto,
+    /// `"sessions"`: `initialize` and a session (2024-11-05 … 2025-11-25).
+    Sessions,
+    /// `"stateless"`: 2026-07-28 only; an upstream that does not answer
+    /// `server/discover` fails to start.
+    Stateless,
 }
 
 /// Default `mcpServers.NAME.maxSessions`.
@@ -684,6 +704,17 @@ impl Reader<'_> {
             Some(n) => self.positive(n, &join(path, "maxSessions"))? as usize,
             None => DEFAULT_MAX_SESSIONS,
         };
+        let protocol = match text("protocol")?.as_deref() {
+            None | Some("auto") => UpstreamProtocol::Auto,
+            Some("sessions") => UpstreamProtocol::Sessions,
+            Some("stateless") => UpstreamProtocol::Stateless,
+            Some(other) => {
+                return Err(self.error(
+                    &join(path, "protocol"),
+                    format!("{other:?}: expected \"auto\", \"sessions\" or \"stateless\""),
+                ))
+            }
+        };
         let namespace = text("namespace")?.unwrap_or_else(|| name.to_owned());
         if !super::gateway::names::valid_namespace(&namespace) {
             let at = if o.contains_key("namespace") {
@@ -745,6 +776,7 @@ impl Reader<'_> {
             backoff,
             per_session,
             max_sessions,
+            protocol,
         })
     }
 
@@ -1322,7 +1354,15 @@ mod tests {
         .unwrap();
         assert!(p.upstreams["b"].per_session && p.upstreams["b"].max_sessions == 3);
         assert!(!f.per_session && f.max_sessions == DEFAULT_MAX_SESSIONS);
+        assert_eq!(f.protocol, UpstreamProtocol::Auto);
+        let p =
+            parse(r#"{"mcpServers": {"s": {"command": "x", "protocol": "stateless"}}}"#).unwrap();
+        assert_eq!(p.upstreams["s"].protocol, UpstreamProtocol::Stateless);
         for (text, path) in [
+            (
+                r#"{"mcpServers": {"a": {"command": "x", "protocol": "2026-07-28"}}}"#,
+                "mcpServers.a.protocol",
+            ),
             (
                 r#"{"mcpServers": {"a": {"command": "x", "maxSessions": 2}}}"#,
                 "mcpServers.a.maxSessions",

@@ -44,6 +44,11 @@ pub(crate) struct Route {
 impl Route {
     fn relay(&self, method: &str, params: Value, ctx: &Context) -> Result<Value, Relay> {
         match &self.sessions {
+            // A stateless (2026-07-28) request has no session to give a
+            // connection of its own: the shared one serves it.
+            Some(_) if ctx.protocol().version.is_stateless() => {
+                self.shared.relay(method, params, ctx)
+            }
             None => self.shared.relay(method, params, ctx),
             Some(s) => s
                 .link(ctx)

@@ -3,7 +3,8 @@
 //! started at its first call with exactly the client's capabilities, and
 //! stopped when the session ends or the upstream stops. A connection that
 //! exits is started again at the session's next call. What the upstream
-//! logs on it goes to that session alone.
+//! logs on it goes to that session alone. A stateless (2026-07-28) request
+//! has no session: the upstream's shared connection serves it.
 
 use super::proxy::Link;
 use super::upstream;
@@ -132,7 +133,7 @@ impl Sessions {
                     server.engine().log_to(&session, level, Some(&logger), data);
                 }
             })),
-            ..upstream::client_options()
+            ..upstream::client_options(&self.cfg)
         };
         let client = upstream::connect(&self.cfg, &label, options)?;
         // All it logs reaches us; the session's own level filters it.

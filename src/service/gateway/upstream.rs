@@ -11,12 +11,12 @@
 
 use super::names;
 use super::proxy::{self, Link, Route};
-use crate::client::{Client, ClientError, ClientOptions};
+use crate::client::{Client, ClientError, ClientOptions, Generation};
 use crate::jsonrpc::ErrorObject;
 use crate::model::CompletionRef;
 use crate::protocol::Source;
 use crate::server::Server;
-use crate::service::config::{UpstreamConfig, UpstreamTransport};
+use crate::service::config::{UpstreamConfig, UpstreamProtocol, UpstreamTransport};
 use crate::transport::connection::Connection;
 use crossbeam_channel::select;
 use serde_json::Value;
@@ -135,12 +135,18 @@ pub(crate) fn log_message(name: &str, params: &Value) -> (crate::LogLevel, Strin
     )
 }
 
-/// How the gateway introduces itself to an upstream.
-pub(crate) fn client_options() -> ClientOptions {
+/// How the gateway introduces itself to upstream `cfg`, in the protocol
+/// generation its `protocol` names.
+pub(crate) fn client_options(cfg: &UpstreamConfig) -> ClientOptions {
     ClientOptions {
         name: "mcpvisor".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         request_timeout: START_TIMEOUT,
+        generation: match cfg.protocol {
+            UpstreamProtocol::Auto => Generation::Auto,
+            UpstreamProtocol::Sessions => Generation::Sessions,
+            UpstreamProtocol::Stateless => Generation::Stateless,
+        },
         ..Default::default()
     }
 }
@@ -260,7 +266,7 @@ fn life(
         on_closed: Some(Arc::new(move |e: &ClientError| {
             let _ = closed_tx.try_send(e.to_string());
         })),
-        ..client_options()
+        ..client_options(cfg)
     };
     let client = connect(cfg, &format!("upstream {}", cfg.name), options)?;
     let route = Arc::new(Route {
