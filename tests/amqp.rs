@@ -1022,3 +1022,53 @@ fn sessions_of_gone_clients_expire_and_their_replies_stay_pinned() {
     );
     amqp.shutdown().unwrap();
 }
+
+#[test]
+fn a_stateless_client_calls_and_answers_questions_through_the_broker() {
+    use mcpvisor::client::Generation;
+    let config = config("stateless");
+    let _cleanup = Cleanup(config.clone());
+    let q = json!({"message": "name?", "requestedSchema": {"type": "object",
+        "properties": {"name": {"type": "string"}}}});
+    let asking = Server::builder("amqp-stateless", "1.0")
+        .tool(Tool::new(
+            "ask",
+            json!({"type": "object"}),
+            move |_, ctx| {
+                let answer = ctx.elicit(q.clone(), Duration::from_secs(20))?;
+                Ok(ToolResult::text(format!(
+                    "{} {}",
+                    ctx.protocol().version.as_str(),
+                    answer["content"]["name"].as_str().unwrap_or("?")
+                )))
+            },
+        ))
+        .build()
+        .unwrap();
+    let running = asking
+        .start_amqp(config.clone())
+        .expect("the local RabbitMQ");
+    let options = ClientOptions {
+        generation: Generation::Stateless,
+        elicitation: Some(Arc::new(|_: Value| {
+            Ok(json!({"action": "accept", "content": {"name": "Alice"}}))
+        })),
+        ..Default::default()
+    };
+    let c = Client::connect(Connection::amqp(&config).unwrap(), options).unwrap();
+    assert_eq!(c.protocol_version().as_str(), "2026-07-28");
+    let r = c.call_tool("ask", json!({})).unwrap();
+    assert_eq!(text(&r), "2026-07-28 Alice");
+    // No session is kept for a stateless client.
+    assert_eq!(running.session_count(), 0);
+    // A listen stream has no connection to stay open on: refused, said.
+    let e = c
+        .request(
+            "subscriptions/listen",
+            json!({"notifications": {"toolsListChanged": true}}),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("not served over AMQP"), "{e}");
+    c.close();
+    running.shutdown().unwrap();
+}

@@ -155,6 +155,12 @@ fn run(client: &Client) {
         match client.send_request("subscriptions/listen", params, opts) {
             // Cancelled for new wishes, or renewed: at once.
             Err(ClientError::Cancelled | ClientError::Timeout { .. }) => {}
+            // Not served here (over AMQP, say): asking again would not help.
+            Err(ClientError::Rpc(e)) if e.code == crate::jsonrpc::METHOD_NOT_FOUND => {
+                log::info!("client: no listen stream: {}", e.message);
+                lock(&listen.state).started = false;
+                return;
+            }
             ended => {
                 if let Err(e) = ended {
                     log::debug!("client: the listen stream failed: {e}");

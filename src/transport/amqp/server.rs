@@ -638,6 +638,24 @@ impl Link<'_> {
                     );
                 }
             },
+            // A stateless request stands alone over AMQP: there is no
+            // connection a listen stream could stay open on.
+            None if is_listen(&parsed) => {
+                let refused = ErrorObject::new(
+                    crate::jsonrpc::METHOD_NOT_FOUND,
+                    "subscriptions/listen is not served over AMQP: a stateless request \
+                     has no connection to stream on (a session gets list changes and \
+                     resource updates)",
+                );
+                return self.answer_error(
+                    ticket,
+                    &envelope,
+                    correlation_id,
+                    &parsed,
+                    refused,
+                    false,
+                );
+            }
             None => (None, false),
         };
         if let Some(s) = &session {
@@ -776,4 +794,8 @@ impl Link<'_> {
 
 fn is_initialize(parsed: &Parsed) -> bool {
     matches!(parsed, Parsed::Single(Message::Request(r)) if r.method() == "initialize")
+}
+
+fn is_listen(parsed: &Parsed) -> bool {
+    matches!(parsed, Parsed::Single(Message::Request(r)) if r.method() == "subscriptions/listen")
 }
