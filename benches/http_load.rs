@@ -1,7 +1,9 @@
 //! HTTP load bench: `tools/call echo` against `examples/echo --http`
 //! (release) with 1 and 32 concurrent sessions, each on its own keep-alive
-//! connection calling back to back; calls/s, p50, p99. Then resident memory
-//! per idle session with `--idle-sessions N` sessions open.
+//! connection calling back to back; calls/s, p50, p99. Then the same load
+//! of stateless (2026-07-28) calls: each POST carries its `_meta` and the
+//! SEP-2243 headers, and no session. Then resident memory per idle session
+//! with `--idle-sessions N` sessions open.
 //!
 //! ```text
 //! cargo bench --bench http_load -- [--calls N] [--idle-sessions N] [--baseline-url http://HOST:PORT/mcp]
@@ -18,6 +20,31 @@ use common::Stats;
 use std::time::Duration;
 
 const ECHO_CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello world"}}}"#;
+
+const STATELESS_CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello world"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"0"}}}}"#;
+const STATELESS_HEADERS: &str =
+    "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: echo\r\n";
+
+/// `clients` clients on keep-alive connections, each calling back to back
+/// statelessly (no `initialize`, no session).
+fn load_stateless(addr: SocketAddr, path: &str, clients: usize, calls_per_client: usize) -> Stats {
+    let call = |c: &mut Conn| c.post_with(STATELESS_CALL, STATELESS_HEADERS);
+    common::concurrent(
+        clients,
+        calls_per_client,
+        || {
+            let mut c = Conn::open(addr, path);
+            for _ in 0..200 {
+                call(&mut c); // warm-up
+            }
+            c
+        },
+        |c| {
+            let answer = call(c);
+            debug_assert!(answer.contains("hello world"));
+        },
+    )
+}
 
 fn load(addr: SocketAddr, path: &str, sessions: usize, calls_per_session: usize) -> Stats {
     common::concurrent(
@@ -98,6 +125,7 @@ fn main() {
     }
     let (mut child, addr) = spawn_ours(idle + 100);
     common::header("sessions");
+    let mut session_rows = Vec::new();
     for sessions in [1, 32] {
         let per = (calls / sessions).max(100);
         let us = load(addr, "/mcp", sessions, per);
@@ -107,6 +135,20 @@ fn main() {
             let them = load(baddr, &bpath, sessions, per);
             common::compare(sessions, &us, &them);
         }
+        session_rows.push(us);
+    }
+    // The same calls in the stateless revision (2026-07-28), same run,
+    // against our own session rows above.
+    common::header("stateless");
+    for (clients, sessions) in [1, 32].into_iter().zip(&session_rows) {
+        let per = (calls / clients).max(100);
+        let us = load_stateless(addr, "/mcp", clients, per);
+        common::row("mcpvisor", clients, &us);
+        println!(
+            "{:<10} {clients:>9} {:>11.2}x   (stateless calls/s over session calls/s)",
+            "ratio",
+            us.calls_per_sec / sessions.calls_per_sec
+        );
     }
     if idle > 0 {
         std::thread::sleep(Duration::from_millis(200)); // let the load's connections close

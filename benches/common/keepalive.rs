@@ -29,8 +29,14 @@ impl Conn {
 
     /// POSTs `body`; returns the JSON-RPC messages of the answer (JSON or SSE).
     pub fn post(&mut self, body: &str) -> String {
+        self.post_with(body, "MCP-Protocol-Version: 2025-06-18\r\n")
+    }
+
+    /// POSTs `body` with `headers` (each ending in CRLF) for the protocol
+    /// version and the like.
+    pub fn post_with(&mut self, body: &str, headers: &str) -> String {
         let mut req = format!(
-            "POST {} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nMCP-Protocol-Version: 2025-06-18\r\nContent-Length: {}\r\n",
+            "POST {} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\n{headers}Content-Length: {}\r\n",
             self.path,
             body.len()
         );
