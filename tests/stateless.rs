@@ -587,6 +587,28 @@ fn http_progress_streams_and_closing_the_stream_cancels_the_request() {
 }
 
 #[test]
+fn http_json_only_answers_json_and_drops_the_notifications_on_the_way() {
+    let (mut child, url) = common::spawn_listening(
+        "conformance",
+        &["--listen", "http://127.0.0.1:0/mcp", "--response-mode", "json"],
+    );
+    let body = rpc(
+        1,
+        "tools/call",
+        with_meta(
+            json!({"name": "test_tool_with_progress", "arguments": {}}),
+            json!({"progressToken": "p"}),
+        ),
+    );
+    let (status, answer) = json_answer(post(addr_of(&url), &body, &[]), "tools/call");
+    assert_eq!(status, 200);
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert!(answer["result"]["content"].is_array(), "{answer}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
 fn http_listen_stream_gets_list_changes() {
     let (mut child, addr) = server();
     let body = rpc(

@@ -323,17 +323,24 @@ pub(crate) fn serve(
         notes: notes_tx,
         end: end_tx,
     });
+    // JSON only: the notifications on the way are dropped (a listen
+    // stream is nothing but notifications: SSE whatever the mode).
+    let listen = matches!(&parsed, Parsed::Single(Message::Request(r)) if r.method() == "subscriptions/listen");
+    let drop_notes = mode == ResponseMode::JsonOnly && !listen;
     let session = engine.open_stateless(sink.clone());
     session.receive_parsed(parsed, &sink);
     let next = |deadline: Option<Instant>| -> Next {
         loop {
             // Notifications first: those sent before the response go before it.
             if let Ok(n) = notes.try_recv() {
+                if drop_notes {
+                    continue;
+                }
                 return Next::Note(n);
             }
             select! {
                 recv(end) -> m => return m.map(Next::End).unwrap_or(Next::Gone),
-                recv(notes) -> m => if let Ok(n) = m { return Next::Note(n) },
+                recv(notes) -> m => if let (Ok(n), false) = (m, drop_notes) { return Next::Note(n) },
                 default(DISCONNECT_POLL) => {
                     if peer_gone(stream) {
                         return Next::Gone;
