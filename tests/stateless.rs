@@ -895,4 +895,38 @@ mod client {
         let _ = child.kill();
         let _ = child.wait();
     }
+
+    #[test]
+    fn draining_ends_listen_streams_and_opens_no_more() {
+        use mcpvisor::transport::memory;
+        use mcpvisor::{Server, Tool, ToolResult};
+        let s = Server::builder("drained", "1.0")
+            .tool(Tool::new("t", json!({"type": "object"}), |_, _| {
+                Ok(ToolResult::text("t"))
+            }))
+            .build()
+            .unwrap();
+        let (a, b) = memory::pair();
+        s.serve_memory(a).unwrap();
+        let c = Client::connect(b.into_connection(), options(Generation::Stateless)).unwrap();
+        let params = json!({"notifications": {"toolsListChanged": true}});
+        let listening = {
+            let c = c.clone();
+            let params = params.clone();
+            std::thread::spawn(move || c.request("subscriptions/listen", params))
+        };
+        // Its acknowledgement is not seen here: wait until the stream is
+        // open by asking the engine to drain only once one is.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while s.engine().listen_streams() == 0 {
+            assert!(Instant::now() < deadline, "the stream never opened");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        s.engine().drain(Duration::from_secs(1));
+        let ended = listening.join().unwrap().unwrap();
+        assert_eq!(ended["resultType"], "complete", "{ended}");
+        let e = c.request("subscriptions/listen", params).unwrap_err();
+        assert!(e.to_string().contains("shutting down"), "{e}");
+        c.close();
+    }
 }

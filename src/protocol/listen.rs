@@ -156,6 +156,13 @@ impl Listeners {
             filter,
         };
         let mut open = lock(&self.open);
+        // Checked under the lock `end_all` takes after draining began: a
+        // stream either is ended by it or is never opened.
+        if session.engine.is_draining() {
+            return Err(ErrorObject::internal(
+                "the server is shutting down; open the listen stream again (elsewhere)",
+            ));
+        }
         if open.len() >= MAX_LISTENERS {
             return Err(ErrorObject::internal(format!(
                 "{MAX_LISTENERS} listen streams are open; retry later"
@@ -211,6 +218,11 @@ impl Listeners {
             log::debug!("listen stream {id} cancelled");
         }
         removed
+    }
+
+    /// How many streams are open.
+    pub(crate) fn count(&self) -> usize {
+        lock(&self.open).len()
     }
 
     /// Forgets the streams of a closed session.

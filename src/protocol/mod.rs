@@ -335,6 +335,11 @@ impl Engine {
         self.draining.load(Ordering::SeqCst)
     }
 
+    /// Open `subscriptions/listen` streams (2026-07-28).
+    pub fn listen_streams(&self) -> usize {
+        self.listeners.count()
+    }
+
     /// Requests in flight over every session.
     pub fn inflight(&self) -> usize {
         self.live_sessions().iter().map(|s| s.inflight()).sum()
