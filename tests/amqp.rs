@@ -1069,6 +1069,22 @@ fn a_stateless_client_calls_and_answers_questions_through_the_broker() {
         )
         .unwrap_err();
     assert!(e.to_string().contains("not served over AMQP"), "{e}");
+    // Subscribing opens one too: once it is refused, subscribing fails
+    // with the refusal (nothing would ever arrive).
+    c.subscribe("test://a").unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        match c.subscribe("test://b") {
+            Err(e) => {
+                assert!(e.to_string().contains("not served over AMQP"), "{e}");
+                break;
+            }
+            Ok(()) => {
+                assert!(std::time::Instant::now() < deadline, "never refused");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
     c.close();
     running.shutdown().unwrap();
 }

@@ -681,6 +681,25 @@ fn a_per_session_upstream_gives_each_session_its_own_child_until_the_session_end
     let a_child = new_child(&lister);
     assert!(!text(&call(&b)).is_empty());
     let b_child = new_child(&[lister[0], a_child]);
+    // A stateless client has no session to give a child of its own: its
+    // call is refused, saying so, and starts none.
+    let stateless = Client::connect(
+        Connection::http(&g.url).unwrap(),
+        ClientOptions {
+            generation: mcpvisor::client::Generation::Stateless,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let r = stateless
+        .call_tool("conf__test_simple_text", json!({}))
+        .unwrap();
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(text(&r).contains("perSession"), "{r}");
+    stateless.close();
+    let mut known = lister.clone();
+    known.extend([a_child, b_child]);
+    assert_eq!(upstream_pids(daemon, "conformance").len(), known.len());
     // A session's next call goes to its own child again, and what that
     // child logs reaches that session alone.
     let r = a

@@ -590,7 +590,12 @@ fn http_progress_streams_and_closing_the_stream_cancels_the_request() {
 fn http_json_only_answers_json_and_drops_the_notifications_on_the_way() {
     let (mut child, url) = common::spawn_listening(
         "conformance",
-        &["--listen", "http://127.0.0.1:0/mcp", "--response-mode", "json"],
+        &[
+            "--listen",
+            "http://127.0.0.1:0/mcp",
+            "--response-mode",
+            "json",
+        ],
     );
     let body = rpc(
         1,
@@ -927,6 +932,41 @@ mod client {
         assert_eq!(ended["resultType"], "complete", "{ended}");
         let e = c.request("subscriptions/listen", params).unwrap_err();
         assert!(e.to_string().contains("shutting down"), "{e}");
+        c.close();
+    }
+
+    #[test]
+    fn reshaping_the_listen_stream_in_a_burst_leaves_one_stream_open() {
+        use mcpvisor::{Server, Tool, ToolResult};
+        let s = Server::builder("listened", "1.0")
+            .tool(Tool::new("t", json!({"type": "object"}), |_, _| {
+                Ok(ToolResult::text("t"))
+            }))
+            .build()
+            .unwrap();
+        let http = s
+            .start_http(
+                mcpvisor::transport::http::HttpOptions::default()
+                    .with_bind("127.0.0.1:0".parse().unwrap()),
+            )
+            .unwrap();
+        let url = format!("http://{}/mcp", http.local_addr());
+        let (o, _heard) = hearing(Generation::Stateless);
+        let c = Client::connect(Connection::http(&url).unwrap(), o).unwrap();
+        // Each change cancels the stream open (or about to open) and asks
+        // for the next: a cancel that beats its own POST must still win.
+        for i in 0..20 {
+            c.subscribe(&format!("test://r{i}")).unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while s.engine().listen_streams() != 1 {
+            assert!(
+                Instant::now() < deadline,
+                "{} listen streams open, not one",
+                s.engine().listen_streams()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
         c.close();
     }
 }

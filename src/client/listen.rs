@@ -11,6 +11,7 @@
 //! the acknowledgement (`notifications/subscriptions/acknowledged`) too.
 
 use super::{CallOptions, Client, ClientError};
+use crate::jsonrpc::ErrorObject;
 use crate::protocol::CancelToken;
 use crate::sync::lock;
 use crossbeam_channel::{Receiver, Sender};
@@ -42,6 +43,8 @@ struct State {
     uris: BTreeSet<String>,
     /// Cancels the stream open now.
     current: Option<CancelToken>,
+    /// The server does not serve listen streams (-32601): why.
+    refused: Option<ErrorObject>,
 }
 
 impl Default for Listen {
@@ -78,10 +81,14 @@ fn filter(capabilities: &Value, list_changes: bool, uris: &BTreeSet<String>) -> 
 
 impl Listen {
     /// Changes what the stream asks for with `change`, then opens it anew
-    /// (starting its thread on `client` the first time).
-    fn update(&self, client: &Client, change: impl FnOnce(&mut State)) {
+    /// (starting its thread on `client` the first time). Fails with the
+    /// server's refusal once it refused listen streams.
+    fn update(&self, client: &Client, change: impl FnOnce(&mut State)) -> Result<(), ClientError> {
         let start = {
             let mut st = lock(&self.state);
+            if let Some(e) = &st.refused {
+                return Err(ClientError::Rpc(e.clone()));
+            }
             change(&mut st);
             if let Some(c) = st.current.take() {
                 c.cancel();
@@ -99,10 +106,11 @@ impl Listen {
                 .name("mcpvisor-client-listen".into())
                 .spawn(move || run(&client));
             if let Err(e) = spawned {
-                log::warn!("client: cannot start the listen stream: {e}");
                 lock(&self.state).started = false;
+                return Err(ClientError::io(&e));
             }
         }
+        Ok(())
     }
 
     /// Ends the thread's wait (the client is closing).
@@ -111,19 +119,24 @@ impl Listen {
     }
 
     /// Asks for the list changes the server advertises.
-    pub(crate) fn list_changes(&self, client: &Client) {
-        self.update(client, |st| st.list_changes = true);
+    pub(crate) fn list_changes(&self, client: &Client) -> Result<(), ClientError> {
+        self.update(client, |st| st.list_changes = true)
     }
 
     /// Adds (or with `on` false removes) a resource subscription.
-    pub(crate) fn subscribe(&self, client: &Client, uri: &str, on: bool) {
+    pub(crate) fn subscribe(
+        &self,
+        client: &Client,
+        uri: &str,
+        on: bool,
+    ) -> Result<(), ClientError> {
         self.update(client, |st| {
             if on {
                 st.uris.insert(uri.to_owned());
             } else {
                 st.uris.remove(uri);
             }
-        });
+        })
     }
 }
 
@@ -131,7 +144,13 @@ impl Listen {
 fn run(client: &Client) {
     let shared = &client.shared;
     let listen = &shared.listen;
-    while !shared.closed.load(Ordering::SeqCst) {
+    loop {
+        // Wakings from before now are answered by what is read below (so
+        // none made after the read is lost).
+        while listen.woken.try_recv().is_ok() {}
+        if shared.closed.load(Ordering::SeqCst) {
+            return;
+        }
         let (notifications, cancel) = {
             let mut st = lock(&listen.state);
             let f = filter(client.server_capabilities(), st.list_changes, &st.uris);
@@ -139,8 +158,6 @@ fn run(client: &Client) {
             st.current = Some(cancel.clone());
             (f, cancel)
         };
-        // Changes made before now are in this stream.
-        while listen.woken.try_recv().is_ok() {}
         if notifications.is_empty() {
             // Nothing to ask for: wait for a wish.
             let _ = listen.woken.recv_timeout(LISTEN_RENEWAL);
@@ -152,13 +169,15 @@ fn run(client: &Client) {
             ..Default::default()
         };
         let params = json!({"notifications": notifications});
-        match client.send_request("subscriptions/listen", params, opts) {
+        match client.send_request(crate::protocol::LISTEN, params, opts) {
             // Cancelled for new wishes, or renewed: at once.
             Err(ClientError::Cancelled | ClientError::Timeout { .. }) => {}
             // Not served here (over AMQP, say): asking again would not help.
             Err(ClientError::Rpc(e)) if e.code == crate::jsonrpc::METHOD_NOT_FOUND => {
                 log::info!("client: no listen stream: {}", e.message);
-                lock(&listen.state).started = false;
+                let mut st = lock(&listen.state);
+                st.refused = Some(e);
+                st.started = false;
                 return;
             }
             ended => {

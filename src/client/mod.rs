@@ -59,7 +59,9 @@ const CALLBACK_THREAD_PREFIX: &str = "mcpvisor-client-callback-";
 pub enum ClientError {
     /// The connection is closed (or closed while waiting).
     Closed,
-    /// No response within the timeout; the server was sent `notifications/cancelled`.
+    /// No response within the timeout; the server was told (with
+    /// `notifications/cancelled`, or statelessly over HTTP by closing the
+    /// call's connection).
     Timeout {
         /// The request's id.
         id: RequestId,
@@ -228,6 +230,9 @@ struct Shared {
     stateless_meta: Mutex<Option<Map<String, Value>>>,
     // Stateless: the `subscriptions/listen` stream.
     listen: listen::Listen,
+    // Stateless: tools were listed (a new HTTP connection learns their
+    // `x-mcp-header` declarations again after a reconnection).
+    tools_listed: AtomicBool,
 }
 
 /// A connected, initialized MCP client. Cheap to clone; all clones share the connection.
@@ -321,6 +326,7 @@ impl Client {
             init_params: Mutex::new(params),
             stateless_meta: Mutex::new(None),
             listen: listen::Listen::default(),
+            tools_listed: AtomicBool::new(false),
         });
         spawn_reader(&shared, reader)?;
         let client = Client::internal(&shared);
@@ -339,7 +345,9 @@ impl Client {
         };
         // Statelessly, list changes come on a listen stream.
         if client.is_stateless() && client.shared.options.on_notification.is_some() {
-            client.shared.listen.list_changes(&client);
+            if let Err(e) = client.shared.listen.list_changes(&client) {
+                log::warn!("client: no listen stream: {e}");
+            }
         }
         if let Some(every) = client.shared.options.heartbeat {
             let weak = Arc::downgrade(&client.shared);
@@ -492,7 +500,10 @@ impl Client {
                 };
                 stateless::answer_with(m, p, opts.on_request.as_ref(), callback)
             };
-            params = stateless::retry_params(params, &result, &answer).map_err(ClientError::Rpc)?;
+            // A call's own handler (a gateway's) relays: every question at once.
+            let ask_all = opts.on_request.is_some();
+            params = stateless::retry_params(params, &result, &answer, ask_all)
+                .map_err(ClientError::Rpc)?;
         }
         Err(ClientError::Protocol(format!(
             "{method}: still input-required after {MAX_INPUT_ROUNDS} rounds"
@@ -578,6 +589,7 @@ impl Client {
         if !self.is_stateless() {
             return Ok(tools);
         }
+        self.shared.tools_listed.store(true, Ordering::SeqCst);
         let valid = |t: &Value| match crate::model::param_headers(&t["inputSchema"]) {
             Ok(_) => true,
             Err(why) => {
@@ -622,11 +634,11 @@ impl Client {
     }
     /// `resources/subscribe`; statelessly, the resource is added to the
     /// listen stream's `resourceSubscriptions` (its updates go to
-    /// [`ClientOptions::on_notification`]).
+    /// [`ClientOptions::on_notification`]), and a server that refused
+    /// listen streams (-32601) has this fail with its refusal.
     pub fn subscribe(&self, uri: &str) -> Result<(), ClientError> {
         if self.is_stateless() {
-            self.shared.listen.subscribe(self, uri, true);
-            return Ok(());
+            return self.shared.listen.subscribe(self, uri, true);
         }
         self.request("resources/subscribe", json!({"uri": uri}))
             .map(drop)
@@ -635,8 +647,7 @@ impl Client {
     /// listen stream.
     pub fn unsubscribe(&self, uri: &str) -> Result<(), ClientError> {
         if self.is_stateless() {
-            self.shared.listen.subscribe(self, uri, false);
-            return Ok(());
+            return self.shared.listen.subscribe(self, uri, false);
         }
         self.request("resources/unsubscribe", json!({"uri": uri}))
             .map(drop)
@@ -801,6 +812,12 @@ fn connection_lost(shared: &Arc<Shared>, why: ClientError) {
             Ok((_, v)) => {
                 shared.reconnecting.store(false, Ordering::SeqCst);
                 log::info!("client: reconnected (protocol {v})");
+                // The new connection learns the tools' header declarations.
+                if client.is_stateless() && shared.tools_listed.load(Ordering::SeqCst) {
+                    if let Err(e) = client.list_tools() {
+                        log::warn!("client: listing tools after reconnecting: {e}");
+                    }
+                }
                 if let Some(cb) = &shared.options.on_reconnected {
                     cb();
                 }

@@ -122,15 +122,16 @@ pub(crate) fn input_required(result: &Value) -> bool {
 /// The retry of a request whose answer was `asked` (an input-required
 /// result): `params` with `inputResponses` answered by `answer`, and the
 /// server's `requestState` echoed exactly (absent when it sent none).
+/// The first failure fails the retry; with `ask_all`, only after every
+/// question was put (a gateway relaying them to its own stateless client
+/// asks them all in one round; a person is asked nothing in vain).
 pub(crate) fn retry_params(
     mut params: Value,
     asked: &Value,
     answer: &dyn Fn(&str, Value) -> Result<Value, ErrorObject>,
+    ask_all: bool,
 ) -> Result<Value, ErrorObject> {
     let mut responses = Map::new();
-    // Every question is put before the first failure is reported: a
-    // gateway relaying them to its own stateless client asks them all in
-    // one round.
     let mut failed = None;
     if let Some(requests) = asked.get("inputRequests").and_then(Value::as_object) {
         for (key, request) in requests {
@@ -140,6 +141,7 @@ pub(crate) fn retry_params(
                 Ok(a) => {
                     responses.insert(key.clone(), a);
                 }
+                Err(e) if !ask_all => return Err(e),
                 Err(e) => {
                     failed.get_or_insert(e);
                 }
@@ -185,12 +187,34 @@ mod tests {
         let asked = json!({"resultType": "input_required", "requestState": "s.1",
             "inputRequests": {"a": {"method": "elicitation/create", "params": {"message": "m"}}}});
         let answer = |m: &str, p: Value| Ok(json!({"method": m, "got": p}));
-        let p = retry_params(json!({"name": "t", "requestState": "old"}), &asked, &answer).unwrap();
+        let p = retry_params(
+            json!({"name": "t", "requestState": "old"}),
+            &asked,
+            &answer,
+            false,
+        )
+        .unwrap();
         assert_eq!(p["requestState"], "s.1");
         assert_eq!(p["inputResponses"]["a"]["got"]["message"], "m");
         let no_state = json!({"resultType": "input_required", "inputRequests": {}});
-        let p = retry_params(p, &no_state, &answer).unwrap();
+        let p = retry_params(p, &no_state, &answer, false).unwrap();
         assert!(p.get("requestState").is_none(), "no state: no key at all");
+    }
+
+    #[test]
+    fn a_failed_answer_stops_the_questions_unless_all_are_to_be_asked() {
+        let asked = json!({"resultType": "input_required", "inputRequests": {
+            "a": {"method": "elicitation/create", "params": {}},
+            "b": {"method": "elicitation/create", "params": {}}}});
+        for (ask_all, expected) in [(false, 1), (true, 2)] {
+            let n = std::cell::Cell::new(0);
+            let answer = |_: &str, _: Value| {
+                n.set(n.get() + 1);
+                Err(ErrorObject::internal("no"))
+            };
+            assert!(retry_params(json!({}), &asked, &answer, ask_all).is_err());
+            assert_eq!(n.get(), expected, "ask_all {ask_all}");
+        }
     }
 
     #[test]

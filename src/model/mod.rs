@@ -1,7 +1,7 @@
 //! Data types of the protocol, with no behaviour beyond their JSON form:
 //! protocol revisions, log levels, content blocks and resource contents,
-//! completions, the tool parameters mirrored into HTTP headers. Every layer above may use them; they use only the wire
-//! layer's types.
+//! completions, the tool parameters mirrored into HTTP headers. Every
+//! layer above may use them; they use only the wire layer's types.
 
 pub mod adapt;
 mod completion;

@@ -3,7 +3,8 @@
 //! sent by a client over Streamable HTTP as `Mcp-Param-Region` too, and a
 //! server checks that the two agree.
 //!
-//! The rules of a valid declaration, stated once here for both sides:
+//! The rules of a valid declaration, stated once here for both sides (the
+//! values' wire encoding, `=?base64?…?=`, is the HTTP transport's):
 //! - the name is an HTTP token (RFC 9110: visible ASCII, none of the
 //!   delimiters, no space, colon or control character) and not empty;
 //! - the property is a `string`, `integer` or `boolean`;
@@ -22,8 +23,9 @@ pub const X_MCP_HEADER: &str = "x-mcp-header";
 /// The prefix of a mirrored parameter's header name.
 pub const PARAM_HEADER_PREFIX: &str = "Mcp-Param-";
 
-/// Keywords whose subschemas no declaration may sit under.
-const UNREACHABLE: [&str; 17] = [
+/// Keywords whose subschemas no declaration may sit under (2020-12, and
+/// draft-07's names for the same).
+const UNREACHABLE: [&str; 20] = [
     "items",
     "prefixItems",
     "contains",
@@ -41,6 +43,9 @@ const UNREACHABLE: [&str; 17] = [
     "then",
     "else",
     "$defs",
+    "definitions",
+    "dependencies",
+    "additionalItems",
 ];
 
 /// One mirrored parameter: its header's name (after the prefix) and the
@@ -157,12 +162,23 @@ fn valid_type(prop: &Value, path: &[String]) -> Result<(), String> {
     }
 }
 
+/// Largest integer a header mirrors exactly (2^53 - 1, what every JSON
+/// peer reads without loss).
+const SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+
 /// The text a header carries for argument `v` (before encoding): strings
-/// as they are, numbers and booleans in their JSON form.
+/// as they are, booleans and numbers in their JSON form, a whole number
+/// written as an integer (`42.0` is `42`, as an `integer` parameter reads).
 pub fn param_text(v: &Value) -> Option<String> {
     match v {
         Value::String(s) => Some(s.clone()),
-        Value::Bool(_) | Value::Number(_) => Some(v.to_string()),
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() <= SAFE_INTEGER => {
+                Some(format!("{}", f as i64))
+            }
+            _ => Some(n.to_string()),
+        },
+        Value::Bool(_) => Some(v.to_string()),
         _ => None,
     }
 }
@@ -251,12 +267,18 @@ mod tests {
         }
         let root = json!({"type": "string", "x-mcp-header": "A"});
         assert!(param_headers(&root).is_err(), "root");
+        // Reached only through a $ref (draft-07 definitions).
+        let by_ref = json!({"type": "object", "properties": {"a": {"$ref": "#/definitions/d"}},
+            "definitions": {"d": {"type": "string", "x-mcp-header": "A"}}});
+        assert!(param_headers(&by_ref).is_err(), "through $ref");
     }
 
     #[test]
     fn values_are_mirrored_in_their_json_form() {
         assert_eq!(param_text(&json!("a b")).unwrap(), "a b");
         assert_eq!(param_text(&json!(42)).unwrap(), "42");
+        assert_eq!(param_text(&json!(42.0)).unwrap(), "42");
+        assert_eq!(param_text(&json!(2.5)).unwrap(), "2.5");
         assert_eq!(param_text(&json!(false)).unwrap(), "false");
         assert_eq!(param_text(&json!({"x": 1})), None);
     }

@@ -13,11 +13,20 @@ use super::session::{Session, MAX_SUBSCRIPTIONS, MAX_SUBSCRIPTION_URI_BYTES};
 use super::sink::{Outgoing, Sink};
 use super::stateless::{META_SERVER_INFO, META_SUBSCRIPTION_ID};
 use super::ServerInfo;
-use crate::jsonrpc::{self, ErrorObject, Request, RequestId};
+use crate::jsonrpc::{self, ErrorObject, Message, Parsed, Request, RequestId};
 use crate::sync::lock;
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
+
+/// The method that opens a listen stream.
+pub(crate) const LISTEN: &str = "subscriptions/listen";
+
+/// Whether `parsed` is one `subscriptions/listen` request (a stream, not
+/// one answer: transports treat it apart).
+pub(crate) fn is_listen(parsed: &Parsed) -> bool {
+    matches!(parsed, Parsed::Single(Message::Request(r)) if r.method() == LISTEN)
+}
 
 /// Most listen streams open at once over the whole engine; past it a new
 /// one is refused (-32603) rather than held.

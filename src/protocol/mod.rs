@@ -13,6 +13,7 @@ mod context;
 mod dispatch;
 pub mod input;
 mod listen;
+pub(crate) use listen::{is_listen, LISTEN};
 mod outbound;
 mod pagination;
 pub(crate) mod pool;

@@ -247,7 +247,7 @@ impl Session {
         let method = request.method();
         let route = match method {
             "server/discover" => Route::Inline(dispatch::discover),
-            "subscriptions/listen" => {
+            super::LISTEN => {
                 if let Err(e) = self.engine.listeners.open(self, &request, sink) {
                     respond(sink, request.id(), Err(e));
                 }

@@ -161,8 +161,8 @@ pub struct UpstreamConfig {
     /// `perSession` (default false): one connection (for `command`, one
     /// child) per client session, started at the session's first call
     /// and stopped when it ends; the lists come from one more, shared
-    /// connection, which also serves stateless (2026-07-28) requests
-    /// (they have no session).
+    /// connection that is never called. A stateless (2026-07-28) request
+    /// has no session: its calls are refused (a tool error saying so).
     pub per_session: bool,
     /// `maxSessions`: most per-session connections at once (default
     /// [`DEFAULT_MAX_SESSIONS`]); a call from one more session is a tool

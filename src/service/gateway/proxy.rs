@@ -45,10 +45,13 @@ impl Route {
     fn relay(&self, method: &str, params: Value, ctx: &Context) -> Result<Value, Relay> {
         match &self.sessions {
             // A stateless (2026-07-28) request has no session to give a
-            // connection of its own: the shared one serves it.
-            Some(_) if ctx.protocol().version.is_stateless() => {
-                self.shared.relay(method, params, ctx)
-            }
+            // connection of its own, and the shared one must not mix what
+            // one user's connection holds with another's.
+            Some(_) if ctx.protocol().version.is_stateless() => Err(Relay::Failed(format!(
+                "upstream {}: perSession: it serves session clients only (a stateless \
+                 2026-07-28 request has no session to give a connection of its own)",
+                self.shared.name
+            ))),
             None => self.shared.relay(method, params, ctx),
             Some(s) => s
                 .link(ctx)

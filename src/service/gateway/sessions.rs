@@ -4,7 +4,8 @@
 //! stopped when the session ends or the upstream stops. A connection that
 //! exits is started again at the session's next call. What the upstream
 //! logs on it goes to that session alone. A stateless (2026-07-28) request
-//! has no session: the upstream's shared connection serves it.
+//! has no session to give a connection of its own: it is refused (a tool
+//! error saying so), never served on another user's connection.
 
 use super::proxy::Link;
 use super::upstream;

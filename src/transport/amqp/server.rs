@@ -640,7 +640,7 @@ impl Link<'_> {
             },
             // A stateless request stands alone over AMQP: there is no
             // connection a listen stream could stay open on.
-            None if is_listen(&parsed) => {
+            None if crate::protocol::is_listen(&parsed) => {
                 let refused = ErrorObject::new(
                     crate::jsonrpc::METHOD_NOT_FOUND,
                     "subscriptions/listen is not served over AMQP: a stateless request \
@@ -794,8 +794,4 @@ impl Link<'_> {
 
 fn is_initialize(parsed: &Parsed) -> bool {
     matches!(parsed, Parsed::Single(Message::Request(r)) if r.method() == "initialize")
-}
-
-fn is_listen(parsed: &Parsed) -> bool {
-    matches!(parsed, Parsed::Single(Message::Request(r)) if r.method() == "subscriptions/listen")
 }

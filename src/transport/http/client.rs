@@ -67,8 +67,9 @@ struct Target {
     headers: Vec<(String, String)>,
     params: ParamBindings,
     // Our stateless calls in flight, by id: the socket their answer comes
-    // on. Closing it is how such a call is cancelled.
-    calls: Mutex<HashMap<RequestId, u64>>,
+    // on, once it is open (None before). Closing it is how such a call is
+    // cancelled; one cancelled before it has a socket never opens one.
+    calls: Mutex<HashMap<RequestId, Option<u64>>>,
     // Stateless calls cancelled here, whose failing is no news.
     cancelled: Mutex<HashSet<RequestId>>,
 }
@@ -360,6 +361,17 @@ fn learn_bindings(result: &Value, params: &ParamBindings) {
     }
 }
 
+/// The id of a stateless (2026-07-28) call: a request whose `_meta` names
+/// its protocol version.
+fn stateless_call(message: &Value) -> Option<RequestId> {
+    message.get("method")?;
+    message
+        .get("params")?
+        .get("_meta")?
+        .get(crate::protocol::stateless::META_PROTOCOL_VERSION)?;
+    message.get("id").and_then(RequestId::from_value)
+}
+
 /// A header value as SEP-2243 sends it: plain when it is visible ASCII
 /// (and spaces) without whitespace at either end, else `=?base64?…?=`.
 pub(crate) fn header_value(v: &str) -> String {
@@ -400,10 +412,14 @@ impl Target {
             if self.closed.load(Ordering::SeqCst) {
                 return Err(io::ErrorKind::BrokenPipe.into());
             }
-            sockets.insert(key, stream.try_clone()?);
             if let Some(id) = call {
-                lock(&self.calls).insert(id.clone(), key);
+                match lock(&self.calls).get_mut(id) {
+                    Some(slot) => *slot = Some(key),
+                    // Cancelled before it was sent: it never is.
+                    None => return Err(io::ErrorKind::Interrupted.into()),
+                }
             }
+            sockets.insert(key, stream.try_clone()?);
         }
         let registered = Registered {
             target: Arc::downgrade(self),
@@ -475,6 +491,7 @@ impl Target {
         if let Err(e) = &result {
             let id = message.get("method").and(message.get("id"));
             if let Some(id) = id.and_then(RequestId::from_value) {
+                lock(&self.calls).remove(&id);
                 self.fail(&id, &e.to_string());
             }
             if unreachable(e) {
@@ -502,7 +519,7 @@ impl Target {
     /// the connection its answer was to come on. False when it has none
     /// (a session call: the notification is sent instead).
     fn cancel(&self, id: &RequestId) -> bool {
-        let Some(key) = lock(&self.calls).remove(id) else {
+        let Some(socket) = lock(&self.calls).remove(id) else {
             return false;
         };
         {
@@ -512,8 +529,12 @@ impl Target {
             }
             cancelled.insert(id.clone());
         }
-        if let Some(s) = lock(&self.sockets).get(&key) {
-            let _ = s.shutdown(std::net::Shutdown::Both);
+        if let Some(s) =
+            socket.and_then(|key| lock(&self.sockets).get(&key).map(TcpStream::try_clone))
+        {
+            if let Ok(s) = s {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
         }
         true
     }
@@ -531,10 +552,7 @@ impl Target {
         let stateless = stateless_headers(message, &self.params);
         let mut extra = vec![("Accept", "application/json, text/event-stream".to_owned())];
         extra.extend(stateless.iter().map(|(n, v)| (n.as_str(), v.clone())));
-        let stateless_call = message
-            .get("id")
-            .and_then(RequestId::from_value)
-            .filter(|_| call && !stateless.is_empty());
+        let stateless_call = stateless_call(message);
         let (head, body) = self.request(
             "POST",
             Some(&bytes),
@@ -615,7 +633,8 @@ impl Target {
                 let Some(request) = request.as_ref().filter(|_| !answered) else {
                     return;
                 };
-                if target.closed.load(Ordering::SeqCst) {
+                // Cancelled by closing it: nothing to resume.
+                if target.closed.load(Ordering::SeqCst) || lock(&target.cancelled).remove(request) {
                     return;
                 }
                 // The call fails at once when its stream cannot be resumed.
@@ -762,13 +781,20 @@ impl MessageWriter for HttpWriter {
             }
             _ => {}
         }
+        // A stateless call is known (and cancellable) from now on, before
+        // its POST is under way.
+        if let Some(id) = stateless_call(message) {
+            lock(&self.target.calls).insert(id, None);
+        }
         let target = self.target.clone();
         let message = message.clone();
         std::thread::Builder::new()
             .name("mcpvisor-client-post".into())
             .spawn(move || {
                 if let Err(e) = target.post(&message) {
-                    log::warn!("client: POST failed: {e}");
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        log::warn!("client: POST failed: {e}");
+                    }
                 }
             })?;
         Ok(())

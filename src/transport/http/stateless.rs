@@ -325,8 +325,7 @@ pub(crate) fn serve(
     });
     // JSON only: the notifications on the way are dropped (a listen
     // stream is nothing but notifications: SSE whatever the mode).
-    let listen = matches!(&parsed, Parsed::Single(Message::Request(r)) if r.method() == "subscriptions/listen");
-    let drop_notes = mode == ResponseMode::JsonOnly && !listen;
+    let drop_notes = mode == ResponseMode::JsonOnly && !crate::protocol::is_listen(&parsed);
     let session = engine.open_stateless(sink.clone());
     session.receive_parsed(parsed, &sink);
     let next = |deadline: Option<Instant>| -> Next {
