@@ -529,12 +529,10 @@ impl Target {
             }
             cancelled.insert(id.clone());
         }
-        if let Some(s) =
-            socket.and_then(|key| lock(&self.sockets).get(&key).map(TcpStream::try_clone))
-        {
-            if let Ok(s) = s {
-                let _ = s.shutdown(std::net::Shutdown::Both);
-            }
+        // Shut down outside the registry's lock.
+        let open = socket.and_then(|key| lock(&self.sockets).get(&key).map(TcpStream::try_clone));
+        if let Some(Ok(s)) = open {
+            let _ = s.shutdown(std::net::Shutdown::Both);
         }
         true
     }
