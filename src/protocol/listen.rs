@@ -13,7 +13,7 @@ use super::session::{Session, MAX_SUBSCRIPTIONS, MAX_SUBSCRIPTION_URI_BYTES};
 use super::sink::{Outgoing, Sink};
 use super::stateless::{META_SERVER_INFO, META_SUBSCRIPTION_ID};
 use super::ServerInfo;
-use crate::jsonrpc::{self, ErrorObject, Message, Parsed, Request, RequestId};
+use crate::jsonrpc::{self, ErrorObject, Request, RequestId};
 use crate::sync::lock;
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;
@@ -24,7 +24,9 @@ pub(crate) const LISTEN: &str = "subscriptions/listen";
 
 /// Whether `parsed` is one `subscriptions/listen` request (a stream, not
 /// one answer: transports treat it apart).
-pub(crate) fn is_listen(parsed: &Parsed) -> bool {
+#[cfg(any(feature = "http", feature = "amqp"))]
+pub(crate) fn is_listen(parsed: &jsonrpc::Parsed) -> bool {
+    use jsonrpc::{Message, Parsed};
     matches!(parsed, Parsed::Single(Message::Request(r)) if r.method() == LISTEN)
 }
 

@@ -13,7 +13,9 @@ mod context;
 mod dispatch;
 pub mod input;
 mod listen;
-pub(crate) use listen::{is_listen, LISTEN};
+#[cfg(any(feature = "http", feature = "amqp"))]
+pub(crate) use listen::is_listen;
+pub(crate) use listen::LISTEN;
 mod outbound;
 mod pagination;
 pub(crate) mod pool;
