@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{alive, gone, pid_in, scratch, tool_names, unmanaged};
+use common::{alive, eventually, gone, pid_in, scratch, tool_names, unmanaged};
 use mcpvisor::client::{Client, ClientOptions, Connection};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -79,19 +79,6 @@ fn gateway(dir: &std::path::Path, upstream: Value) -> Gateway {
         "mcpServers": servers,
     });
     start(dir, &config)
-}
-
-/// Polls `probe` every 20 ms until it gives `Ok`, for at most 30 s (then
-/// fails with `what` and the last `Err`).
-fn eventually<T>(what: &str, mut probe: impl FnMut() -> Result<T, String>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match probe() {
-            Ok(t) => return t,
-            Err(last) => assert!(Instant::now() < deadline, "{what}: {last}"),
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Polls `tools/list` until `done` holds of its names.
@@ -1007,27 +994,9 @@ fn an_elicitation_relayed_during_a_call_ends_with_the_call() {
 #[test]
 fn questions_are_relayed_between_both_generations_each_way() {
     use mcpvisor::client::Generation;
-    use mcpvisor::{Server, Tool, ToolResult};
     let dir = scratch("gateway-generations");
-    // The upstream, in this process over HTTP: `ask` elicits a name and
-    // says which revision its request came in.
-    let q = json!({"message": "name?", "requestedSchema": {"type": "object",
-        "properties": {"name": {"type": "string"}}}});
-    let server = Server::builder("asker", "1.0")
-        .tool(Tool::new(
-            "ask",
-            json!({"type": "object"}),
-            move |_, ctx| {
-                let answer = ctx.elicit(q.clone(), Duration::from_secs(20))?;
-                Ok(ToolResult::text(format!(
-                    "{} {}",
-                    ctx.protocol().version.as_str(),
-                    answer["content"]["name"].as_str().unwrap_or("?")
-                )))
-            },
-        ))
-        .build()
-        .unwrap();
+    // The upstream, in this process over HTTP.
+    let server = common::asking_server("asker");
     let http = server
         .start_http(
             mcpvisor::transport::http::HttpOptions::default()

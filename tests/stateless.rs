@@ -922,11 +922,10 @@ mod client {
         };
         // Its acknowledgement is not seen here: wait until the stream is
         // open by asking the engine to drain only once one is.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while s.engine().listen_streams() == 0 {
-            assert!(Instant::now() < deadline, "the stream never opened");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        common::eventually("the stream opens", || match s.engine().listen_streams() {
+            0 => Err("none open".into()),
+            _ => Ok(()),
+        });
         s.engine().drain(Duration::from_secs(1));
         let ended = listening.join().unwrap().unwrap();
         assert_eq!(ended["resultType"], "complete", "{ended}");
@@ -958,15 +957,10 @@ mod client {
         for i in 0..20 {
             c.subscribe(&format!("test://r{i}")).unwrap();
         }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while s.engine().listen_streams() != 1 {
-            assert!(
-                Instant::now() < deadline,
-                "{} listen streams open, not one",
-                s.engine().listen_streams()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        common::eventually("one listen stream", || match s.engine().listen_streams() {
+            1 => Ok(()),
+            n => Err(format!("{n} open")),
+        });
         c.close();
     }
 }

@@ -550,3 +550,39 @@ pub fn tool_names(c: &mcpvisor::client::Client) -> Vec<String> {
         .map(|t| t["name"].as_str().unwrap().to_owned())
         .collect()
 }
+
+/// Polls `probe` every 20 ms until it gives `Ok`, for at most 30 s (then
+/// fails with `what` and the last `Err`).
+pub fn eventually<T>(what: &str, mut probe: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match probe() {
+            Ok(t) => return t,
+            Err(last) => assert!(std::time::Instant::now() < deadline, "{what}: {last}"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A server named `name` with one tool, `ask`: it elicits a name and
+/// answers `"<revision of the request> <name>"` (which generation reached
+/// it, and that the question was answered).
+pub fn asking_server(name: &str) -> mcpvisor::Server {
+    let q = json!({"message": "name?", "requestedSchema": {"type": "object",
+        "properties": {"name": {"type": "string"}}}});
+    mcpvisor::Server::builder(name, "1.0")
+        .tool(mcpvisor::Tool::new(
+            "ask",
+            json!({"type": "object"}),
+            move |_, ctx| {
+                let answer = ctx.elicit(q.clone(), Duration::from_secs(20))?;
+                Ok(mcpvisor::ToolResult::text(format!(
+                    "{} {}",
+                    ctx.protocol().version.as_str(),
+                    answer["content"]["name"].as_str().unwrap_or("?")
+                )))
+            },
+        ))
+        .build()
+        .expect("the asking server")
+}
