@@ -22,7 +22,7 @@ use mcpvisor::protocol::{Engine, InputRequest, ListKind};
 use mcpvisor::serve::ListenOptions;
 use mcpvisor::server::{
     base64, Completion, CompletionRef, Content, Prompt, PromptArgument, PromptResult, Resource,
-    ResourceContents, ResourceTemplate, Role, Server, Tool, ToolError, ToolResult,
+    ResourceContents, ResourceTemplate, Role, Server, TaskSupport, Tool, ToolError, ToolResult,
 };
 #[cfg(feature = "http")]
 use mcpvisor::transport::http::ResponseMode;
@@ -530,12 +530,99 @@ fn build(peer_timeout: Duration) -> Result<Server, mcpvisor::server::BuildError>
         b = b.tool(t);
     }
     let engine = Arc::new(OnceLock::new());
-    for t in stateless_tools(engine.clone()) {
+    for t in stateless_tools(engine.clone()).into_iter().chain(task_tools()) {
         b = b.tool(t);
     }
     let server = b.build()?;
     let _ = engine.set(server.engine().clone());
     Ok(server)
+}
+
+/// Sleeps `seconds` unless the call (or task) is cancelled first; whether
+/// it was.
+fn sleep_or_cancel(ctx: &Context, seconds: f64) -> bool {
+    let d = Duration::from_secs_f64(seconds.clamp(0.0, 600.0));
+    !matches!(
+        ctx.cancelled().recv_timeout(d),
+        Err(crossbeam_channel::RecvTimeoutError::Timeout)
+    ) || ctx.is_cancelled()
+}
+
+/// The tools of the tasks extension's scenarios (SEP-2663).
+fn task_tools() -> Vec<Tool> {
+    let seconds = json!({
+        "type": "object",
+        "properties": {"seconds": {"type": "number"}, "label": {"type": "string"}}
+    });
+    vec![
+        Tool::new(
+            "greet",
+            json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
+            |args, _| Ok(ToolResult::text(format!("Hello, {}!", args["name"].as_str().unwrap_or_default()))),
+        )
+        .description("Greets (never a task)"),
+        Tool::new("slow_compute", seconds, |args, ctx| {
+            let s = args.get("seconds").and_then(Value::as_f64).unwrap_or(1.0);
+            if sleep_or_cancel(ctx, s) {
+                return Err(ToolError::new("cancelled"));
+            }
+            let label = args.get("label").and_then(Value::as_str).unwrap_or("compute");
+            Ok(ToolResult::text(format!("{label}: done after {s} s")))
+        })
+        .task_support(TaskSupport::Optional)
+        .description("Works for `seconds` seconds (a task when the client can follow one)"),
+        Tool::new("failing_job", no_args(), |_, ctx| {
+            sleep_or_cancel(ctx, 1.0);
+            Err(ToolError::new("the job failed (a tool error)"))
+        })
+        .task_support(TaskSupport::Required)
+        .description("Fails after a second with a tool error (only as a task)"),
+        Tool::new("protocol_error_job", no_args(), |_, ctx| {
+            sleep_or_cancel(ctx, 0.5);
+            Err(ToolError::rpc(mcpvisor::jsonrpc::ErrorObject::internal("the job hit an internal error")))
+        })
+        .task_support(TaskSupport::Optional)
+        .description("Fails with a JSON-RPC error (a failed task)"),
+        Tool::new(
+            "confirm_delete",
+            json!({"type": "object", "properties": {"filename": {"type": "string"}}}),
+            |args, ctx| {
+                let file = args.get("filename").and_then(Value::as_str).unwrap_or("the file");
+                let answer = ctx.input(InputRequest::elicit(json!({
+                    "message": format!("Delete {file}?"),
+                    "requestedSchema": {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}
+                })))?;
+                let yes = answer["action"] == "accept" && answer.pointer("/content/confirm") == Some(&json!(true));
+                Ok(ToolResult::text(if yes { format!("{file} deleted") } else { format!("{file} kept") }))
+            },
+        )
+        .task_support(TaskSupport::Optional)
+        .description("Asks before deleting (in a task: through tasks/get and tasks/update)"),
+        Tool::new("multi_input", no_args(), |_, ctx| {
+            let answers = ctx.inputs(vec![
+                ask_name("first", "First name?"),
+                ask_name("second", "Second name?"),
+            ])?;
+            Ok(ToolResult::text(format!(
+                "{} and {}",
+                content_field(&answers[0], "name"),
+                content_field(&answers[1], "name")
+            )))
+        })
+        .task_support(TaskSupport::Optional)
+        .description("Asks two questions at once"),
+        Tool::new("test_tool_with_task", no_args(), |_, ctx| {
+            // Asks first, as a plain call (input-required rounds), then goes
+            // on as a task with the answer.
+            let answer = ctx.input(ask_name("user_name", "What is your name?"))?;
+            ctx.detach();
+            sleep_or_cancel(ctx, 0.5);
+            Ok(ToolResult::text(format!("Hello, {}! (from a task)", content_field(&answer, "name"))))
+        })
+        .task_support(TaskSupport::Required)
+        .detach_in_handler()
+        .description("Asks the user's name, then continues as a task"),
+    ]
 }
 
 fn main() -> ExitCode {

@@ -130,6 +130,19 @@ impl ErrorObject {
         )
         .with_data(serde_json::json!({"requiredCapabilities": required}))
     }
+    /// -32021 naming the client extension (`io.modelcontextprotocol/tasks`)
+    /// the request needed but did not declare in `capabilities.extensions`.
+    pub fn missing_client_extension(extension: &str) -> Self {
+        let mut required = Map::new();
+        required.insert(extension.to_owned(), Value::Object(Map::new()));
+        Self::new(
+            MISSING_CLIENT_CAPABILITY,
+            format!(
+                "this request needs the client extension {extension:?}, which it did not declare"
+            ),
+        )
+        .with_data(serde_json::json!({"requiredCapabilities": {"extensions": required}}))
+    }
     /// Adds `data`.
     pub fn with_data(mut self, data: Value) -> Self {
         self.data = Some(data);

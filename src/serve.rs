@@ -138,7 +138,8 @@ impl Server {
 
     /// [`Server::start`] with options.
     pub fn start_with(&self, listen: &Listen, options: &ListenOptions) -> io::Result<Running> {
-        let root = SupervisorSpec::new("mcpvisor", Strategy::OneForOne);
+        let root = SupervisorSpec::new("mcpvisor", Strategy::OneForOne)
+            .child(self.engine().task_sweeper());
         if *listen == Listen::Stdio {
             // stdio ends normally at EOF and is not restarted: the tree's
             // wait ends with it.

@@ -222,7 +222,7 @@ fn a_child_process_over_stdio() {
     let pid = conn.process_id().expect("a child pid");
     let c = Client::connect(conn, ClientOptions::default()).unwrap();
     assert_eq!(c.server_info()["name"], "mcpvisor-conformance");
-    assert_eq!(c.list_tools().unwrap().len(), 30);
+    assert_eq!(c.list_tools().unwrap().len(), 37);
     assert_eq!(
         text(&c.call_tool("test_simple_text", json!({})).unwrap()),
         "This is a simple text response for testing."

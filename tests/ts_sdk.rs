@@ -22,7 +22,7 @@ fn typescript_sdk_client_lists_calls_reads_and_gets() {
     );
     let r: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
     assert_eq!(r["server"]["name"], "mcpvisor-conformance");
-    assert_eq!(r["tools"].as_array().unwrap().len(), 30);
+    assert_eq!(r["tools"].as_array().unwrap().len(), 37);
     assert_eq!(r["text"], "This is a simple text response for testing.");
     assert_eq!(r["error"], json!(true));
     assert_eq!(r["sampling"], "LLM response: from ts: hi");

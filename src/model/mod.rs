@@ -8,6 +8,7 @@ mod completion;
 mod content;
 mod logging;
 mod param_header;
+mod timestamp;
 mod version;
 
 pub use completion::{Completion, CompletionRef, CompletionRequest, MAX_COMPLETION_VALUES};
@@ -15,4 +16,5 @@ pub(crate) use content::insert_opt;
 pub use content::{base64, base64_decode, Content, ResourceContents};
 pub use logging::LogLevel;
 pub use param_header::{param_headers, param_text, ParamHeader, PARAM_HEADER_PREFIX, X_MCP_HEADER};
+pub use timestamp::iso8601;
 pub use version::ProtocolVersion;

@@ -19,6 +19,7 @@
 //! logged when either side changes.
 
 use super::context::Context;
+use super::tasks::TaskSupport;
 use crate::jsonrpc::ErrorObject;
 use crate::model::{CompletionRef, CompletionRequest};
 use crate::sync::{lock, read, write};
@@ -34,6 +35,16 @@ pub trait ToolEntry: Send + Sync {
     /// Runs the tool. `arguments` is the request's `arguments` object (`{}`
     /// when absent); the answer is the whole `CallToolResult`.
     fn call(&self, arguments: &Value, ctx: &Context) -> Result<Value, ErrorObject>;
+    /// Whether its calls may run as tasks (default: never).
+    fn task_support(&self) -> TaskSupport {
+        TaskSupport::Forbidden
+    }
+    /// Whether its handler makes the call a task itself, with
+    /// [`Context::detach`], rather than running as one from the start
+    /// (default: no).
+    fn detaches_itself(&self) -> bool {
+        false
+    }
 }
 
 /// A resource with a fixed URI.

@@ -8,6 +8,7 @@
 use super::cancel::CancelToken;
 use super::input::{Asked, InputRequest, Round};
 use super::outbound::{CallError, Outbound, Wait};
+use super::tasks::Task;
 use super::sink::{Outgoing, Sink};
 use super::Engine;
 use crate::jsonrpc::{self, ErrorObject, Request, RequestId};
@@ -79,6 +80,14 @@ impl ProtocolContext {
     pub fn client_supports(&self, capability: &str) -> bool {
         self.client_capabilities().get(capability).is_some()
     }
+    /// Whether the client declared the extension `id` (in
+    /// `capabilities.extensions`).
+    pub fn client_extension(&self, id: &str) -> bool {
+        self.client_capabilities()
+            .get("extensions")
+            .and_then(|e| e.get(id))
+            .is_some()
+    }
     /// The lowest level of `notifications/message` this request gets:
     /// its own, else (session revisions) the session's. A stateless
     /// request without a level gets no log at all.
@@ -109,8 +118,8 @@ pub enum PeerError {
     /// with an input-required result and the handler runs again with the
     /// answer when the client retries. Return (any error) at once.
     InputRequired,
-    /// A stateless (2026-07-28) client takes no requests but the input
-    /// requests (sampling, elicitation, roots).
+    /// A stateless (2026-07-28) client, or a task, takes no requests but
+    /// the input requests (sampling, elicitation, roots).
     Stateless,
 }
 
@@ -125,9 +134,9 @@ impl fmt::Display for PeerError {
             PeerError::InputRequired => {
                 f.write_str("the client must answer first (the request will be retried)")
             }
-            PeerError::Stateless => {
-                f.write_str("a 2026-07-28 client takes no requests but input requests")
-            }
+            PeerError::Stateless => f.write_str(
+                "a 2026-07-28 client or a task takes no requests but input requests",
+            ),
         }
     }
 }
@@ -149,9 +158,14 @@ impl From<PeerError> for ErrorObject {
 }
 
 #[derive(Default)]
-struct ProgressState {
+struct RunState {
     last: Option<f64>,
     finished: bool,
+    // Set once the call runs as a task (SEP-2663): its questions,
+    // cancellation and outcome go through the task from then on.
+    task: Option<Arc<Task>>,
+    // Whether the handler may make the call a task (`detach`).
+    detachable: bool,
 }
 
 /// The context of one request, handed to tool, resource, prompt and
@@ -169,7 +183,7 @@ pub struct Context {
     sink: Arc<dyn Sink>,
     cancel: CancelToken,
     protocol: ProtocolContext,
-    progress: Arc<Mutex<ProgressState>>,
+    state: Arc<Mutex<RunState>>,
     // Stateless requests: the answers this run may use, the open questions.
     round: Option<Arc<Round>>,
 }
@@ -194,7 +208,7 @@ impl Context {
             sink,
             cancel,
             protocol,
-            progress: Arc::new(Mutex::new(ProgressState::default())),
+            state: Arc::new(Mutex::new(RunState::default())),
             round,
         }
     }
@@ -204,9 +218,90 @@ impl Context {
     }
 
     /// The request's cancellation: cancelled when the client cancels it
-    /// or its session ends (to hand on to a call made on its behalf).
+    /// or its session ends (to hand on to a call made on its behalf). In a
+    /// task, the task's: cancelled by `tasks/cancel` or its expiry.
     pub fn cancel_token(&self) -> CancelToken {
-        self.cancel.clone()
+        match self.task() {
+            Some(t) => t.cancel.clone(),
+            None => self.cancel.clone(),
+        }
+    }
+
+    fn task(&self) -> Option<Arc<Task>> {
+        lock(&self.state).task.clone()
+    }
+
+    /// The id of the task this call runs as, if it is one.
+    pub fn task_id(&self) -> Option<String> {
+        lock(&self.state).task.as_ref().map(|t| t.id.clone())
+    }
+
+    /// The context of `task`, made from this request's: what a task's own
+    /// thread runs the handler with.
+    pub(crate) fn for_task(&self, task: Arc<Task>) -> Context {
+        Context {
+            cancel: task.cancel.clone(),
+            state: Arc::new(Mutex::new(RunState {
+                task: Some(task),
+                ..RunState::default()
+            })),
+            round: None,
+            ..self.clone()
+        }
+    }
+
+    /// Continues this `tools/call` as a task (SEP-2663): the client is
+    /// answered now with the task's handle, and what this handler returns
+    /// becomes the task's result. Its questions to the client wait in
+    /// `tasks/get` from then on, and its cancellation is `tasks/cancel`.
+    ///
+    /// For a tool declared with [`Tool::detach_in_handler`]: it can ask
+    /// its questions first, as a plain call (input-required rounds for a
+    /// 2026-07-28 client), and go on as a task once it has its answers.
+    /// Returns `false`, changing nothing, when this call cannot become a
+    /// task: not `tools/call`, the request did not declare the extension,
+    /// the tool forbids tasks, a question of this round is still open,
+    /// task storage is full, or it already is one. The handler then goes
+    /// on as a plain call.
+    ///
+    /// [`Tool::detach_in_handler`]: crate::server::Tool::detach_in_handler
+    pub fn detach(&self) -> bool {
+        if self.method != "tools/call"
+            || !self
+                .protocol
+                .client_extension(super::tasks::TASKS_EXTENSION)
+            || self.task().is_some()
+            || self.round.as_ref().is_some_and(|r| r.has_pending())
+            || !lock(&self.state).detachable
+        {
+            return false;
+        }
+        let Some(task) = self.engine().tasks.create() else {
+            return false;
+        };
+        let mut state = lock(&self.state);
+        if state.finished || self.cancel.is_cancelled() {
+            drop(state);
+            task.cancel("the call ended before it became a task");
+            return false;
+        }
+        state.task = Some(task.clone());
+        let created = self
+            .engine()
+            .shape(&self.method, self.protocol.version, task.created_result());
+        self.sink.send(Outgoing::Response {
+            id: Some(self.request_id.clone()),
+            message: jsonrpc::result_response(&self.request_id, created),
+        });
+        drop(state);
+        self.exchange.request_done(&self.request_id);
+        true
+    }
+
+    /// Lets this call become a task with [`Context::detach`] (its tool
+    /// supports tasks and detaches itself).
+    pub(crate) fn allow_detach(&self) {
+        lock(&self.state).detachable = true;
     }
 
     /// This context with `cancel` as its cancellation: for requests to the
@@ -241,13 +336,17 @@ impl Context {
         &self.protocol
     }
 
-    /// Whether the client cancelled this request (or the session ended).
+    /// Whether the client cancelled this request (or the session ended);
+    /// in a task, whether the task was cancelled or expired.
     pub fn is_cancelled(&self) -> bool {
-        self.cancel.is_cancelled()
+        match self.task() {
+            Some(t) => t.cancel.is_cancelled(),
+            None => self.cancel.is_cancelled(),
+        }
     }
-    /// A channel that becomes ready when the request is cancelled.
+    /// A channel that becomes ready when the request (or task) is cancelled.
     pub fn cancelled(&self) -> crossbeam_channel::Receiver<()> {
-        self.cancel.receiver()
+        self.cancel_token().receiver()
     }
 
     /// Reports progress; sent only if the request carried
@@ -258,8 +357,11 @@ impl Context {
         let Some(token) = self.meta.as_ref().and_then(|m| m.get("progressToken")) else {
             return false;
         };
-        let mut state = lock(&self.progress);
-        if state.finished || state.last.is_some_and(|last| progress <= last) {
+        let mut state = lock(&self.state);
+        if state.task.is_some()
+            || state.finished
+            || state.last.is_some_and(|last| progress <= last)
+        {
             log::debug!(
                 "progress {progress} for request {} dropped (finished or not increasing)",
                 self.request_id
@@ -290,6 +392,9 @@ impl Context {
     /// minimum level (session revisions: else the session's). A stateless
     /// request that named no level gets none. Returns whether it was sent.
     pub fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) -> bool {
+        if self.task().is_some() {
+            return false;
+        }
         match self.protocol.log_minimum(self.exchange.log_level()) {
             Some(min) if passes(level, min) => {}
             _ => return false,
@@ -350,6 +455,9 @@ impl Context {
                 }
             }
         }
+        if let Some(task) = self.task() {
+            return task.ask(&questions);
+        }
         let Some(round) = &self.round else {
             if self.protocol.version.is_stateless() {
                 return Err(PeerError::Stateless);
@@ -392,7 +500,7 @@ impl Context {
                 return Err(PeerError::NotSupported(cap));
             }
         }
-        if self.protocol.version.is_stateless() {
+        if self.protocol.version.is_stateless() || self.task().is_some() {
             let question = match method {
                 "sampling/createMessage" => InputRequest::sample(params),
                 "elicitation/create" => InputRequest::elicit(params),
@@ -435,8 +543,17 @@ impl Context {
     /// Ends the request: after this, no progress is sent. Sends the response,
     /// or nothing (`Suppressed`) if the request was cancelled.
     pub(crate) fn finish(&self, outcome: Result<Value, ErrorObject>) {
-        let mut state = lock(&self.progress);
+        let mut state = lock(&self.state);
         state.finished = true;
+        if let Some(task) = state.task.clone() {
+            // A task's outcome is kept for `tasks/get`; its request was
+            // answered when it became one.
+            drop(state);
+            let version = self.protocol.version;
+            return task.settle(
+                outcome.map(|v| crate::model::adapt::result(&self.method, version, v)),
+            );
+        }
         let out = if self.cancel.is_cancelled() {
             Outgoing::Suppressed {
                 id: self.request_id.clone(),

@@ -8,6 +8,7 @@ use super::catalog::View;
 use super::context::Context;
 use super::pagination::page;
 use super::session::Session;
+use super::tasks;
 use super::Engine;
 use crate::jsonrpc::{ErrorObject, Request, INVALID_PARAMS, RESOURCE_NOT_FOUND};
 use crate::model::{CompletionRef, CompletionRequest, LogLevel, ProtocolVersion};
@@ -38,6 +39,12 @@ pub(crate) fn route(session: &Session, method: &str) -> Route {
         "resources/read" => Route::Pool(read_resource),
         "prompts/get" => Route::Pool(get_prompt),
         "completion/complete" => Route::Pool(complete),
+        "tasks/get" => Route::Inline(tasks::methods::get),
+        "tasks/update" => Route::Inline(tasks::methods::update),
+        "tasks/cancel" => Route::Inline(tasks::methods::cancel),
+        // The tasks of 2025-11-25 that the extension removed: never passed
+        // to a fallback, which could answer them in the old shapes.
+        "tasks/result" | "tasks/list" => Route::Inline(unknown),
         _ if session.engine.catalog.fallback().is_some() => Route::Pool(fallback),
         _ => Route::Inline(unknown),
     }
@@ -95,7 +102,7 @@ pub(crate) fn initialize(session: &Arc<Session>, req: &Request) -> Result<Value,
     let engine = &session.engine;
     let mut result = Map::new();
     result.insert("protocolVersion".into(), version.as_str().into());
-    result.insert("capabilities".into(), engine.catalog.capabilities());
+    result.insert("capabilities".into(), engine.capabilities());
     result.insert("serverInfo".into(), engine.info.to_value());
     if let Some(i) = engine.instructions() {
         result.insert("instructions".into(), i.into());
@@ -116,7 +123,7 @@ pub(crate) fn discover(session: &Arc<Session>, _: &Request) -> Result<Value, Err
         "supportedVersions".into(),
         json!(super::stateless::supported_versions()),
     );
-    result.insert("capabilities".into(), engine.catalog.capabilities());
+    result.insert("capabilities".into(), engine.capabilities());
     if let Some(i) = engine.instructions() {
         result.insert("instructions".into(), i.into());
     }
@@ -221,7 +228,30 @@ fn call_tool(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
             ))
         }
     };
-    tool.entry.call(arguments, ctx)
+    let entry = &tool.entry;
+    match tasks::plan(ctx, entry.task_support(), entry.detaches_itself()) {
+        tasks::Plan::Refuse(e) => Err(e),
+        tasks::Plan::Call => {
+            if entry.detaches_itself() {
+                ctx.allow_detach();
+            }
+            entry.call(arguments, ctx)
+        }
+        tasks::Plan::Task => {
+            let args = arguments.clone();
+            let run_entry = tool.entry.clone();
+            if let Some(created) = tasks::start(ctx, move |c| run_entry.call(&args, c)) {
+                return Ok(created);
+            }
+            if entry.task_support() == tasks::TaskSupport::Required {
+                return Err(ErrorObject::internal(
+                    "this tool runs only as a task, and the server holds as many tasks as it can; retry later",
+                ));
+            }
+            // Storage full: the server decides, and this call runs plainly.
+            entry.call(arguments, ctx)
+        }
+    }
 }
 
 fn read_resource(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {

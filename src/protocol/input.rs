@@ -84,7 +84,7 @@ impl InputRequest {
     pub fn method(&self) -> &str {
         self.method
     }
-    fn short(&self) -> &'static str {
+    pub(crate) fn short(&self) -> &'static str {
         match self.method {
             "sampling/createMessage" => "sampling",
             "elicitation/create" => "elicitation",
@@ -204,6 +204,11 @@ impl Round {
         }
     }
 
+    /// Whether a question of this round is still unanswered.
+    pub(crate) fn has_pending(&self) -> bool {
+        !lock(&self.state).pending.is_empty()
+    }
+
     /// Notes that the handler needed `capability` and the request lacked it.
     pub(crate) fn missing(&self, capability: &'static str) {
         lock(&self.state)
@@ -240,7 +245,7 @@ impl Round {
 }
 
 /// Whether `answer` has the shape of a result of `method`.
-fn check_answer(method: &str, answer: &Value) -> Result<(), &'static str> {
+pub(crate) fn check_answer(method: &str, answer: &Value) -> Result<(), &'static str> {
     let o = answer.as_object().ok_or("not an object")?;
     match method {
         "elicitation/create" => {

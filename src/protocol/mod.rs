@@ -23,6 +23,7 @@ mod session;
 mod session_id;
 mod sink;
 pub mod stateless;
+pub mod tasks;
 
 pub use cancel::CancelToken;
 pub use catalog::{Changes, ListKind, Source};
@@ -39,6 +40,7 @@ pub use session::{
 pub use session_id::{log_name as session_log_name, new_session_id, SESSION_ID_BYTES};
 pub use sink::{Outgoing, Sink};
 pub use stateless::{CacheHint, CachePolicy, CacheScope};
+pub use tasks::{TaskOptions, TaskStatus, TaskSupport};
 // The data types engine users meet most, where they used to live.
 pub use crate::model::{LogLevel, ProtocolVersion};
 
@@ -51,6 +53,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
+/// How often [`Engine::task_sweeper`] looks for expired tasks.
+pub const TASK_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 /// Default number of handler threads.
 pub const DEFAULT_POOL_THREADS: usize = 16;
 /// Default capacity of the handler queue; beyond it requests are refused
@@ -83,6 +87,9 @@ pub struct EngineOptions {
     /// behind one load balancer the same (default: [`StateKey::random`],
     /// this process's own).
     pub request_state_key: Option<StateKey>,
+    /// The tasks extension: how long tasks are kept, how many (default
+    /// [`TaskOptions::default`]).
+    pub tasks: TaskOptions,
 }
 
 impl Default for EngineOptions {
@@ -94,6 +101,7 @@ impl Default for EngineOptions {
             max_inflight_per_session: DEFAULT_MAX_INFLIGHT_PER_SESSION,
             cache: CachePolicy::default(),
             request_state_key: None,
+            tasks: TaskOptions::default(),
         }
     }
 }
@@ -142,6 +150,8 @@ pub struct Engine {
     listeners: listen::Listeners,
     // Signs input-required rounds' `requestState` (2026-07-28).
     state_key: StateKey,
+    // Calls running or ended as tasks (the tasks extension).
+    pub(crate) tasks: tasks::Tasks,
 }
 
 /// How a request handled on the pool ended, for an [`Observer`].
@@ -198,9 +208,11 @@ impl Engine {
             .request_state_key
             .clone()
             .unwrap_or_else(StateKey::random);
+        let tasks = tasks::Tasks::new(options.tasks.clone());
         Ok(Arc::new(Engine {
             info,
             options,
+            tasks,
             catalog: Catalog::new(enabled),
             pool,
             sessions: Mutex::new(HashMap::new()),
@@ -324,6 +336,8 @@ impl Engine {
     /// ends the sessions, which cancels them.
     pub fn drain(&self, timeout: Duration) -> usize {
         self.draining.store(true, Ordering::SeqCst);
+        // A task's result would not outlive the process: its work stops.
+        self.tasks.cancel_all();
         // Listen streams end gracefully: their result tells the client so.
         self.listeners.end_all(&self.info);
         let deadline = Instant::now() + timeout;
@@ -336,6 +350,45 @@ impl Engine {
 
     pub(crate) fn is_draining(&self) -> bool {
         self.draining.load(Ordering::SeqCst)
+    }
+
+    /// What `initialize` and `server/discover` declare: what the catalog
+    /// offers, and the extensions served.
+    pub(crate) fn capabilities(&self) -> Value {
+        let mut caps = self.catalog.capabilities();
+        if let Value::Object(m) = &mut caps {
+            if m.contains_key("tools") && self.tasks.enabled() {
+                m.insert(
+                    "extensions".into(),
+                    json!({ tasks::TASKS_EXTENSION: {} }),
+                );
+            }
+        }
+        caps
+    }
+
+    /// Tasks stored, by status (the tasks extension).
+    pub fn task_counts(&self) -> Vec<(tasks::TaskStatus, usize)> {
+        self.tasks.counts()
+    }
+
+    /// A supervised worker named `engine-task-sweeper` that drops expired
+    /// tasks every [`TASK_SWEEP_INTERVAL`] (a running one is cancelled
+    /// first) until stopped.
+    pub fn task_sweeper(self: &Arc<Self>) -> supervisor::ChildSpec {
+        let engine = Arc::downgrade(self);
+        supervisor::ChildSpec::worker("engine-task-sweeper", move |ctx| {
+            while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
+                ctx.stop_signal().recv_timeout(TASK_SWEEP_INTERVAL)
+            {
+                let Some(engine) = engine.upgrade() else { break };
+                let n = engine.tasks.sweep();
+                if n > 0 {
+                    log::info!("{n} expired task(s) dropped");
+                }
+            }
+            Ok(())
+        })
     }
 
     /// Open `subscriptions/listen` streams (2026-07-28).

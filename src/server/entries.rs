@@ -12,6 +12,7 @@ use crate::model::{CompletionRef, CompletionRequest, ResourceContents};
 use crate::protocol::catalog::{
     CompletionEntry, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry,
 };
+use crate::protocol::tasks::TaskSupport;
 use crate::protocol::Context;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -76,6 +77,12 @@ impl LocalTool {
 impl ToolEntry for LocalTool {
     fn definition(&self) -> &Value {
         &self.definition
+    }
+    fn task_support(&self) -> TaskSupport {
+        self.tool.task_support
+    }
+    fn detaches_itself(&self) -> bool {
+        self.tool.detach_in_handler
     }
 
     fn call(&self, arguments: &Value, ctx: &Context) -> Result<Value, ErrorObject> {
@@ -192,6 +199,7 @@ impl CompletionEntry for LocalCompletion {
 pub struct PassThroughTool<F> {
     definition: Value,
     call: F,
+    task_support: TaskSupport,
 }
 
 impl<F> PassThroughTool<F>
@@ -201,7 +209,17 @@ where
     /// A tool listed as `definition` (which must hold a string `name`) and
     /// answered by `call` (arguments in, the whole `CallToolResult` out).
     pub fn new(definition: Value, call: F) -> Self {
-        PassThroughTool { definition, call }
+        PassThroughTool {
+            definition,
+            call,
+            task_support: TaskSupport::Forbidden,
+        }
+    }
+    /// Whether its calls may run as tasks (default
+    /// [`TaskSupport::Forbidden`]).
+    pub fn task_support(mut self, support: TaskSupport) -> Self {
+        self.task_support = support;
+        self
     }
 }
 
@@ -214,5 +232,8 @@ where
     }
     fn call(&self, arguments: &Value, ctx: &Context) -> Result<Value, ErrorObject> {
         (self.call)(arguments, ctx)
+    }
+    fn task_support(&self) -> TaskSupport {
+        self.task_support
     }
 }

@@ -32,6 +32,7 @@ pub use crate::model::{
 pub use entries::PassThroughTool;
 pub use prompt::{CompletionHandler, Prompt, PromptArgument, PromptHandler, PromptResult, Role};
 pub use resource::{Resource, ResourceHandler, ResourceTemplate, TemplateHandler};
+pub use crate::protocol::tasks::TaskSupport;
 pub use tool::{Tool, ToolError, ToolHandler, ToolResult};
 pub use uri_template::UriTemplate;
 

@@ -2,6 +2,7 @@
 
 use crate::jsonrpc::ErrorObject;
 use crate::model::{insert_opt, Content};
+use crate::protocol::tasks::TaskSupport;
 use crate::protocol::Context;
 use serde_json::{Map, Value};
 use std::fmt;
@@ -19,6 +20,8 @@ pub struct Tool {
     pub(crate) input_schema: Value,
     pub(crate) output_schema: Option<Value>,
     pub(crate) annotations: Option<Value>,
+    pub(crate) task_support: TaskSupport,
+    pub(crate) detach_in_handler: bool,
     pub(crate) handler: Box<ToolHandler>,
 }
 
@@ -39,6 +42,8 @@ impl Tool {
             input_schema,
             output_schema: None,
             annotations: None,
+            task_support: TaskSupport::Forbidden,
+            detach_in_handler: false,
             handler: Box::new(handler),
         }
     }
@@ -60,6 +65,21 @@ impl Tool {
     /// Tool annotations (`readOnlyHint`, `destructiveHint`, ...), as JSON.
     pub fn annotations(mut self, annotations: Value) -> Self {
         self.annotations = Some(annotations);
+        self
+    }
+    /// Whether its calls may run as tasks (default
+    /// [`TaskSupport::Forbidden`]): for a client that declared the tasks
+    /// extension, a call is answered at once with a task handle and the
+    /// handler runs on, on a thread of its own. See [`crate::protocol::tasks`].
+    pub fn task_support(mut self, support: TaskSupport) -> Self {
+        self.task_support = support;
+        self
+    }
+    /// The handler starts as a plain call and makes it a task itself with
+    /// [`Context::detach`] (say, once it has asked the client what it
+    /// needs); a call that never detaches is answered as a plain call.
+    pub fn detach_in_handler(mut self) -> Self {
+        self.detach_in_handler = true;
         self
     }
     /// The tool's name.

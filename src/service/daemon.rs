@@ -270,7 +270,8 @@ impl Daemon {
         let watched = state.clone();
         let mut root = SupervisorSpec::new("mcpvisor", Strategy::OneForOne)
             .intensity(r.intensity, r.period)
-            .on_event(move |e| watched.event(e));
+            .on_event(move |e| watched.event(e))
+            .child(self.state.server.engine().task_sweeper());
         // Upstreams first: they stop after the listeners that reach them.
         match self.upstreams(&self.config) {
             Ok(children) => root = children.into_iter().fold(root, SupervisorSpec::child),

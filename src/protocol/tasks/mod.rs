@@ -1,0 +1,233 @@
+//! The tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663): a
+//! `tools/call` answered at once with a task handle while the tool runs
+//! on, followed with `tasks/get`, answered with `tasks/update` when the
+//! tool asks the client something, stopped with `tasks/cancel`.
+//!
+//! The server decides: a call becomes a task when its tool supports tasks
+//! ([`TaskSupport`]) and the request declared the extension in its client
+//! capabilities (per request in 2026-07-28, at `initialize` for a
+//! session). A tool that requires tasks refuses other calls with -32021.
+//! The handler is the same code either way: in a task, its questions to
+//! the client wait in `tasks/get` for `tasks/update`, its cancellation is
+//! `tasks/cancel`, and progress and log messages are dropped (the
+//! extension defines neither for tasks).
+//!
+//! Tasks live in the engine, not in a session: a task outlives the
+//! connection that created it, and any request that names its id (128
+//! random bits) and declares the extension may follow it. Storage is
+//! bounded ([`TaskOptions::max_tasks`]); a task is dropped once its
+//! `ttlMs` has passed (a running one is cancelled first), by a supervised
+//! sweeper ([`Engine::task_sweeper`](super::Engine::task_sweeper)) and on
+//! every creation.
+
+pub(crate) mod methods;
+mod task;
+
+pub use task::TaskStatus;
+pub(crate) use task::Task;
+
+use super::context::Context;
+use super::session_id::new_session_id;
+use crate::jsonrpc::ErrorObject;
+use crate::sync::lock;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The extension's identifier, in `capabilities.extensions`.
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+/// Default time a task is kept after its creation (`ttlMs`): an hour.
+pub const DEFAULT_TASK_TTL: Duration = Duration::from_secs(3600);
+/// Default polling interval suggested to clients (`pollIntervalMs`).
+pub const DEFAULT_TASK_POLL_INTERVAL: Duration = Duration::from_millis(500);
+/// Default bound on stored tasks, running or ended.
+pub const DEFAULT_MAX_TASKS: usize = 1024;
+/// Default bound on tasks running at once (each has a thread of its own).
+pub const DEFAULT_MAX_RUNNING_TASKS: usize = 64;
+
+/// Whether a tool's calls may run as tasks.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum TaskSupport {
+    /// Never a task (the default).
+    #[default]
+    Forbidden,
+    /// A task when the client declared the extension; else a plain call.
+    Optional,
+    /// Only as a task: a client that did not declare the extension gets
+    /// -32021 naming it.
+    Required,
+}
+
+/// How tasks are kept.
+#[derive(Clone, Debug)]
+pub struct TaskOptions {
+    /// `ttlMs`: how long a task is kept after its creation (default
+    /// [`DEFAULT_TASK_TTL`]).
+    pub ttl: Duration,
+    /// `pollIntervalMs` suggested to clients (default
+    /// [`DEFAULT_TASK_POLL_INTERVAL`]).
+    pub poll_interval: Duration,
+    /// Tasks stored at most, running or ended (default
+    /// [`DEFAULT_MAX_TASKS`]); zero turns the extension off. When full, a
+    /// tool that merely supports tasks runs as a plain call, and one that
+    /// requires them is refused with -32603.
+    pub max_tasks: usize,
+    /// Tasks running at most (default [`DEFAULT_MAX_RUNNING_TASKS`]), with
+    /// the same fallback.
+    pub max_running: usize,
+}
+
+impl Default for TaskOptions {
+    fn default() -> Self {
+        TaskOptions {
+            ttl: DEFAULT_TASK_TTL,
+            poll_interval: DEFAULT_TASK_POLL_INTERVAL,
+            max_tasks: DEFAULT_MAX_TASKS,
+            max_running: DEFAULT_MAX_RUNNING_TASKS,
+        }
+    }
+}
+
+/// The engine's tasks, by id.
+pub(crate) struct Tasks {
+    options: TaskOptions,
+    map: Mutex<HashMap<String, Arc<Task>>>,
+}
+
+impl Tasks {
+    pub(crate) fn new(options: TaskOptions) -> Tasks {
+        Tasks {
+            options,
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(crate) fn enabled(&self) -> bool {
+        self.options.max_tasks > 0
+    }
+
+    /// A new working task, stored before anyone learns its id; `None` when
+    /// storage is full even after dropping expired tasks.
+    pub(crate) fn create(&self) -> Option<Arc<Task>> {
+        let mut map = lock(&self.map);
+        let full = |map: &HashMap<String, Arc<Task>>| {
+            let running = map.values().filter(|t| !t.status().is_terminal()).count();
+            map.len() >= self.options.max_tasks || running >= self.options.max_running
+        };
+        if full(&map) {
+            expire(&mut map, Instant::now());
+            if full(&map) {
+                return None;
+            }
+        }
+        let task = Arc::new(Task::new(
+            new_session_id(),
+            self.options.ttl,
+            self.options.poll_interval,
+        ));
+        map.insert(task.id.clone(), task.clone());
+        Some(task)
+    }
+
+    /// The task `id`, unless unknown or expired.
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<Task>> {
+        let task = lock(&self.map).get(id).cloned()?;
+        if task.expired(Instant::now()) {
+            self.sweep();
+            return None;
+        }
+        Some(task)
+    }
+
+    /// Drops expired tasks (cancelling those still running); how many.
+    pub(crate) fn sweep(&self) -> usize {
+        expire(&mut lock(&self.map), Instant::now())
+    }
+
+    /// Tasks stored, by status.
+    pub(crate) fn counts(&self) -> Vec<(TaskStatus, usize)> {
+        let map = lock(&self.map);
+        TaskStatus::ALL
+            .into_iter()
+            .map(|s| (s, map.values().filter(|t| t.status() == s).count()))
+            .collect()
+    }
+
+    /// Cancels every task (the engine is going away).
+    pub(crate) fn cancel_all(&self) {
+        let tasks: Vec<_> = lock(&self.map).values().cloned().collect();
+        for t in tasks {
+            t.cancel("the server is shutting down");
+        }
+    }
+}
+
+fn expire(map: &mut HashMap<String, Arc<Task>>, now: Instant) -> usize {
+    let before = map.len();
+    map.retain(|_, t| {
+        let keep = !t.expired(now);
+        if !keep {
+            t.cancel("the task's time to live passed");
+        }
+        keep
+    });
+    before - map.len()
+}
+
+/// What a `tools/call` becomes.
+pub(crate) enum Plan {
+    /// A plain call.
+    Call,
+    /// A task, run by a thread of its own from the start.
+    Task,
+    /// Refused.
+    Refuse(ErrorObject),
+}
+
+/// Decides what a call of a tool with `support` becomes for the request
+/// of `ctx`. `self_detaching` tools start as plain calls and may become
+/// tasks later ([`Context::detach`]).
+pub(crate) fn plan(ctx: &Context, support: TaskSupport, self_detaching: bool) -> Plan {
+    let declared = ctx.protocol().client_extension(TASKS_EXTENSION);
+    match (support, declared) {
+        (TaskSupport::Forbidden, _) => Plan::Call,
+        (TaskSupport::Required, false) => {
+            Plan::Refuse(ErrorObject::missing_client_extension(TASKS_EXTENSION))
+        }
+        (TaskSupport::Optional, false) => Plan::Call,
+        (_, true) if self_detaching || !ctx.engine().tasks.enabled() => Plan::Call,
+        (_, true) => Plan::Task,
+    }
+}
+
+/// Runs `run` as a new task on a thread of its own and returns the
+/// `CreateTaskResult`; `None` when no task can be made now (storage full,
+/// or no thread).
+pub(crate) fn start(
+    ctx: &Context,
+    run: impl FnOnce(&Context) -> Result<Value, ErrorObject> + Send + 'static,
+) -> Option<Value> {
+    let task = ctx.engine().tasks.create()?;
+    let task_ctx = ctx.for_task(task.clone());
+    let created = task.created_result();
+    let spawned = std::thread::Builder::new()
+        .name(format!("mcp-task-{}", &task.id[..8.min(task.id.len())]))
+        .spawn(move || {
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&task_ctx)))
+                .unwrap_or_else(|_| {
+                    let msg = super::pool::take_panic_report();
+                    log::error!("task {} panicked: {msg}", task_ctx.task_id().unwrap_or_default());
+                    Err(ErrorObject::internal("internal error: the task's handler panicked"))
+                });
+            task_ctx.finish(outcome);
+        });
+    match spawned {
+        Ok(_) => Some(created),
+        Err(e) => {
+            log::error!("task {}: no thread: {e}", task.id);
+            task.settle(Err(ErrorObject::internal("no thread for the task")));
+            None
+        }
+    }
+}

@@ -1,0 +1,371 @@
+//! One task: its status, what it asks the client, and how it ended.
+
+use super::super::cancel::CancelToken;
+use super::super::context::PeerError;
+use super::super::input::{check_answer, InputRequest};
+use crate::jsonrpc::ErrorObject;
+use crate::model::iso8601;
+use crate::sync::lock;
+use crossbeam_channel::{Receiver, Sender};
+use serde_json::{json, Map, Value};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+/// Where a task stands (SEP-2663).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TaskStatus {
+    /// Running.
+    Working,
+    /// Waiting for answers the client gives with `tasks/update`.
+    InputRequired,
+    /// Ended with a result (a tool error is a result with `isError`).
+    Completed,
+    /// Ended with a JSON-RPC error.
+    Failed,
+    /// Cancelled with `tasks/cancel` (or expired while running).
+    Cancelled,
+}
+
+impl TaskStatus {
+    /// Every status, in the order status reports list them.
+    pub const ALL: [TaskStatus; 5] = [
+        TaskStatus::Working,
+        TaskStatus::InputRequired,
+        TaskStatus::Completed,
+        TaskStatus::Failed,
+        TaskStatus::Cancelled,
+    ];
+    /// The wire name (`working`, `input_required`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Working => "working",
+            TaskStatus::InputRequired => "input_required",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Cancelled => "cancelled",
+        }
+    }
+    /// Whether the task has ended.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
+        )
+    }
+}
+
+pub(crate) struct Task {
+    pub(crate) id: String,
+    created: SystemTime,
+    created_at: Instant,
+    ttl: Duration,
+    poll: Duration,
+    pub(crate) cancel: CancelToken,
+    state: Mutex<State>,
+}
+
+struct State {
+    status: TaskStatus,
+    updated: SystemTime,
+    message: Option<String>,
+    result: Option<Value>,
+    error: Option<ErrorObject>,
+    /// Open questions by key: `{method, params}`.
+    pending: Map<String, Value>,
+    /// Answers to the questions of the current wait, by key.
+    answers: Map<String, Value>,
+    /// Keys minted so far: a key is never used twice in a task.
+    minted: u64,
+    /// Wakes the handler when its last open question is answered.
+    waker: Option<Sender<()>>,
+}
+
+impl Task {
+    pub(crate) fn new(id: String, ttl: Duration, poll: Duration) -> Task {
+        let now = SystemTime::now();
+        Task {
+            id,
+            created: now,
+            created_at: Instant::now(),
+            ttl,
+            poll,
+            cancel: CancelToken::new(),
+            state: Mutex::new(State {
+                status: TaskStatus::Working,
+                updated: now,
+                message: None,
+                result: None,
+                error: None,
+                pending: Map::new(),
+                answers: Map::new(),
+                minted: 0,
+                waker: None,
+            }),
+        }
+    }
+
+    pub(crate) fn status(&self) -> TaskStatus {
+        lock(&self.state).status
+    }
+
+    /// Whether its time to live has passed at `now`.
+    pub(crate) fn expired(&self, now: Instant) -> bool {
+        now.saturating_duration_since(self.created_at) >= self.ttl
+    }
+
+    /// The `Task` fields every shape carries.
+    fn base(&self, st: &State) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("taskId".into(), self.id.as_str().into());
+        m.insert("status".into(), st.status.as_str().into());
+        if let Some(msg) = &st.message {
+            m.insert("statusMessage".into(), msg.as_str().into());
+        }
+        m.insert("createdAt".into(), iso8601(self.created).into());
+        m.insert("lastUpdatedAt".into(), iso8601(st.updated).into());
+        m.insert("ttlMs".into(), millis(self.ttl).into());
+        m.insert("pollIntervalMs".into(), millis(self.poll).max(1).into());
+        m
+    }
+
+    /// The `CreateTaskResult` answering the call that made it.
+    pub(crate) fn created_result(&self) -> Value {
+        let mut m = self.base(&lock(&self.state));
+        m.insert("resultType".into(), "task".into());
+        Value::Object(m)
+    }
+
+    /// The `DetailedTask` (`tasks/get`, `notifications/tasks`): the
+    /// open questions, the result or the error inlined by status.
+    pub(crate) fn detailed(&self) -> Map<String, Value> {
+        let st = lock(&self.state);
+        let mut m = self.base(&st);
+        match st.status {
+            TaskStatus::InputRequired => {
+                m.insert("inputRequests".into(), Value::Object(st.pending.clone()));
+            }
+            TaskStatus::Completed => {
+                m.insert("result".into(), st.result.clone().unwrap_or(json!({})));
+            }
+            TaskStatus::Failed => {
+                let e = st.error.clone().unwrap_or_else(|| ErrorObject::internal("failed"));
+                m.insert("error".into(), e.to_value());
+            }
+            TaskStatus::Working | TaskStatus::Cancelled => {}
+        }
+        m
+    }
+
+    /// Records how the handler ended; a cancelled task stays cancelled.
+    pub(crate) fn settle(&self, outcome: Result<Value, ErrorObject>) {
+        let mut st = lock(&self.state);
+        if st.status.is_terminal() {
+            return;
+        }
+        match outcome {
+            Ok(v) => {
+                st.status = TaskStatus::Completed;
+                st.result = Some(v);
+            }
+            Err(e) => {
+                st.status = TaskStatus::Failed;
+                st.message = Some(e.message.clone());
+                st.error = Some(e);
+            }
+        }
+        st.pending.clear();
+        st.updated = SystemTime::now();
+    }
+
+    /// `tasks/cancel`: ends the task as cancelled (unless it already
+    /// ended) and tells its handler. Idempotent.
+    pub(crate) fn cancel(&self, why: &str) {
+        {
+            let mut st = lock(&self.state);
+            if st.status.is_terminal() {
+                return;
+            }
+            st.status = TaskStatus::Cancelled;
+            st.message = Some(why.to_owned());
+            st.pending.clear();
+            st.waker = None;
+            st.updated = SystemTime::now();
+        }
+        self.cancel.cancel();
+    }
+
+    /// Asks the client `questions` through `tasks/get` and blocks until
+    /// `tasks/update` has answered every one (or the task is cancelled).
+    pub(crate) fn ask(&self, questions: &[InputRequest]) -> Result<Vec<Value>, PeerError> {
+        let (tx, rx): (Sender<()>, Receiver<()>) = crossbeam_channel::bounded(1);
+        let keys: Vec<String> = {
+            let mut st = lock(&self.state);
+            if st.status.is_terminal() {
+                return Err(PeerError::Cancelled);
+            }
+            let keys = questions
+                .iter()
+                .map(|q| {
+                    st.minted += 1;
+                    let key = format!("{}-{}", q.short(), st.minted);
+                    st.pending
+                        .insert(key.clone(), json!({"method": q.method, "params": q.params}));
+                    key
+                })
+                .collect();
+            st.answers.clear();
+            st.status = TaskStatus::InputRequired;
+            st.updated = SystemTime::now();
+            st.waker = Some(tx);
+            keys
+        };
+        let cancelled = self.cancel.receiver();
+        crossbeam_channel::select! {
+            recv(rx) -> _ => {}
+            recv(cancelled) -> _ => {}
+        }
+        let mut st = lock(&self.state);
+        if self.cancel.is_cancelled() || st.status.is_terminal() {
+            return Err(PeerError::Cancelled);
+        }
+        let mut out = Vec::with_capacity(keys.len());
+        for (q, key) in questions.iter().zip(&keys) {
+            let answer = st.answers.remove(key).unwrap_or(Value::Null);
+            if let Err(why) = check_answer(q.method, &answer) {
+                return Err(PeerError::Rpc(ErrorObject::invalid_params(format!(
+                    "inputResponses[{key:?}] is not a {} result: {why}",
+                    q.method
+                ))));
+            }
+            out.push(answer);
+        }
+        Ok(out)
+    }
+
+    /// `tasks/update`: answers open questions; keys not open are ignored.
+    /// Once none is open the task works again.
+    pub(crate) fn update(&self, responses: &Map<String, Value>) {
+        let mut st = lock(&self.state);
+        let mut took = false;
+        for (k, v) in responses {
+            if st.pending.remove(k).is_some() {
+                st.answers.insert(k.clone(), v.clone());
+                took = true;
+            }
+        }
+        if took && st.pending.is_empty() && st.status == TaskStatus::InputRequired {
+            st.status = TaskStatus::Working;
+            st.updated = SystemTime::now();
+            if let Some(w) = st.waker.take() {
+                let _ = w.try_send(());
+            }
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn task() -> Arc<Task> {
+        Arc::new(Task::new(
+            "t".into(),
+            Duration::from_secs(60),
+            Duration::from_millis(250),
+        ))
+    }
+
+    #[test]
+    fn created_result_is_flat_with_integer_milliseconds() {
+        let t = task();
+        let v = t.created_result();
+        assert_eq!(v["resultType"], "task");
+        assert_eq!(v["taskId"], "t");
+        assert_eq!(v["status"], "working");
+        assert_eq!(v["ttlMs"], 60000);
+        assert_eq!(v["pollIntervalMs"], 250);
+        for absent in ["task", "result", "error", "inputRequests", "ttl", "pollInterval"] {
+            assert!(v.get(absent).is_none(), "{absent}");
+        }
+    }
+
+    #[test]
+    fn results_and_errors_are_inlined_by_status() {
+        let t = task();
+        t.settle(Ok(json!({"content": [], "isError": true})));
+        let d = t.detailed();
+        assert_eq!(d["status"], "completed");
+        assert_eq!(d["result"]["isError"], true);
+        let f = task();
+        f.settle(Err(ErrorObject::internal("boom")));
+        let d = f.detailed();
+        assert_eq!(d["status"], "failed");
+        assert_eq!(d["error"]["code"], -32603);
+        assert!(d.get("result").is_none());
+    }
+
+    #[test]
+    fn cancel_wins_over_a_late_result_and_is_idempotent() {
+        let t = task();
+        t.cancel("asked");
+        t.cancel("again");
+        t.settle(Ok(json!({"content": []})));
+        assert_eq!(t.status(), TaskStatus::Cancelled);
+        assert!(t.cancel.is_cancelled());
+    }
+
+    #[test]
+    fn partial_updates_keep_the_task_waiting_for_the_rest() {
+        let t = task();
+        let asker = {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                t.ask(&[
+                    InputRequest::elicit(json!({"message": "a"})),
+                    InputRequest::elicit(json!({"message": "b"})),
+                ])
+            })
+        };
+        let keys = loop {
+            let d = t.detailed();
+            if let Some(Value::Object(p)) = d.get("inputRequests") {
+                if p.len() == 2 {
+                    break p.keys().cloned().collect::<Vec<_>>();
+                }
+            }
+            std::thread::yield_now();
+        };
+        let accept = json!({"action": "accept", "content": {}});
+        t.update(&Map::from_iter([(keys[0].clone(), accept.clone())]));
+        let d = t.detailed();
+        assert_eq!(d["status"], "input_required");
+        let open: Vec<_> = d["inputRequests"].as_object().unwrap().keys().cloned().collect();
+        assert_eq!(open, vec![keys[1].clone()]);
+        t.update(&Map::from_iter([
+            ("never-asked".to_owned(), json!(1)),
+            (keys[1].clone(), accept),
+        ]));
+        let answers = asker.join().unwrap().unwrap();
+        assert_eq!(answers.len(), 2);
+        assert_eq!(t.status(), TaskStatus::Working);
+    }
+
+    #[test]
+    fn cancel_wakes_a_handler_waiting_for_input() {
+        let t = task();
+        let asker = {
+            let t = t.clone();
+            std::thread::spawn(move || t.ask(&[InputRequest::list_roots()]))
+        };
+        while t.status() != TaskStatus::InputRequired {
+            std::thread::yield_now();
+        }
+        t.cancel("stop");
+        assert_eq!(asker.join().unwrap(), Err(PeerError::Cancelled));
+    }
+}
