@@ -533,6 +533,8 @@ fn build(peer_timeout: Duration) -> Result<Server, mcpvisor::server::BuildError>
     for t in stateless_tools(engine.clone()).into_iter().chain(task_tools()) {
         b = b.tool(t);
     }
+    // The skills extension's scenarios (SEP-2640) read these.
+    b = b.skills_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/skills"));
     let server = b.build()?;
     let _ = engine.set(server.engine().clone());
     Ok(server)

@@ -101,9 +101,13 @@ fn official_conformance_client_scenarios_pass() {
     }
 }
 
-/// The tasks extension's scenarios of 0.2.0-alpha.12 with the checks each
-/// runs: a scenario that skipped its checks would pass with fewer.
-const TASKS: [(&str, usize); 9] = [
+/// The extension scenarios of 0.2.0-alpha.12 (tasks, skills) with the
+/// checks each runs: a scenario that skipped its checks (an extension not
+/// declared) would pass with fewer.
+const EXTENSIONS: [(&str, usize); 12] = [
+    ("sep-2640-skills-directory", 7),
+    ("sep-2640-skills-enumeration", 32),
+    ("sep-2640-skills-manifest", 6),
     ("tasks-capability-negotiation", 5),
     ("tasks-dispatch-and-envelope", 9),
     ("tasks-lifecycle", 9),
@@ -158,7 +162,7 @@ fn conformance_suite_of_2026_07_28_passes_over_http() {
         );
     }
     let all = String::from_utf8_lossy(&all.stdout);
-    for (scenario, checks) in TASKS {
+    for (scenario, checks) in EXTENSIONS {
         let line = format!("✓ {scenario}: {checks} passed, 0 failed");
         assert!(all.contains(&line), "{line} expected\n{all}");
     }

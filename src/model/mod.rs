@@ -8,6 +8,7 @@ mod completion;
 mod content;
 mod logging;
 mod param_header;
+pub mod skill;
 mod timestamp;
 mod version;
 

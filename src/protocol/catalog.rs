@@ -21,6 +21,7 @@
 use super::context::Context;
 use super::tasks::TaskSupport;
 use crate::jsonrpc::ErrorObject;
+use crate::model::skill::Skill;
 use crate::model::{CompletionRef, CompletionRequest};
 use crate::sync::{lock, read, write};
 use serde_json::{Map, Value};
@@ -106,6 +107,7 @@ pub struct Source {
     pub(crate) templates: Vec<Arc<dyn TemplateEntry>>,
     pub(crate) prompts: Vec<Arc<dyn PromptEntry>>,
     pub(crate) completions: Vec<(CompletionRef, Arc<dyn CompletionEntry>)>,
+    pub(crate) skills: Vec<Arc<Skill>>,
 }
 
 impl Source {
@@ -136,6 +138,12 @@ impl Source {
     /// Adds a completion provider for `reference`.
     pub fn completion(mut self, reference: CompletionRef, entry: Arc<dyn CompletionEntry>) -> Self {
         self.completions.push((reference, entry));
+        self
+    }
+    /// Adds a skill's entry (`skills/list`); its files are resources of
+    /// the same source.
+    pub fn skill(mut self, skill: Arc<Skill>) -> Self {
+        self.skills.push(skill);
         self
     }
     /// Whether it offers nothing.
@@ -224,6 +232,8 @@ pub(crate) struct View {
     pub(crate) templates: Listing<dyn TemplateEntry>,
     pub(crate) prompts: Listing<dyn PromptEntry>,
     pub(crate) completions: HashMap<CompletionRef, Arc<dyn CompletionEntry>>,
+    /// Skills by the URI of their `SKILL.md`.
+    pub(crate) skills: BTreeMap<String, Arc<Skill>>,
 }
 
 /// A source with every entry's key and definition taken.
@@ -330,7 +340,11 @@ fn build(sources: &BTreeMap<String, Arc<Prepared>>, changed: &str) -> View {
         BTreeMap::new(),
     );
     let mut completions = HashMap::new();
+    let mut skills = BTreeMap::new();
     for (id, s) in sources {
+        for k in &s.source.skills {
+            skills.entry(k.uri.clone()).or_insert_with(|| k.clone());
+        }
         merge(&mut tools, &s.tools, id, changed, TOOL.1);
         merge(&mut resources, &s.resources, id, changed, RESOURCE.1);
         merge(&mut templates, &s.templates, id, changed, TEMPLATE.1);
@@ -345,6 +359,7 @@ fn build(sources: &BTreeMap<String, Arc<Prepared>>, changed: &str) -> View {
         templates: strip(templates),
         prompts: strip(prompts),
         completions,
+        skills,
     }
 }
 

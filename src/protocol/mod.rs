@@ -22,6 +22,7 @@ pub(crate) mod pool;
 mod session;
 mod session_id;
 mod sink;
+mod skills;
 pub mod stateless;
 pub mod tasks;
 
@@ -356,13 +357,19 @@ impl Engine {
     /// offers, and the extensions served.
     pub(crate) fn capabilities(&self) -> Value {
         let mut caps = self.catalog.capabilities();
-        if let Value::Object(m) = &mut caps {
-            if m.contains_key("tools") && self.tasks.enabled() {
-                m.insert(
-                    "extensions".into(),
-                    json!({ tasks::TASKS_EXTENSION: {} }),
-                );
-            }
+        let Value::Object(m) = &mut caps else {
+            return caps;
+        };
+        let mut extensions = Map::new();
+        if m.contains_key("tools") && self.tasks.enabled() {
+            extensions.insert(tasks::TASKS_EXTENSION.into(), json!({}));
+        }
+        if !self.catalog.view().skills.is_empty() {
+            use crate::model::skill::SKILLS_EXTENSION;
+            extensions.insert(SKILLS_EXTENSION.into(), json!({"directoryRead": true}));
+        }
+        if !extensions.is_empty() {
+            m.insert("extensions".into(), Value::Object(extensions));
         }
         caps
     }

@@ -206,9 +206,13 @@ impl CachePolicy {
     fn hint(&self, method: &str) -> Option<CacheHint> {
         match method {
             "server/discover" => Some(self.discover),
-            "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" => {
-                Some(self.lists)
-            }
+            "tools/list"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "skills/list"
+            | "skills/get"
+            | "resources/directory/read" => Some(self.lists),
             "resources/read" => Some(self.read),
             _ => None,
         }

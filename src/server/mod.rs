@@ -20,6 +20,7 @@ mod entries;
 mod prompt;
 mod resource;
 mod schema;
+mod skills;
 #[cfg(test)]
 mod tests;
 pub(crate) mod tool;
@@ -33,6 +34,7 @@ pub use entries::PassThroughTool;
 pub use prompt::{CompletionHandler, Prompt, PromptArgument, PromptHandler, PromptResult, Role};
 pub use resource::{Resource, ResourceHandler, ResourceTemplate, TemplateHandler};
 pub use crate::protocol::tasks::TaskSupport;
+pub use skills::{SkillsDir, DEFAULT_SKILLS_POLL_INTERVAL};
 pub use tool::{Tool, ToolError, ToolHandler, ToolResult};
 pub use uri_template::UriTemplate;
 
@@ -56,6 +58,7 @@ pub struct ServerBuilder {
     enabled: crate::protocol::catalog::Enabled,
     source: Source,
     tools: Vec<Tool>,
+    skills: Vec<SkillsDir>,
 }
 
 impl ServerBuilder {
@@ -111,6 +114,15 @@ impl ServerBuilder {
             .completion(reference, Arc::new(LocalCompletion(Arc::new(handler))));
         self
     }
+    /// Serves the Agent Skills under `path` (the skills extension,
+    /// SEP-2640): each folder holding a `SKILL.md` as
+    /// `skill://<folder path>/SKILL.md`, its files as resources with their
+    /// digests and sizes. Read at [`build`](Self::build) (an unreadable
+    /// directory fails it); [`SkillsDir::watcher`] reloads it on change.
+    pub fn skills_dir(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.skills.push(SkillsDir::new(path));
+        self
+    }
     /// Advertises the tools capability even with no tool registered yet.
     pub fn enable_tools(mut self) -> Self {
         self.enabled.tools = true;
@@ -142,6 +154,9 @@ impl ServerBuilder {
         engine
             .replace_source(LOCAL_SOURCE, self.source)
             .map_err(|e| BuildError::Schema(e.to_string()))?;
+        for dir in &self.skills {
+            dir.serve(&engine).map_err(BuildError::Io)?;
+        }
         Ok(Server {
             engine,
             local: Arc::new(Mutex::new(())),
