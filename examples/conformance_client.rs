@@ -97,6 +97,19 @@ fn run(url: &str, scenario: &str) -> Result<(), Box<dyn std::error::Error>> {
         "elicitation-sep1034-client-defaults" => {
             client.call_tool("test_client_elicitation_defaults", json!({}))?;
         }
+        // Skills (SEP-2640): listing reads no file; loading a skill reads
+        // its SKILL.md, verified, and its other files only after that.
+        "sep-2640-client-no-prefetch" => {
+            client.list_skills()?;
+        }
+        s if s.starts_with("sep-2640-client-verify-") => {
+            for skill in client.list_skills()? {
+                client.read_skill_file(&skill, &skill.uri)?;
+                for f in skill.files.iter().flatten().filter(|f| f.uri != skill.uri) {
+                    client.read_skill_file(&skill, &f.uri)?;
+                }
+            }
+        }
         "sse-retry" => {
             let r = client.call_tool("test_reconnection", json!({}))?;
             println!("{r}");

@@ -158,7 +158,7 @@ impl ErrorObject {
         }
         Value::Object(m)
     }
-    fn from_value(v: &Value) -> Option<ErrorObject> {
+    pub(crate) fn from_value(v: &Value) -> Option<ErrorObject> {
         let o = v.as_object()?;
         Some(ErrorObject {
             code: o.get("code")?.as_i64()?,

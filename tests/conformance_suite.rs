@@ -189,3 +189,25 @@ fn conformance_client_scenarios_of_2026_07_28_pass_with_our_client() {
         );
     }
 }
+
+/// The skills extension's host rules (SEP-2640): list without reading,
+/// verify SKILL.md's digest, size and frontmatter before using it, and
+/// read nothing more of a skill that failed; in both generations.
+#[test]
+fn skills_client_scenarios_pass_with_our_client() {
+    let dir = suite();
+    for scenario in [
+        "sep-2640-client-no-prefetch",
+        "sep-2640-client-verify-digest",
+        "sep-2640-client-verify-size",
+        "sep-2640-client-verify-frontmatter",
+    ] {
+        for extra in [&[][..], &["--spec-version", "2026-07-28", "--force"][..]] {
+            let (summary, text) = client_scenario(&dir, V0_2_0_ALPHA_12, scenario, extra);
+            assert!(
+                summary.contains("Passed: 1/1, 0 failed, 0 warnings"),
+                "{scenario} {extra:?}: {summary}\n{text}"
+            );
+        }
+    }
+}

@@ -18,7 +18,9 @@
 //! `ping` is answered at once.
 
 mod listen;
+mod skills;
 mod stateless;
+mod tasks;
 
 pub use crate::protocol::{PeerRequestHandler, ProgressHandler};
 #[cfg(feature = "amqp")]
@@ -29,6 +31,7 @@ pub use crate::transport::connection::{
 pub use crate::transport::reconnect::{Reconnect, DEFAULT_RECONNECT_ATTEMPTS};
 pub use listen::{LISTEN_RENEWAL, RELISTEN_DELAY};
 pub use stateless::{Generation, MAX_INPUT_ROUNDS};
+pub use tasks::{TaskHandle, ToolCall, DEFAULT_TASK_POLL, MIN_TASK_POLL};
 
 use crate::jsonrpc::{self, ErrorObject, Message, Parsed, Request, RequestId};
 use crate::protocol::pool::Pool;
@@ -72,6 +75,9 @@ pub enum ClientError {
     Rpc(ErrorObject),
     /// The server broke the protocol (e.g. an unusable initialize result).
     Protocol(String),
+    /// A skill's entry or file failed verification (the skills extension):
+    /// the content must not be used.
+    Skill(crate::model::skill::SkillError),
     /// The transport failed: its kind (`Other` when the failure was not an
     /// I/O error of the system) and what happened.
     Io {
@@ -107,6 +113,7 @@ impl fmt::Display for ClientError {
             ClientError::Cancelled => f.write_str("the request was cancelled"),
             ClientError::Rpc(e) => e.fmt(f),
             ClientError::Protocol(m) => write!(f, "protocol violation: {m}"),
+            ClientError::Skill(e) => write!(f, "skill verification failed: {e}"),
             ClientError::Io { message, .. } => write!(f, "transport error: {message}"),
         }
     }
@@ -163,6 +170,12 @@ pub struct ClientOptions {
     /// input-required results are answered with the callbacks above and
     /// retried (at most [`MAX_INPUT_ROUNDS`] rounds).
     pub generation: Generation,
+    /// Declares the tasks extension (SEP-2663; default off): the server
+    /// may then answer a `tools/call` with a task. [`Client::call_tool`]
+    /// follows such a task to its end (polling, answering its questions
+    /// with the callbacks above); [`Client::call_tool_as_task`] hands it
+    /// over instead.
+    pub tasks: bool,
 }
 
 /// Makes a new connection (for reconnection).
@@ -185,6 +198,7 @@ impl Default for ClientOptions {
             on_reconnected: None,
             callback_threads: DEFAULT_CALLBACK_THREADS,
             generation: Generation::Sessions,
+            tasks: false,
         }
     }
 }
@@ -305,6 +319,12 @@ impl Client {
             if set {
                 caps.insert(name.into(), json!({}));
             }
+        }
+        if options.tasks {
+            caps.insert(
+                "extensions".into(),
+                json!({ crate::protocol::tasks::TASKS_EXTENSION: {} }),
+            );
         }
         let params = json!({
             "protocolVersion": ProtocolVersion::LATEST_SESSION.as_str(),
@@ -467,6 +487,25 @@ impl Client {
         Ok((result, version))
     }
 
+    /// Answers one of the server's questions (an input request of a
+    /// stateless round or of a task): with the call's own handler, else
+    /// the client's callback for its method.
+    fn answer_input(
+        &self,
+        method: &str,
+        params: Value,
+        on_request: Option<&PeerRequestHandler>,
+    ) -> Result<Value, ErrorObject> {
+        let o = &self.shared.options;
+        let callback = match method {
+            "sampling/createMessage" => o.sampling.as_ref(),
+            "elicitation/create" => o.elicitation.as_ref(),
+            "roots/list" => o.roots.as_ref(),
+            _ => None,
+        };
+        stateless::answer_with(method, params, on_request, callback)
+    }
+
     /// Whether the client speaks the stateless revision to this server.
     fn is_stateless(&self) -> bool {
         lock(&self.shared.stateless_meta).is_some()
@@ -490,16 +529,7 @@ impl Client {
             if !stateless::input_required(&result) {
                 return Ok(result);
             }
-            let o = &self.shared.options;
-            let answer = |m: &str, p: Value| {
-                let callback = match m {
-                    "sampling/createMessage" => o.sampling.as_ref(),
-                    "elicitation/create" => o.elicitation.as_ref(),
-                    "roots/list" => o.roots.as_ref(),
-                    _ => None,
-                };
-                stateless::answer_with(m, p, opts.on_request.as_ref(), callback)
-            };
+            let answer = |m: &str, p: Value| self.answer_input(m, p, opts.on_request.as_ref());
             // A call's own handler (a gateway's) relays: every question at once.
             let ask_all = opts.on_request.is_some();
             params = stateless::retry_params(params, &result, &answer, ask_all)
@@ -615,18 +645,26 @@ impl Client {
     pub fn call_tool(&self, name: &str, arguments: Value) -> Result<Value, ClientError> {
         self.call_tool_with(name, arguments, CallOptions::default())
     }
-    /// `tools/call` with options (progress, cancellation, timeout).
+    /// `tools/call` with options (progress, cancellation, timeout). When
+    /// the server answers with a task, it is followed to its end (see
+    /// [`TaskHandle::wait`]; the call's cancellation cancels the task).
     pub fn call_tool_with(
         &self,
         name: &str,
         arguments: Value,
         opts: CallOptions,
     ) -> Result<Value, ClientError> {
-        self.request_with(
+        let cancel = opts.cancel.clone();
+        let on_request = opts.on_request.clone();
+        let result = self.request_with(
             "tools/call",
             json!({"name": name, "arguments": arguments}),
             opts,
-        )
+        )?;
+        match tasks::ToolCall::of(self, result)? {
+            tasks::ToolCall::Done(v) => Ok(v),
+            tasks::ToolCall::Task(t) => t.wait_with(None, cancel.as_ref(), on_request.as_ref()),
+        }
     }
     /// `resources/read`.
     pub fn read_resource(&self, uri: &str) -> Result<Value, ClientError> {

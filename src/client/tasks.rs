@@ -1,0 +1,219 @@
+//! Following tasks (the tasks extension, SEP-2663) from the client: a
+//! `tools/call` the server answered with a task handle is polled with
+//! `tasks/get`, its questions answered with `tasks/update`, and stopped
+//! with `tasks/cancel`.
+
+use super::{CallOptions, Client, ClientError};
+use crate::jsonrpc::ErrorObject;
+use crate::protocol::{CancelToken, PeerRequestHandler};
+use serde_json::{json, Map, Value};
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+/// Polling interval when the server suggests none.
+pub const DEFAULT_TASK_POLL: Duration = Duration::from_millis(500);
+/// Polling is never faster than this, whatever the server suggests.
+pub const MIN_TASK_POLL: Duration = Duration::from_millis(20);
+
+/// How a `tools/call` was answered.
+#[derive(Clone)]
+pub enum ToolCall {
+    /// With its result (`CallToolResult`).
+    Done(Value),
+    /// With a task that runs on.
+    Task(TaskHandle),
+}
+
+impl ToolCall {
+    /// A `tools/call` answer: a task when `resultType` says so (a task to
+    /// a client that did not declare the extension is a protocol error).
+    pub(crate) fn of(client: &Client, result: Value) -> Result<ToolCall, ClientError> {
+        if result.get("resultType").and_then(Value::as_str) != Some("task") {
+            return Ok(ToolCall::Done(result));
+        }
+        if !client.shared.options.tasks {
+            return Err(ClientError::Protocol(
+                "the server answered with a task, and this client did not declare the tasks extension".into(),
+            ));
+        }
+        let id = result
+            .get("taskId")
+            .and_then(Value::as_str)
+            .ok_or_else(|| ClientError::Protocol("a task result without taskId".into()))?;
+        Ok(ToolCall::Task(TaskHandle {
+            client: client.clone(),
+            id: id.to_owned(),
+            poll: poll_of(&result),
+            created: result,
+        }))
+    }
+}
+
+fn poll_of(task: &Value) -> Duration {
+    task.get("pollIntervalMs")
+        .and_then(Value::as_u64)
+        .map_or(DEFAULT_TASK_POLL, Duration::from_millis)
+        .max(MIN_TASK_POLL)
+}
+
+/// A task the server runs for a call: poll it, answer it, cancel it.
+#[derive(Clone)]
+pub struct TaskHandle {
+    client: Client,
+    id: String,
+    poll: Duration,
+    created: Value,
+}
+
+impl TaskHandle {
+    /// The task's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+    /// The `CreateTaskResult` that started it.
+    pub fn created(&self) -> &Value {
+        &self.created
+    }
+    /// `tasks/get`: the task as it stands (`status`, and `inputRequests`,
+    /// `result` or `error` by status).
+    pub fn get(&self) -> Result<Value, ClientError> {
+        self.client.request("tasks/get", json!({"taskId": self.id}))
+    }
+    /// `tasks/update`: answers to the task's questions, by key.
+    pub fn update(&self, responses: Map<String, Value>) -> Result<(), ClientError> {
+        self.client
+            .request(
+                "tasks/update",
+                json!({"taskId": self.id, "inputResponses": responses}),
+            )
+            .map(drop)
+    }
+    /// `tasks/cancel`: asks the server to stop the task.
+    pub fn cancel(&self) -> Result<(), ClientError> {
+        self.client
+            .request("tasks/cancel", json!({"taskId": self.id}))
+            .map(drop)
+    }
+
+    /// Polls until the task ends, answering its questions with the
+    /// client's callbacks, and returns its result. A failed task is its
+    /// error ([`ClientError::Rpc`]); a cancelled one is
+    /// [`ClientError::Cancelled`]; past `timeout` the task is cancelled
+    /// and this is a [`ClientError::Protocol`] error that says so.
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<Value, ClientError> {
+        self.wait_with(timeout, None, None)
+    }
+
+    pub(crate) fn wait_with(
+        &self,
+        timeout: Option<Duration>,
+        cancel: Option<&CancelToken>,
+        on_request: Option<&PeerRequestHandler>,
+    ) -> Result<Value, ClientError> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut answered: HashSet<String> = HashSet::new();
+        let mut poll = self.poll;
+        loop {
+            let task = self.get()?;
+            if task.get("pollIntervalMs").is_some() {
+                // The interval may change over the task's life.
+                poll = poll_of(&task);
+            }
+            match task.get("status").and_then(Value::as_str) {
+                Some("completed") => return Ok(task.get("result").cloned().unwrap_or(json!({}))),
+                Some("failed") => {
+                    let e = task.get("error").cloned().unwrap_or(Value::Null);
+                    return Err(ClientError::Rpc(ErrorObject::from_value(&e).unwrap_or_else(
+                        || ErrorObject::internal(format!("task {} failed: {e}", self.id)),
+                    )));
+                }
+                Some("cancelled") => return Err(ClientError::Cancelled),
+                Some("input_required") => {
+                    let responses = self.answers(&task, &mut answered, on_request);
+                    if !responses.is_empty() {
+                        self.update(responses)?;
+                        continue;
+                    }
+                }
+                Some("working") => {}
+                other => {
+                    return Err(ClientError::Protocol(format!(
+                        "task {}: unknown status {other:?}",
+                        self.id
+                    )))
+                }
+            }
+            let stop = |why: ClientError| {
+                let _ = self.cancel();
+                Err(why)
+            };
+            if cancel.is_some_and(CancelToken::is_cancelled) {
+                return stop(ClientError::Cancelled);
+            }
+            let mut wait = poll;
+            if let Some(d) = deadline {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return stop(ClientError::Protocol(format!(
+                        "task {} did not end within {timeout:?}; cancelled",
+                        self.id
+                    )));
+                }
+                wait = wait.min(left);
+            }
+            match cancel {
+                Some(c) => {
+                    let _ = c.receiver().recv_timeout(wait);
+                }
+                None => std::thread::sleep(wait),
+            }
+        }
+    }
+
+    /// Answers to the questions not answered yet (each key once: a poll
+    /// that sees a question again before the server took the answer does
+    /// not ask the user twice). A question that cannot be answered is
+    /// answered with an error object the server reports to its handler.
+    fn answers(
+        &self,
+        task: &Value,
+        answered: &mut HashSet<String>,
+        on_request: Option<&PeerRequestHandler>,
+    ) -> Map<String, Value> {
+        let mut out = Map::new();
+        let Some(requests) = task.get("inputRequests").and_then(Value::as_object) else {
+            return out;
+        };
+        for (key, request) in requests {
+            if !answered.insert(key.clone()) {
+                continue;
+            }
+            let method = request.get("method").and_then(Value::as_str).unwrap_or("");
+            let params = request.get("params").cloned().unwrap_or(json!({}));
+            let answer = self
+                .client
+                .answer_input(method, params, on_request)
+                .unwrap_or_else(|e| {
+                    log::warn!("client: task {} asked {method}, not answered: {e}", self.id);
+                    json!({"action": "cancel"})
+                });
+            out.insert(key.clone(), answer);
+        }
+        out
+    }
+}
+
+impl Client {
+    /// `tools/call` that hands over a task instead of waiting for it:
+    /// [`ToolCall::Task`] when the server answered with one (it needs
+    /// [`ClientOptions::tasks`](super::ClientOptions::tasks)), else the
+    /// result.
+    pub fn call_tool_as_task(&self, name: &str, arguments: Value) -> Result<ToolCall, ClientError> {
+        let result = self.request_with(
+            "tools/call",
+            json!({"name": name, "arguments": arguments}),
+            CallOptions::default(),
+        )?;
+        ToolCall::of(self, result)
+    }
+}
