@@ -143,13 +143,14 @@ impl SkillsDir {
         out
     }
 
-    /// A supervised worker named `skills-watcher` that reloads the
+    /// A supervised worker named `skills-watcher <dir>` that reloads the
     /// directory into `engine` when its fingerprint changes, looking every
     /// `every` ([`DEFAULT_SKILLS_POLL_INTERVAL`]).
     pub fn watcher(&self, engine: &Arc<Engine>, every: Duration) -> supervisor::ChildSpec {
         let dir = self.clone();
         let engine = Arc::downgrade(engine);
-        supervisor::ChildSpec::worker("skills-watcher", move |ctx| {
+        let name = format!("skills-watcher {}", self.root.display());
+        supervisor::ChildSpec::worker(name, move |ctx| {
             let mut seen = dir.fingerprint();
             while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
                 ctx.stop_signal().recv_timeout(every)

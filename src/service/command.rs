@@ -8,7 +8,7 @@
 //! tool declares an output schema and stdout is JSON); any other end gives
 //! `isError` with how it ended and the tail of stderr.
 
-use crate::server::{Tool, ToolResult};
+use crate::server::{TaskSupport, Tool, ToolResult};
 use crate::sync::lock;
 use crate::Context;
 use crossbeam_channel::{after, select, tick};
@@ -54,6 +54,10 @@ pub struct CommandTool {
     pub timeout: Duration,
     /// Most output bytes kept (default [`DEFAULT_MAX_OUTPUT_BYTES`]).
     pub max_output_bytes: usize,
+    /// Whether a call may run as a task (default forbidden): answered at
+    /// once with a task handle, the program running on; `tasks/cancel`
+    /// kills its process group.
+    pub task: TaskSupport,
 }
 
 impl CommandTool {
@@ -70,6 +74,7 @@ impl CommandTool {
             env: BTreeMap::new(),
             timeout: DEFAULT_COMMAND_TIMEOUT,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            task: TaskSupport::Forbidden,
         }
     }
 
@@ -82,7 +87,8 @@ impl CommandTool {
             spec.input_schema.clone(),
             move |args, ctx| Ok(run.run(&Value::Object(args), ctx, &runs)),
         )
-        .description(spec.description.clone());
+        .description(spec.description.clone())
+        .task_support(spec.task);
         if let Some(schema) = &spec.output_schema {
             tool = tool.output_schema(schema.clone());
         }

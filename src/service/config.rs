@@ -6,6 +6,7 @@
 //! set it), never written in the JSON.
 
 use super::command::{CommandTool, DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT_BYTES};
+use crate::protocol::tasks::{TaskOptions, TaskSupport};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -39,6 +40,7 @@ pub const KEYS: &[&str] = &[
     "commands.NAME.env",
     "commands.NAME.timeoutMs",
     "commands.NAME.maxOutputBytes",
+    "commands.NAME.task",
     "http",
     "http.allowedOrigins",
     "http.allowedHosts",
@@ -84,11 +86,18 @@ pub const KEYS: &[&str] = &[
     "mcpServers.NAME.perSession",
     "mcpServers.NAME.maxSessions",
     "mcpServers.NAME.protocol",
+    "mcpServers.NAME.task",
     "mcpServers.NAME.restart",
     "mcpServers.NAME.restart.intensity",
     "mcpServers.NAME.restart.periodMs",
     "mcpServers.NAME.restart.backoffMs",
     "maxNameLength",
+    "skills",
+    "tasks",
+    "tasks.ttlMs",
+    "tasks.pollIntervalMs",
+    "tasks.maxTasks",
+    "tasks.maxRunning",
 ];
 
 /// Default time limit of a call relayed to an upstream (`timeoutMs`); its
@@ -171,6 +180,9 @@ pub struct UpstreamConfig {
     /// `protocol` (default [`UpstreamProtocol::Auto`]): the generation
     /// the gateway speaks to it.
     pub protocol: UpstreamProtocol,
+    /// `task`: whether calls of its tools run as tasks for clients that
+    /// follow tasks (default forbidden).
+    pub task: TaskSupport,
 }
 
 /// `mcpServers.NAME.protocol`: which protocol generation the gateway
@@ -297,6 +309,10 @@ pub struct Config {
     pub upstreams: BTreeMap<String, UpstreamConfig>,
     /// `maxNameLength` (default [`DEFAULT_MAX_NAME_LENGTH`]).
     pub max_name_length: usize,
+    /// `skills`: directories of Agent Skills to serve (the skills extension).
+    pub skills: Vec<PathBuf>,
+    /// `tasks`: how tasks are kept (default [`TaskOptions::default`]).
+    pub tasks: TaskOptions,
 }
 
 impl Default for Config {
@@ -315,6 +331,8 @@ impl Default for Config {
             metrics: None,
             upstreams: BTreeMap::new(),
             max_name_length: DEFAULT_MAX_NAME_LENGTH,
+            skills: Vec::new(),
+            tasks: TaskOptions::default(),
         }
     }
 }
@@ -573,6 +591,12 @@ impl Reader<'_> {
             }
             self.check_namespaces(&c)?;
         }
+        if let Some(s) = o.get("skills") {
+            c.skills = self.strings(s, "skills")?.into_iter().map(PathBuf::from).collect();
+        }
+        if let Some(t) = o.get("tasks") {
+            c.tasks = self.tasks(t)?;
+        }
         if let Some(m) = o.get("metrics") {
             let addr = self.string(m, "metrics")?;
             metrics_addr(&addr).map_err(|e| self.error("metrics", e))?;
@@ -777,6 +801,7 @@ impl Reader<'_> {
             per_session,
             max_sessions,
             protocol,
+            task: self.task_support(o, path)?,
         })
     }
 
@@ -895,6 +920,43 @@ impl Reader<'_> {
             Some(n) => self.positive(n, &join(path, "maxOutputBytes"))? as usize,
             None => DEFAULT_MAX_OUTPUT_BYTES,
         };
+        t.task = self.task_support(o, path)?;
+        Ok(t)
+    }
+
+    /// `task`: `forbidden` (default), `optional` or `required`.
+    fn task_support(&self, o: &Map<String, Value>, path: &str) -> Result<TaskSupport, ConfigError> {
+        let at = join(path, "task");
+        match o.get("task") {
+            None => Ok(TaskSupport::Forbidden),
+            Some(v) => match self.string(v, &at)?.as_str() {
+                "forbidden" => Ok(TaskSupport::Forbidden),
+                "optional" => Ok(TaskSupport::Optional),
+                "required" => Ok(TaskSupport::Required),
+                other => Err(self.error(
+                    &at,
+                    format!("{other:?}: expected \"forbidden\", \"optional\" or \"required\""),
+                )),
+            },
+        }
+    }
+
+    /// `tasks`: how the daemon keeps tasks.
+    fn tasks(&self, v: &Value) -> Result<TaskOptions, ConfigError> {
+        let o = self.object(v, "tasks", "tasks")?;
+        let mut t = TaskOptions::default();
+        if let Some(ms) = o.get("ttlMs") {
+            t.ttl = Duration::from_millis(self.positive(ms, "tasks.ttlMs")?);
+        }
+        if let Some(ms) = o.get("pollIntervalMs") {
+            t.poll_interval = Duration::from_millis(self.positive(ms, "tasks.pollIntervalMs")?);
+        }
+        if let Some(n) = o.get("maxTasks") {
+            t.max_tasks = self.positive(n, "tasks.maxTasks")? as usize;
+        }
+        if let Some(n) = o.get("maxRunning") {
+            t.max_running = self.positive(n, "tasks.maxRunning")? as usize;
+        }
         Ok(t)
     }
 

@@ -12,7 +12,7 @@ use super::notify::Notifier;
 use super::state::{State, COMMANDS_SOURCE};
 use crate::protocol::{EngineOptions, Source};
 use crate::serve::ListenOptions;
-use crate::server::Server;
+use crate::server::{Server, SkillsDir, DEFAULT_SKILLS_POLL_INTERVAL};
 use crate::sync::lock;
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::BTreeMap;
@@ -200,6 +200,7 @@ fn prepare(config: &Config, runs: &Arc<Runs>) -> Result<(Server, ListenOptions),
     if let Some(n) = config.max_inflight_per_session {
         engine.max_inflight_per_session = n;
     }
+    engine.tasks = config.tasks.clone();
     let options = listen_options(config)?;
     let source = commands(config, runs)?;
     let mut builder = Server::builder("mcpvisor", env!("CARGO_PKG_VERSION"))
@@ -214,7 +215,10 @@ fn prepare(config: &Config, runs: &Arc<Runs>) -> Result<(Server, ListenOptions),
             .enable_prompts()
             .enable_completions();
     }
-    let server = builder.build().map_err(|e| e.to_string())?;
+    for dir in &config.skills {
+        builder = builder.skills_dir(dir);
+    }
+    let server = builder.build().map_err(|e| format!("skills: {e}"))?;
     server
         .replace_source(COMMANDS_SOURCE, source)
         .map_err(|e| e.to_string())?;
@@ -272,6 +276,10 @@ impl Daemon {
             .intensity(r.intensity, r.period)
             .on_event(move |e| watched.event(e))
             .child(self.state.server.engine().task_sweeper());
+        for dir in &self.config.skills {
+            let engine = self.state.server.engine();
+            root = root.child(SkillsDir::new(dir).watcher(engine, DEFAULT_SKILLS_POLL_INTERVAL));
+        }
         // Upstreams first: they stop after the listeners that reach them.
         match self.upstreams(&self.config) {
             Ok(children) => root = children.into_iter().fold(root, SupervisorSpec::child),

@@ -244,6 +244,15 @@ impl Metrics {
         let _ = writeln!(o, "mcpvisor_commands_running {}", state.runs.running());
         family(
             &mut o,
+            "mcpvisor_tasks",
+            "gauge",
+            "Tasks kept now (the tasks extension), by status.",
+        );
+        for (status, n) in state.server.engine().task_counts() {
+            let _ = writeln!(o, "mcpvisor_tasks{{status=\"{}\"}} {n}", status.as_str());
+        }
+        family(
+            &mut o,
             "mcpvisor_reloads_total",
             "counter",
             "Configuration reloads (SIGHUP), by result.",

@@ -155,6 +155,13 @@ impl State {
             "upstreams": upstreams,
             "commandsRunning": self.runs.running(),
             "requestsInFlight": self.server.engine().inflight(),
+            "tasks": self
+                .server
+                .engine()
+                .task_counts()
+                .into_iter()
+                .map(|(s, n)| (s.as_str().to_owned(), Value::from(n)))
+                .collect::<serde_json::Map<_, _>>(),
             "reloads": {"ok": ok, "failed": failed},
             "failedUpstreams": *lock(&self.failed),
         })
@@ -207,6 +214,14 @@ impl State {
             self.runs.running(),
             self.server.engine().inflight()
         );
+        let tasks: Vec<String> = self
+            .server
+            .engine()
+            .task_counts()
+            .into_iter()
+            .map(|(s, n)| format!("{} {n}", s.as_str()))
+            .collect();
+        let _ = writeln!(o, "tasks: {}", tasks.join(", "));
         o
     }
 }

@@ -30,6 +30,8 @@ pub(crate) struct Link {
     pub timeout: Duration,
     /// Largest tool result passed on whole (as JSON).
     pub max_output_bytes: usize,
+    /// Whether its tools' calls may run as tasks here (`task`).
+    pub task: crate::protocol::tasks::TaskSupport,
 }
 
 /// Where an entry's requests go: the upstream's one shared connection, or
@@ -124,6 +126,9 @@ pub(crate) struct Tool {
 impl ToolEntry for Tool {
     fn definition(&self) -> &Value {
         &self.definition
+    }
+    fn task_support(&self) -> crate::protocol::tasks::TaskSupport {
+        self.route.shared.task
     }
     fn call(&self, arguments: &Value, ctx: &Context) -> Result<Value, ErrorObject> {
         let params = json!({"name": self.original, "arguments": arguments});

@@ -170,6 +170,7 @@ impl Link {
             client,
             timeout: cfg.timeout,
             max_output_bytes: cfg.max_output_bytes,
+            task: cfg.task,
         }
     }
 }
