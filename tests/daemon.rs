@@ -701,3 +701,147 @@ fn sigterm_past_the_shutdown_timeout_cancels_the_rest_and_kills_their_commands()
     });
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A stateless HTTP client of `url` that follows tasks.
+fn task_client(url: &str) -> Client {
+    let options = ClientOptions {
+        generation: mcpvisor::client::Generation::Stateless,
+        tasks: true,
+        ..Default::default()
+    };
+    Client::connect(Connection::http(url).unwrap(), options).unwrap()
+}
+
+#[test]
+fn a_command_task_outlives_its_request_and_its_client_and_tasks_cancel_kills_its_group() {
+    use mcpvisor::client::ToolCall;
+    let dir = scratch("task-command");
+    let pidfile = dir.join("pid");
+    let control = dir.join("control");
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "control": control,
+        "metrics": "127.0.0.1:0",
+        "commands": {
+            // The pid of a child in the command's group, then a long wait.
+            "backup": {
+                "argv": ["sh", "-c", format!("sleep 600 & echo $! > {}; wait", pidfile.display())],
+                "task": "optional",
+                "timeoutMs": 600000
+            },
+            "quick": {"argv": ["echo", "done"], "task": "required"}
+        }
+    });
+    let d = Daemon::spawn(configured(&dir, &config));
+    let url = d.line("listening on ");
+    let metrics = d.line("metrics at ");
+
+    let first = task_client(&url);
+    let ToolCall::Task(task) = first.call_tool_as_task("backup", json!({})).unwrap() else {
+        panic!("a task was expected");
+    };
+    assert_eq!(task.created()["status"], "working");
+    let id = task.id().to_owned();
+    // The request was answered, and the command runs on.
+    let pid = pid_in(&pidfile);
+    assert!(common::alive(pid));
+    first.close();
+    drop(first);
+
+    // Another connection follows the same task by its id.
+    let second = task_client(&url);
+    let again = second.task(&id);
+    assert_eq!(again.get().unwrap()["status"], "working");
+    assert_eq!(status_json(&control)["tasks"]["working"], 1);
+    again.cancel().unwrap();
+    common::eventually("the task cancelled", || {
+        let t = again.get().map_err(|e| e.to_string())?;
+        (t["status"] == "cancelled").then_some(()).ok_or(t.to_string())
+    });
+    gone(pid, "the task's command after tasks/cancel");
+
+    // A required task is followed to its end by a plain call_tool.
+    let r = second.call_tool("quick", json!({})).unwrap();
+    assert_eq!(r["content"][0]["text"].as_str().unwrap().trim(), "done", "{r}");
+    // A client that does not follow tasks is refused a required one.
+    let plain = Client::connect(Connection::http(&url).unwrap(), ClientOptions::default()).unwrap();
+    match plain.call_tool("quick", json!({})) {
+        Err(mcpvisor::client::ClientError::Rpc(e)) => assert_eq!(e.code, -32021, "{e}"),
+        other => panic!("expected -32021, got {other:?}"),
+    }
+
+    let status = status_json(&control);
+    assert_eq!(status["tasks"]["cancelled"], 1, "{status}");
+    assert_eq!(status["tasks"]["completed"], 1, "{status}");
+    let (_, body) = scrape(&metrics);
+    assert!(body.contains("mcpvisor_tasks{status=\"cancelled\"} 1"), "{body}");
+    assert!(body.contains("mcpvisor_tasks{status=\"completed\"} 1"), "{body}");
+    assert_eq!(d.stop(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_skill_changed_on_disk_changes_its_digest_and_the_old_entry_refuses_it() {
+    let dir = scratch("skills");
+    let skills = dir.join("skills");
+    let skill = skills.join("notes");
+    std::fs::create_dir_all(skill.join("refs")).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: notes\ndescription: Keep notes short.\n---\nSee refs/STYLE.md.\n",
+    )
+    .unwrap();
+    let style = skill.join("refs/STYLE.md");
+    std::fs::write(&style, "Short sentences.\n").unwrap();
+    let config = json!({"listen": ["http://127.0.0.1:0/mcp"], "skills": [skills]});
+    let d = Daemon::start(configured(&dir, &config));
+    for generation in [
+        mcpvisor::client::Generation::Sessions,
+        mcpvisor::client::Generation::Stateless,
+    ] {
+        let options = ClientOptions {
+            generation,
+            ..Default::default()
+        };
+        let c = Client::connect(Connection::http(&d.url).unwrap(), options).unwrap();
+        assert!(c.serves_skills());
+        let listed = c.list_skills().unwrap();
+        assert_eq!(listed.len(), 1);
+        let s = &listed[0];
+        assert_eq!(s.uri, "skill://notes/SKILL.md");
+        let md = c.read_skill_file(s, &s.uri).unwrap();
+        assert!(String::from_utf8(md).unwrap().contains("refs/STYLE.md"));
+        let uri = "skill://notes/refs/STYLE.md";
+        assert_eq!(c.read_skill_file(s, uri).unwrap(), b"Short sentences.\n");
+        assert_eq!(c.get_skill(&s.uri).unwrap(), *s);
+    }
+    let c = task_client(&d.url);
+    let old = c.get_skill("skill://notes/SKILL.md").unwrap();
+    let uri = "skill://notes/refs/STYLE.md";
+    let digest_of = |s: &mcpvisor::model::skill::Skill| {
+        s.files.as_ref().unwrap().iter().find(|f| f.uri == uri).unwrap().digest.clone()
+    };
+    // Same length, other bytes: only the digest tells.
+    std::fs::write(&style, "Brief sentence!!\n").unwrap();
+    let new = common::eventually("the changed file's digest", || {
+        let s = c.get_skill("skill://notes/SKILL.md").map_err(|e| e.to_string())?;
+        (digest_of(&s) != digest_of(&old)).then_some(s).ok_or("unchanged".to_owned())
+    });
+    match c.read_skill_file(&old, uri) {
+        Err(mcpvisor::client::ClientError::Skill(mcpvisor::model::skill::SkillError::Digest { .. })) => {}
+        other => panic!("the old entry must refuse the new bytes: {other:?}"),
+    }
+    assert_eq!(c.read_skill_file(&new, uri).unwrap(), b"Brief sentence!!\n");
+    // Longer: the size tells first.
+    std::fs::write(&style, "Long sentences, and more of them.\n").unwrap();
+    common::eventually("the changed file's size", || {
+        let s = c.get_skill("skill://notes/SKILL.md").map_err(|e| e.to_string())?;
+        (digest_of(&s) != digest_of(&new)).then_some(()).ok_or("unchanged".to_owned())
+    });
+    match c.read_skill_file(&new, uri) {
+        Err(mcpvisor::client::ClientError::Skill(mcpvisor::model::skill::SkillError::Size { .. })) => {}
+        other => panic!("a longer file must fail on its size: {other:?}"),
+    }
+    assert_eq!(d.stop(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}

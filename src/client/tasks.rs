@@ -216,4 +216,16 @@ impl Client {
         )?;
         ToolCall::of(self, result)
     }
+
+    /// The task `id`, to follow from this client: one started on another
+    /// connection, or before a restart (clients should keep the ids of
+    /// their tasks).
+    pub fn task(&self, id: &str) -> TaskHandle {
+        TaskHandle {
+            client: self.clone(),
+            id: id.to_owned(),
+            poll: DEFAULT_TASK_POLL,
+            created: json!({"taskId": id}),
+        }
+    }
 }

@@ -151,7 +151,10 @@ impl SkillsDir {
         let engine = Arc::downgrade(engine);
         let name = format!("skills-watcher {}", self.root.display());
         supervisor::ChildSpec::worker(name, move |ctx| {
-            let mut seen = dir.fingerprint();
+            // Nothing seen yet: the first look reloads (a change between
+            // the first load and this worker's start is not missed; an
+            // unchanged catalog announces nothing).
+            let mut seen = Vec::new();
             while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
                 ctx.stop_signal().recv_timeout(every)
             {

@@ -1,0 +1,243 @@
+//! The tasks extension (SEP-2663) through the library, in both
+//! generations: a call answered with a task, its questions asked through
+//! `tasks/get` and answered with `tasks/update`, a handler that asks first
+//! and detaches, cancellation reaching the handler, and bounded storage.
+
+mod common;
+
+use common::eventually;
+use mcpvisor::client::{Client, ClientError, ClientOptions, Generation, ToolCall};
+use mcpvisor::protocol::{EngineOptions, TaskOptions, TaskStatus};
+use mcpvisor::server::{Server, TaskSupport, Tool, ToolError, ToolResult};
+use mcpvisor::transport::memory;
+use serde_json::{json, Map, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn no_args() -> Value {
+    json!({"type": "object"})
+}
+
+fn ask_name() -> Value {
+    json!({
+        "message": "Your name?",
+        "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}
+    })
+}
+
+fn server(tasks: TaskOptions, cancelled: Arc<AtomicBool>) -> Server {
+    Server::builder("tasks", "1")
+        .options(EngineOptions {
+            tasks,
+            ..Default::default()
+        })
+        .tool(
+            Tool::new("instant", no_args(), |_, _| Ok(ToolResult::text("now")))
+                .task_support(TaskSupport::Optional),
+        )
+        .tool(
+            Tool::new("ask", no_args(), |_, ctx| {
+                let a = ctx.elicit(ask_name(), Duration::from_secs(60))?;
+                Ok(ToolResult::text(format!("got {}", a["content"]["name"])))
+            })
+            .task_support(TaskSupport::Optional),
+        )
+        .tool(
+            Tool::new("wait", no_args(), move |_, ctx| {
+                let _ = ctx.cancelled().recv_timeout(Duration::from_secs(60));
+                cancelled.store(ctx.is_cancelled(), Ordering::SeqCst);
+                Err(ToolError::new("stopped"))
+            })
+            .task_support(TaskSupport::Optional),
+        )
+        .tool(
+            Tool::new("then_task", no_args(), |_, ctx| {
+                let a = ctx.elicit(ask_name(), Duration::from_secs(60))?;
+                let became = ctx.detach();
+                Ok(ToolResult::text(format!(
+                    "{became} {} {}",
+                    a["content"]["name"],
+                    ctx.task_id().is_some()
+                )))
+            })
+            .task_support(TaskSupport::Optional)
+            .detach_in_handler(),
+        )
+        .build()
+        .unwrap()
+}
+
+fn client(s: &Server, generation: Generation, tasks: bool) -> Client {
+    let (a, b) = memory::pair();
+    s.serve_memory(a).unwrap();
+    let options = ClientOptions {
+        generation,
+        tasks,
+        elicitation: Some(Arc::new(|_| {
+            Ok(json!({"action": "accept", "content": {"name": "Ada"}}))
+        })),
+        ..Default::default()
+    };
+    Client::connect(b.into_connection(), options).unwrap()
+}
+
+const BOTH: [Generation; 2] = [Generation::Sessions, Generation::Stateless];
+
+fn text(r: &Value) -> &str {
+    r["content"][0]["text"].as_str().unwrap_or_default()
+}
+
+#[test]
+fn a_task_asks_through_tasks_get_and_completes_in_both_generations() {
+    let s = server(TaskOptions::default(), Arc::default());
+    for generation in BOTH {
+        let c = client(&s, generation, true);
+        // Followed to its end by a plain call.
+        assert_eq!(text(&c.call_tool("ask", json!({})).unwrap()), "got \"Ada\"");
+        // Handed over, and answered by hand.
+        let ToolCall::Task(t) = c.call_tool_as_task("ask", json!({})).unwrap() else {
+            panic!("a task was expected ({generation:?})");
+        };
+        let created = t.created();
+        assert_eq!(created["resultType"], "task");
+        assert!(created["ttlMs"].as_u64().unwrap() > 0);
+        assert!(created.get("requestState").is_none());
+        let asked = eventually("the question", || {
+            let d = t.get().map_err(|e| e.to_string())?;
+            (d["status"] == "input_required").then_some(d.clone()).ok_or(d.to_string())
+        });
+        assert_eq!(asked["resultType"], "complete");
+        let requests = asked["inputRequests"].as_object().unwrap();
+        assert_eq!(requests.len(), 1);
+        let (key, request) = requests.iter().next().unwrap();
+        assert_eq!(request["method"], "elicitation/create");
+        t.update(Map::from_iter([(
+            key.clone(),
+            json!({"action": "accept", "content": {"name": "Bo"}}),
+        )]))
+        .unwrap();
+        assert_eq!(text(&t.wait(Some(Duration::from_secs(30))).unwrap()), "got \"Bo\"");
+        let done = t.get().unwrap();
+        assert_eq!(done["status"], "completed");
+        assert!(done["result"].get("_meta").is_none_or(|m| m.get("io.modelcontextprotocol/related-task").is_none()));
+    }
+}
+
+#[test]
+fn without_the_extension_calls_are_plain_and_task_methods_refused() {
+    let s = server(TaskOptions::default(), Arc::default());
+    for generation in BOTH {
+        let c = client(&s, generation, false);
+        let r = c.call_tool("instant", json!({})).unwrap();
+        assert_eq!(text(&r), "now");
+        assert_ne!(r["resultType"], "task");
+        for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+            match c.request(method, json!({"taskId": "x", "inputResponses": {}})) {
+                Err(ClientError::Rpc(e)) => {
+                    assert_eq!(e.code, -32021, "{method}: {e}");
+                    let data = e.data.unwrap();
+                    assert!(data["requiredCapabilities"]["extensions"]["io.modelcontextprotocol/tasks"].is_object());
+                }
+                other => panic!("{method}: {other:?}"),
+            }
+        }
+        let with = client(&s, generation, true);
+        for method in ["tasks/result", "tasks/list"] {
+            match with.request(method, json!({"taskId": "x"})) {
+                Err(ClientError::Rpc(e)) => assert_eq!(e.code, -32601, "{method}"),
+                other => panic!("{method}: {other:?}"),
+            }
+        }
+        match with.request("tasks/get", json!({"taskId": "no-such-task"})) {
+            Err(ClientError::Rpc(e)) => assert_eq!(e.code, -32602),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_handler_asks_as_a_plain_call_then_detaches_into_a_task() {
+    let s = server(TaskOptions::default(), Arc::default());
+    for generation in BOTH {
+        let c = client(&s, generation, true);
+        let ToolCall::Task(t) = c.call_tool_as_task("then_task", json!({})).unwrap() else {
+            panic!("the handler detached ({generation:?})");
+        };
+        let r = t.wait(Some(Duration::from_secs(30))).unwrap();
+        assert_eq!(text(&r), "true \"Ada\" true");
+        // A client that follows no tasks: the handler runs on as a plain call.
+        let plain = client(&s, generation, false);
+        let r = plain.call_tool("then_task", json!({})).unwrap();
+        assert_eq!(text(&r), "false \"Ada\" false");
+    }
+}
+
+#[test]
+fn tasks_cancel_reaches_the_handler_and_the_task_stays_cancelled() {
+    let flag = Arc::new(AtomicBool::new(false));
+    let s = server(TaskOptions::default(), flag.clone());
+    let c = client(&s, Generation::Stateless, true);
+    let ToolCall::Task(t) = c.call_tool_as_task("wait", json!({})).unwrap() else {
+        panic!("a task was expected");
+    };
+    t.cancel().unwrap();
+    eventually("the handler saw it", || {
+        flag.load(Ordering::SeqCst).then_some(()).ok_or("not yet".into())
+    });
+    assert_eq!(t.get().unwrap()["status"], "cancelled");
+    // Idempotent on an ended task.
+    t.cancel().unwrap();
+    assert!(matches!(t.wait(None), Err(ClientError::Cancelled)));
+}
+
+#[test]
+fn task_storage_stays_bounded_under_10000_abandoned_tasks() {
+    let s = server(TaskOptions::default(), Arc::default());
+    let c = client(&s, Generation::Sessions, true);
+    let (mut tasks, mut plain) = (0, 0);
+    for _ in 0..10_000 {
+        match c.call_tool_as_task("instant", json!({})).unwrap() {
+            ToolCall::Task(_) => tasks += 1,
+            ToolCall::Done(r) => {
+                assert_eq!(text(&r), "now");
+                plain += 1;
+            }
+        }
+    }
+    let max = mcpvisor::protocol::tasks::DEFAULT_MAX_TASKS;
+    assert_eq!(tasks, max, "tasks made until storage was full");
+    assert_eq!(plain, 10_000 - max, "then served as plain calls");
+    let kept: usize = s.engine().task_counts().iter().map(|(_, n)| n).sum();
+    assert_eq!(kept, max);
+}
+
+#[test]
+fn expired_tasks_are_dropped_and_make_room() {
+    let options = TaskOptions {
+        ttl: Duration::from_millis(300),
+        max_tasks: 4,
+        ..Default::default()
+    };
+    let s = server(options, Arc::default());
+    let c = client(&s, Generation::Stateless, true);
+    let first: Vec<_> = (0..4)
+        .map(|_| match c.call_tool_as_task("instant", json!({})).unwrap() {
+            ToolCall::Task(t) => t,
+            ToolCall::Done(_) => panic!("room for four"),
+        })
+        .collect();
+    assert!(matches!(c.call_tool_as_task("instant", json!({})).unwrap(), ToolCall::Done(_)));
+    eventually("a task again once the first expired", || {
+        match c.call_tool_as_task("instant", json!({})).map_err(|e| e.to_string())? {
+            ToolCall::Task(_) => Ok(()),
+            ToolCall::Done(_) => Err("still full".into()),
+        }
+    });
+    match first[0].get() {
+        Err(ClientError::Rpc(e)) => assert_eq!(e.code, -32602, "an expired task is unknown"),
+        other => panic!("{other:?}"),
+    }
+    let counts = s.engine().task_counts();
+    assert!(counts.iter().all(|(st, n)| *st == TaskStatus::Completed || *n == 0), "{counts:?}");
+}
