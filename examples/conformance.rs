@@ -530,7 +530,10 @@ fn build(peer_timeout: Duration) -> Result<Server, mcpvisor::server::BuildError>
         b = b.tool(t);
     }
     let engine = Arc::new(OnceLock::new());
-    for t in stateless_tools(engine.clone()).into_iter().chain(task_tools()) {
+    for t in stateless_tools(engine.clone())
+        .into_iter()
+        .chain(task_tools())
+    {
         b = b.tool(t);
     }
     // The skills extension's scenarios (SEP-2640) read these.

@@ -756,13 +756,19 @@ fn a_command_task_outlives_its_request_and_its_client_and_tasks_cancel_kills_its
     again.cancel().unwrap();
     common::eventually("the task cancelled", || {
         let t = again.get().map_err(|e| e.to_string())?;
-        (t["status"] == "cancelled").then_some(()).ok_or(t.to_string())
+        (t["status"] == "cancelled")
+            .then_some(())
+            .ok_or(t.to_string())
     });
     gone(pid, "the task's command after tasks/cancel");
 
     // A required task is followed to its end by a plain call_tool.
     let r = second.call_tool("quick", json!({})).unwrap();
-    assert_eq!(r["content"][0]["text"].as_str().unwrap().trim(), "done", "{r}");
+    assert_eq!(
+        r["content"][0]["text"].as_str().unwrap().trim(),
+        "done",
+        "{r}"
+    );
     // A client that does not follow tasks is refused a required one.
     let plain = Client::connect(Connection::http(&url).unwrap(), ClientOptions::default()).unwrap();
     match plain.call_tool("quick", json!({})) {
@@ -774,8 +780,14 @@ fn a_command_task_outlives_its_request_and_its_client_and_tasks_cancel_kills_its
     assert_eq!(status["tasks"]["cancelled"], 1, "{status}");
     assert_eq!(status["tasks"]["completed"], 1, "{status}");
     let (_, body) = scrape(&metrics);
-    assert!(body.contains("mcpvisor_tasks{status=\"cancelled\"} 1"), "{body}");
-    assert!(body.contains("mcpvisor_tasks{status=\"completed\"} 1"), "{body}");
+    assert!(
+        body.contains("mcpvisor_tasks{status=\"cancelled\"} 1"),
+        "{body}"
+    );
+    assert!(
+        body.contains("mcpvisor_tasks{status=\"completed\"} 1"),
+        "{body}"
+    );
     assert_eq!(d.stop(), Some(0));
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -819,27 +831,46 @@ fn a_skill_changed_on_disk_changes_its_digest_and_the_old_entry_refuses_it() {
     let old = c.get_skill("skill://notes/SKILL.md").unwrap();
     let uri = "skill://notes/refs/STYLE.md";
     let digest_of = |s: &mcpvisor::model::skill::Skill| {
-        s.files.as_ref().unwrap().iter().find(|f| f.uri == uri).unwrap().digest.clone()
+        s.files
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|f| f.uri == uri)
+            .unwrap()
+            .digest
+            .clone()
     };
     // Same length, other bytes: only the digest tells.
     std::fs::write(&style, "Brief sentence!!\n").unwrap();
     let new = common::eventually("the changed file's digest", || {
-        let s = c.get_skill("skill://notes/SKILL.md").map_err(|e| e.to_string())?;
-        (digest_of(&s) != digest_of(&old)).then_some(s).ok_or("unchanged".to_owned())
+        let s = c
+            .get_skill("skill://notes/SKILL.md")
+            .map_err(|e| e.to_string())?;
+        (digest_of(&s) != digest_of(&old))
+            .then_some(s)
+            .ok_or("unchanged".to_owned())
     });
     match c.read_skill_file(&old, uri) {
-        Err(mcpvisor::client::ClientError::Skill(mcpvisor::model::skill::SkillError::Digest { .. })) => {}
+        Err(mcpvisor::client::ClientError::Skill(mcpvisor::model::skill::SkillError::Digest {
+            ..
+        })) => {}
         other => panic!("the old entry must refuse the new bytes: {other:?}"),
     }
     assert_eq!(c.read_skill_file(&new, uri).unwrap(), b"Brief sentence!!\n");
     // Longer: the size tells first.
     std::fs::write(&style, "Long sentences, and more of them.\n").unwrap();
     common::eventually("the changed file's size", || {
-        let s = c.get_skill("skill://notes/SKILL.md").map_err(|e| e.to_string())?;
-        (digest_of(&s) != digest_of(&new)).then_some(()).ok_or("unchanged".to_owned())
+        let s = c
+            .get_skill("skill://notes/SKILL.md")
+            .map_err(|e| e.to_string())?;
+        (digest_of(&s) != digest_of(&new))
+            .then_some(())
+            .ok_or("unchanged".to_owned())
     });
     match c.read_skill_file(&new, uri) {
-        Err(mcpvisor::client::ClientError::Skill(mcpvisor::model::skill::SkillError::Size { .. })) => {}
+        Err(mcpvisor::client::ClientError::Skill(mcpvisor::model::skill::SkillError::Size {
+            ..
+        })) => {}
         other => panic!("a longer file must fail on its size: {other:?}"),
     }
     assert_eq!(d.stop(), Some(0));

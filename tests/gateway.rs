@@ -1035,3 +1035,54 @@ fn questions_are_relayed_between_both_generations_each_way() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_relayed_call_runs_as_a_task_and_the_upstream_s_question_waits_in_it() {
+    use mcpvisor::client::{Generation, ToolCall};
+    let dir = scratch("gateway-tasks");
+    let server = common::asking_server("asker");
+    let http = server
+        .start_http(
+            mcpvisor::transport::http::HttpOptions::default()
+                .with_bind("127.0.0.1:0".parse().unwrap()),
+        )
+        .unwrap();
+    let url = format!("http://{}/mcp", http.local_addr());
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "mcpServers": {"up": {"url": url, "required": true, "task": "optional"}},
+    });
+    let g = start(&dir, &config);
+    for generation in [Generation::Sessions, Generation::Stateless] {
+        let options = ClientOptions {
+            generation,
+            tasks: true,
+            elicitation: Some(Arc::new(|_: Value| {
+                Ok(json!({"action": "accept", "content": {"name": "Alice"}}))
+            })),
+            ..Default::default()
+        };
+        let c = Client::connect(Connection::http(&g.url).unwrap(), options).unwrap();
+        let ToolCall::Task(t) = c.call_tool_as_task("up__ask", json!({})).unwrap() else {
+            panic!("{generation:?}: the relayed call was to be a task");
+        };
+        // The upstream's elicitation waits in the task.
+        let asked = eventually("the relayed question", || {
+            let d = t.get().map_err(|e| e.to_string())?;
+            (d["status"] == "input_required")
+                .then_some(d.clone())
+                .ok_or(d.to_string())
+        });
+        let (_, q) = asked["inputRequests"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .next()
+            .unwrap();
+        assert_eq!(q["method"], "elicitation/create", "{asked}");
+        let r = t.wait(Some(Duration::from_secs(30))).unwrap();
+        assert_eq!(text(&r), "2026-07-28 Alice", "{generation:?}: {r}");
+        c.close();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -105,7 +105,9 @@ fn a_task_asks_through_tasks_get_and_completes_in_both_generations() {
         assert!(created.get("requestState").is_none());
         let asked = eventually("the question", || {
             let d = t.get().map_err(|e| e.to_string())?;
-            (d["status"] == "input_required").then_some(d.clone()).ok_or(d.to_string())
+            (d["status"] == "input_required")
+                .then_some(d.clone())
+                .ok_or(d.to_string())
         });
         assert_eq!(asked["resultType"], "complete");
         let requests = asked["inputRequests"].as_object().unwrap();
@@ -117,10 +119,15 @@ fn a_task_asks_through_tasks_get_and_completes_in_both_generations() {
             json!({"action": "accept", "content": {"name": "Bo"}}),
         )]))
         .unwrap();
-        assert_eq!(text(&t.wait(Some(Duration::from_secs(30))).unwrap()), "got \"Bo\"");
+        assert_eq!(
+            text(&t.wait(Some(Duration::from_secs(30))).unwrap()),
+            "got \"Bo\""
+        );
         let done = t.get().unwrap();
         assert_eq!(done["status"], "completed");
-        assert!(done["result"].get("_meta").is_none_or(|m| m.get("io.modelcontextprotocol/related-task").is_none()));
+        assert!(done["result"]
+            .get("_meta")
+            .is_none_or(|m| m.get("io.modelcontextprotocol/related-task").is_none()));
     }
 }
 
@@ -137,7 +144,9 @@ fn without_the_extension_calls_are_plain_and_task_methods_refused() {
                 Err(ClientError::Rpc(e)) => {
                     assert_eq!(e.code, -32021, "{method}: {e}");
                     let data = e.data.unwrap();
-                    assert!(data["requiredCapabilities"]["extensions"]["io.modelcontextprotocol/tasks"].is_object());
+                    assert!(data["requiredCapabilities"]["extensions"]
+                        ["io.modelcontextprotocol/tasks"]
+                        .is_object());
                 }
                 other => panic!("{method}: {other:?}"),
             }
@@ -183,7 +192,9 @@ fn tasks_cancel_reaches_the_handler_and_the_task_stays_cancelled() {
     };
     t.cancel().unwrap();
     eventually("the handler saw it", || {
-        flag.load(Ordering::SeqCst).then_some(()).ok_or("not yet".into())
+        flag.load(Ordering::SeqCst)
+            .then_some(())
+            .ok_or("not yet".into())
     });
     assert_eq!(t.get().unwrap()["status"], "cancelled");
     // Idempotent on an ended task.
@@ -222,14 +233,22 @@ fn expired_tasks_are_dropped_and_make_room() {
     let s = server(options, Arc::default());
     let c = client(&s, Generation::Stateless, true);
     let first: Vec<_> = (0..4)
-        .map(|_| match c.call_tool_as_task("instant", json!({})).unwrap() {
-            ToolCall::Task(t) => t,
-            ToolCall::Done(_) => panic!("room for four"),
-        })
+        .map(
+            |_| match c.call_tool_as_task("instant", json!({})).unwrap() {
+                ToolCall::Task(t) => t,
+                ToolCall::Done(_) => panic!("room for four"),
+            },
+        )
         .collect();
-    assert!(matches!(c.call_tool_as_task("instant", json!({})).unwrap(), ToolCall::Done(_)));
+    assert!(matches!(
+        c.call_tool_as_task("instant", json!({})).unwrap(),
+        ToolCall::Done(_)
+    ));
     eventually("a task again once the first expired", || {
-        match c.call_tool_as_task("instant", json!({})).map_err(|e| e.to_string())? {
+        match c
+            .call_tool_as_task("instant", json!({}))
+            .map_err(|e| e.to_string())?
+        {
             ToolCall::Task(_) => Ok(()),
             ToolCall::Done(_) => Err("still full".into()),
         }
@@ -239,5 +258,10 @@ fn expired_tasks_are_dropped_and_make_room() {
         other => panic!("{other:?}"),
     }
     let counts = s.engine().task_counts();
-    assert!(counts.iter().all(|(st, n)| *st == TaskStatus::Completed || *n == 0), "{counts:?}");
+    assert!(
+        counts
+            .iter()
+            .all(|(st, n)| *st == TaskStatus::Completed || *n == 0),
+        "{counts:?}"
+    );
 }

@@ -54,12 +54,18 @@ impl Client {
         let item = r["contents"]
             .as_array()
             .and_then(|c| c.iter().find(|i| i["uri"] == uri).or_else(|| c.first()))
-            .ok_or_else(|| ClientError::Protocol(format!("resources/read of {uri}: no contents")))?;
+            .ok_or_else(|| {
+                ClientError::Protocol(format!("resources/read of {uri}: no contents"))
+            })?;
         let bytes = match (&item["text"], &item["blob"]) {
             (Value::String(t), _) => t.as_bytes().to_vec(),
             (_, Value::String(b)) => base64_decode(b)
                 .ok_or_else(|| ClientError::Protocol(format!("{uri}: the blob is not base64")))?,
-            _ => return Err(ClientError::Protocol(format!("{uri}: neither text nor blob"))),
+            _ => {
+                return Err(ClientError::Protocol(format!(
+                    "{uri}: neither text nor blob"
+                )))
+            }
         };
         skill.verify(uri, &bytes).map_err(ClientError::Skill)?;
         Ok(bytes)

@@ -123,9 +123,11 @@ impl TaskHandle {
                 Some("completed") => return Ok(task.get("result").cloned().unwrap_or(json!({}))),
                 Some("failed") => {
                     let e = task.get("error").cloned().unwrap_or(Value::Null);
-                    return Err(ClientError::Rpc(ErrorObject::from_value(&e).unwrap_or_else(
-                        || ErrorObject::internal(format!("task {} failed: {e}", self.id)),
-                    )));
+                    return Err(ClientError::Rpc(
+                        ErrorObject::from_value(&e).unwrap_or_else(|| {
+                            ErrorObject::internal(format!("task {} failed: {e}", self.id))
+                        }),
+                    ));
                 }
                 Some("cancelled") => return Err(ClientError::Cancelled),
                 Some("input_required") => {

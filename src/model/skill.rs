@@ -134,7 +134,11 @@ pub fn frontmatter(text: &str) -> Result<Map<String, Value>, String> {
     let mut yaml = String::new();
     let mut closed = false;
     for line in lines {
-        if line.trim_end_matches(['\r', '\n']).trim_end_matches([' ', '\t']) == "---" {
+        if line
+            .trim_end_matches(['\r', '\n'])
+            .trim_end_matches([' ', '\t'])
+            == "---"
+        {
             closed = true;
             break;
         }
@@ -256,8 +260,15 @@ impl Skill {
 
     /// The extension's rules for an entry.
     pub fn check(&self) -> Result<(), String> {
-        let name = self.name().ok_or("frontmatter.name (a string) is required")?;
-        if !self.frontmatter.get("description").and_then(Value::as_str).is_some_and(|d| !d.is_empty()) {
+        let name = self
+            .name()
+            .ok_or("frontmatter.name (a string) is required")?;
+        if !self
+            .frontmatter
+            .get("description")
+            .and_then(Value::as_str)
+            .is_some_and(|d| !d.is_empty())
+        {
             return Err("frontmatter.description (a non-empty string) is required".into());
         }
         let root = self.root();
@@ -275,14 +286,21 @@ impl Skill {
             if !seen.insert(f.uri.as_str()) {
                 return Err(format!("{} is listed twice", f.uri));
             }
-            let inside = f.uri == self.uri
-                || f.uri.strip_prefix(root).is_some_and(|r| r.starts_with('/'));
+            let inside =
+                f.uri == self.uri || f.uri.strip_prefix(root).is_some_and(|r| r.starts_with('/'));
             if !inside {
                 return Err(format!("{} lies outside the skill {root}", f.uri));
             }
             let hex = f.digest.strip_prefix("sha256:").unwrap_or_default();
-            if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
-                return Err(format!("{}: digest {:?} is not sha256:<64 hex>", f.uri, f.digest));
+            if hex.len() != 64
+                || !hex
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            {
+                return Err(format!(
+                    "{}: digest {:?} is not sha256:<64 hex>",
+                    f.uri, f.digest
+                ));
             }
         }
         if !seen.contains(self.uri.as_str()) {
@@ -408,18 +426,33 @@ mod tests {
         let uri = e.uri.clone();
         assert_eq!(e.verify(&uri, MD.as_bytes()), Ok(()));
         let same_length = MD.replace("Body.", "Evil!");
-        assert!(matches!(e.verify(&uri, same_length.as_bytes()), Err(SkillError::Digest { .. })));
+        assert!(matches!(
+            e.verify(&uri, same_length.as_bytes()),
+            Err(SkillError::Digest { .. })
+        ));
         let longer = format!("{MD}more");
-        assert!(matches!(e.verify(&uri, longer.as_bytes()), Err(SkillError::Size { .. })));
-        assert!(matches!(e.verify("skill://pdf-processing/x", b""), Err(SkillError::NotListed(_))));
+        assert!(matches!(
+            e.verify(&uri, longer.as_bytes()),
+            Err(SkillError::Size { .. })
+        ));
+        assert!(matches!(
+            e.verify("skill://pdf-processing/x", b""),
+            Err(SkillError::NotListed(_))
+        ));
         // Digest and size match the file, but it says something else.
-        let changed = MD.replace("Extract, fill, and assemble PDF documents", "Exfiltrate credentials");
+        let changed = MD.replace(
+            "Extract, fill, and assemble PDF documents",
+            "Exfiltrate credentials",
+        );
         let mut lying = e.clone();
         lying.files = Some(vec![SkillFile {
             uri: uri.clone(),
             digest: digest(changed.as_bytes()),
             size: changed.len() as u64,
         }]);
-        assert!(matches!(lying.verify(&uri, changed.as_bytes()), Err(SkillError::Frontmatter { .. })));
+        assert!(matches!(
+            lying.verify(&uri, changed.as_bytes()),
+            Err(SkillError::Frontmatter { .. })
+        ));
     }
 }

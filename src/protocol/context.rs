@@ -8,8 +8,8 @@
 use super::cancel::CancelToken;
 use super::input::{Asked, InputRequest, Round};
 use super::outbound::{CallError, Outbound, Wait};
-use super::tasks::Task;
 use super::sink::{Outgoing, Sink};
+use super::tasks::Task;
 use super::Engine;
 use crate::jsonrpc::{self, ErrorObject, Request, RequestId};
 use crate::model::{LogLevel, ProtocolVersion};
@@ -134,9 +134,9 @@ impl fmt::Display for PeerError {
             PeerError::InputRequired => {
                 f.write_str("the client must answer first (the request will be retried)")
             }
-            PeerError::Stateless => f.write_str(
-                "a 2026-07-28 client or a task takes no requests but input requests",
-            ),
+            PeerError::Stateless => {
+                f.write_str("a 2026-07-28 client or a task takes no requests but input requests")
+            }
         }
     }
 }
@@ -286,9 +286,9 @@ impl Context {
             return false;
         }
         state.task = Some(task.clone());
-        let created = self
-            .engine()
-            .shape(&self.method, self.protocol.version, task.created_result());
+        let created =
+            self.engine()
+                .shape(&self.method, self.protocol.version, task.created_result());
         self.sink.send(Outgoing::Response {
             id: Some(self.request_id.clone()),
             message: jsonrpc::result_response(&self.request_id, created),
@@ -358,9 +358,7 @@ impl Context {
             return false;
         };
         let mut state = lock(&self.state);
-        if state.task.is_some()
-            || state.finished
-            || state.last.is_some_and(|last| progress <= last)
+        if state.task.is_some() || state.finished || state.last.is_some_and(|last| progress <= last)
         {
             log::debug!(
                 "progress {progress} for request {} dropped (finished or not increasing)",
@@ -550,9 +548,8 @@ impl Context {
             // answered when it became one.
             drop(state);
             let version = self.protocol.version;
-            return task.settle(
-                outcome.map(|v| crate::model::adapt::result(&self.method, version, v)),
-            );
+            return task
+                .settle(outcome.map(|v| crate::model::adapt::result(&self.method, version, v)));
         }
         let out = if self.cancel.is_cancelled() {
             Outgoing::Suppressed {

@@ -388,7 +388,9 @@ impl Engine {
             while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
                 ctx.stop_signal().recv_timeout(TASK_SWEEP_INTERVAL)
             {
-                let Some(engine) = engine.upgrade() else { break };
+                let Some(engine) = engine.upgrade() else {
+                    break;
+                };
                 let n = engine.tasks.sweep();
                 if n > 0 {
                     log::info!("{n} expired task(s) dropped");

@@ -19,7 +19,9 @@ fn cursor(req: &Request) -> Result<Option<&str>, ErrorObject> {
     match param(req, "cursor") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(c)) => Ok(Some(c)),
-        Some(_) => Err(ErrorObject::invalid_params("params.cursor must be a string")),
+        Some(_) => Err(ErrorObject::invalid_params(
+            "params.cursor must be a string",
+        )),
     }
 }
 
@@ -70,7 +72,8 @@ pub(crate) fn get(session: &Arc<Session>, req: &Request) -> Result<Value, ErrorO
 pub(crate) fn read_directory(session: &Arc<Session>, req: &Request) -> Result<Value, ErrorObject> {
     let view = offered(session, req)?;
     let dir = uri(req)?.trim_end_matches('/');
-    let inside = |root: &str| dir == root || dir.strip_prefix(root).is_some_and(|r| r.starts_with('/'));
+    let inside =
+        |root: &str| dir == root || dir.strip_prefix(root).is_some_and(|r| r.starts_with('/'));
     let mut children: BTreeMap<String, Value> = BTreeMap::new();
     let mut is_root = false;
     for skill in view.skills.values().filter(|s| inside(s.root())) {
@@ -103,7 +106,10 @@ pub(crate) fn read_directory(session: &Arc<Session>, req: &Request) -> Result<Va
     }
     let (items, next) = page(&children, cursor(req)?, session.engine.options.page_size)?;
     let mut m = Map::new();
-    m.insert("resources".into(), Value::Array(items.into_iter().cloned().collect()));
+    m.insert(
+        "resources".into(),
+        Value::Array(items.into_iter().cloned().collect()),
+    );
     if let Some(n) = next {
         m.insert("nextCursor".into(), n.into());
     }

@@ -30,10 +30,10 @@ pub use crate::model::{
     base64, Completion, CompletionRef, CompletionRequest, Content, ResourceContents,
     MAX_COMPLETION_VALUES,
 };
+pub use crate::protocol::tasks::TaskSupport;
 pub use entries::PassThroughTool;
 pub use prompt::{CompletionHandler, Prompt, PromptArgument, PromptHandler, PromptResult, Role};
 pub use resource::{Resource, ResourceHandler, ResourceTemplate, TemplateHandler};
-pub use crate::protocol::tasks::TaskSupport;
 pub use skills::{SkillsDir, DEFAULT_SKILLS_POLL_INTERVAL};
 pub use tool::{Tool, ToolError, ToolHandler, ToolResult};
 pub use uri_template::UriTemplate;

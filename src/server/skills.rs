@@ -85,7 +85,8 @@ fn segment(name: &std::ffi::OsStr) -> Option<&str> {
     let s = name.to_str()?;
     let ok = !s.is_empty()
         && !s.starts_with('.')
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b));
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b));
     ok.then_some(s)
 }
 
@@ -162,7 +163,9 @@ impl SkillsDir {
                 if now == seen {
                     continue;
                 }
-                let Some(engine) = engine.upgrade() else { break };
+                let Some(engine) = engine.upgrade() else {
+                    break;
+                };
                 match dir.serve(&engine) {
                     Ok(()) => log::info!("skills in {} reloaded", dir.root.display()),
                     Err(e) => log::warn!("skills in {}: {e}", dir.root.display()),
@@ -175,7 +178,11 @@ impl SkillsDir {
 }
 
 /// Every folder under `dir` (itself included) with its URI path.
-fn walk_dirs(dir: &Path, path: &mut Vec<String>, out: &mut Vec<(PathBuf, Vec<String>)>) -> io::Result<()> {
+fn walk_dirs(
+    dir: &Path,
+    path: &mut Vec<String>,
+    out: &mut Vec<(PathBuf, Vec<String>)>,
+) -> io::Result<()> {
     if !path.is_empty() {
         out.push((dir.to_path_buf(), path.clone()));
     } else if let Some(name) = dir.canonicalize()?.file_name().and_then(segment) {
@@ -240,8 +247,9 @@ fn load_skill(dir: &Path, path: &[String]) -> Result<(Skill, Vec<SkillResource>)
     }
     if files.len() > MAX_SKILL_FILES || total > MAX_SKILL_BYTES {
         return Err(format!(
-            "{} files, {total} bytes: more than {MAX_SKILL_FILES} files or {MAX_SKILL_BYTES} bytes"
-        , files.len()));
+            "{} files, {total} bytes: more than {MAX_SKILL_FILES} files or {MAX_SKILL_BYTES} bytes",
+            files.len()
+        ));
     }
     let skill = Skill {
         uri,
@@ -255,11 +263,14 @@ fn load_skill(dir: &Path, path: &[String]) -> Result<(Skill, Vec<SkillResource>)
 /// Every regular file under `dir` with its path segments (dot-files,
 /// unaddressable names and symbolic links left out).
 fn walk_files(dir: &Path, path: &mut Vec<String>, out: &mut Vec<(PathBuf, Vec<String>)>) {
-    let Ok(entries) = fs::read_dir(dir) else { return };
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
     let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
     entries.sort_by_key(|e| e.file_name());
     for e in entries {
-        let (Ok(kind), Some(name)) = (e.file_type(), segment(&e.file_name()).map(str::to_owned)) else {
+        let (Ok(kind), Some(name)) = (e.file_type(), segment(&e.file_name()).map(str::to_owned))
+        else {
             continue;
         };
         path.push(name);
@@ -273,7 +284,9 @@ fn walk_files(dir: &Path, path: &mut Vec<String>, out: &mut Vec<(PathBuf, Vec<St
 }
 
 fn fingerprint(dir: &Path, out: &mut Vec<(PathBuf, u64, Option<SystemTime>)>) {
-    let Ok(entries) = fs::read_dir(dir) else { return };
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
     for e in entries.filter_map(Result::ok) {
         let Ok(meta) = e.metadata() else { continue };
         if meta.is_dir() {
@@ -298,15 +311,30 @@ mod tests {
     fn loads_skills_with_digests_and_leaves_out_broken_ones() {
         let dir = std::env::temp_dir().join(format!("mcpvisor-skills-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
-        write(&dir, "pdf/SKILL.md", "---\nname: pdf\ndescription: PDFs\n---\nUse it.\n");
+        write(
+            &dir,
+            "pdf/SKILL.md",
+            "---\nname: pdf\ndescription: PDFs\n---\nUse it.\n",
+        );
         write(&dir, "pdf/references/FORMS.md", "forms");
         write(&dir, "pdf/.hidden", "x");
-        write(&dir, "acme/billing/SKILL.md", "---\nname: billing\ndescription: Bills\n---\n");
-        write(&dir, "wrong/SKILL.md", "---\nname: other\ndescription: d\n---\n");
+        write(
+            &dir,
+            "acme/billing/SKILL.md",
+            "---\nname: billing\ndescription: Bills\n---\n",
+        );
+        write(
+            &dir,
+            "wrong/SKILL.md",
+            "---\nname: other\ndescription: d\n---\n",
+        );
         write(&dir, "nofront/SKILL.md", "no frontmatter");
         let source = SkillsDir::new(&dir).load().unwrap();
         let uris: Vec<_> = source.skills.iter().map(|s| s.uri.as_str()).collect();
-        assert_eq!(uris, ["skill://acme/billing/SKILL.md", "skill://pdf/SKILL.md"]);
+        assert_eq!(
+            uris,
+            ["skill://acme/billing/SKILL.md", "skill://pdf/SKILL.md"]
+        );
         let pdf = &source.skills[1];
         let files = pdf.files.as_ref().unwrap();
         assert_eq!(files.len(), 2, "{files:?}");

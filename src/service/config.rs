@@ -592,7 +592,11 @@ impl Reader<'_> {
             self.check_namespaces(&c)?;
         }
         if let Some(s) = o.get("skills") {
-            c.skills = self.strings(s, "skills")?.into_iter().map(PathBuf::from).collect();
+            c.skills = self
+                .strings(s, "skills")?
+                .into_iter()
+                .map(PathBuf::from)
+                .collect();
         }
         if let Some(t) = o.get("tasks") {
             c.tasks = self.tasks(t)?;

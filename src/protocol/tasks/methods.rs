@@ -65,5 +65,8 @@ pub(crate) fn cancel(session: &Arc<Session>, req: &Request) -> Result<Value, Err
 }
 
 fn ack() -> Value {
-    Value::Object(Map::from_iter([("resultType".to_owned(), json!("complete"))]))
+    Value::Object(Map::from_iter([(
+        "resultType".to_owned(),
+        json!("complete"),
+    )]))
 }

@@ -23,8 +23,8 @@
 pub(crate) mod methods;
 mod task;
 
-pub use task::TaskStatus;
 pub(crate) use task::Task;
+pub use task::TaskStatus;
 
 use super::context::Context;
 use super::session_id::new_session_id;
@@ -217,8 +217,13 @@ pub(crate) fn start(
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&task_ctx)))
                 .unwrap_or_else(|_| {
                     let msg = super::pool::take_panic_report();
-                    log::error!("task {} panicked: {msg}", task_ctx.task_id().unwrap_or_default());
-                    Err(ErrorObject::internal("internal error: the task's handler panicked"))
+                    log::error!(
+                        "task {} panicked: {msg}",
+                        task_ctx.task_id().unwrap_or_default()
+                    );
+                    Err(ErrorObject::internal(
+                        "internal error: the task's handler panicked",
+                    ))
                 });
             task_ctx.finish(outcome);
         });

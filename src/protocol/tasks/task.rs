@@ -148,7 +148,10 @@ impl Task {
                 m.insert("result".into(), st.result.clone().unwrap_or(json!({})));
             }
             TaskStatus::Failed => {
-                let e = st.error.clone().unwrap_or_else(|| ErrorObject::internal("failed"));
+                let e = st
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| ErrorObject::internal("failed"));
                 m.insert("error".into(), e.to_value());
             }
             TaskStatus::Working | TaskStatus::Cancelled => {}
@@ -289,7 +292,14 @@ mod tests {
         assert_eq!(v["status"], "working");
         assert_eq!(v["ttlMs"], 60000);
         assert_eq!(v["pollIntervalMs"], 250);
-        for absent in ["task", "result", "error", "inputRequests", "ttl", "pollInterval"] {
+        for absent in [
+            "task",
+            "result",
+            "error",
+            "inputRequests",
+            "ttl",
+            "pollInterval",
+        ] {
             assert!(v.get(absent).is_none(), "{absent}");
         }
     }
@@ -344,7 +354,12 @@ mod tests {
         t.update(&Map::from_iter([(keys[0].clone(), accept.clone())]));
         let d = t.detailed();
         assert_eq!(d["status"], "input_required");
-        let open: Vec<_> = d["inputRequests"].as_object().unwrap().keys().cloned().collect();
+        let open: Vec<_> = d["inputRequests"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
         assert_eq!(open, vec![keys[1].clone()]);
         t.update(&Map::from_iter([
             ("never-asked".to_owned(), json!(1)),
