@@ -263,12 +263,8 @@ impl Skill {
         let name = self
             .name()
             .ok_or("frontmatter.name (a string) is required")?;
-        if !self
-            .frontmatter
-            .get("description")
-            .and_then(Value::as_str)
-            .is_some_and(|d| !d.is_empty())
-        {
+        let description = self.frontmatter.get("description").and_then(Value::as_str);
+        if description.is_none_or(str::is_empty) {
             return Err("frontmatter.description (a non-empty string) is required".into());
         }
         let root = self.root();
