@@ -510,10 +510,15 @@ fn status_shows_the_tree_metrics_parse_and_the_journal_gets_priorities() {
     let ids: Vec<&str> = children.iter().map(|c| c["id"].as_str().unwrap()).collect();
     assert_eq!(
         ids,
-        [format!("listener {url}").as_str(), "control", "metrics"]
+        [
+            "engine-task-sweeper",
+            format!("listener {url}").as_str(),
+            "control",
+            "metrics"
+        ]
     );
     assert_eq!(
-        children[0]["subtree"]["children"].as_array().unwrap().len(),
+        children[1]["subtree"]["children"].as_array().unwrap().len(),
         2,
         "{s}"
     );

@@ -101,6 +101,7 @@ fn the_debian_package_holds_everything_and_lintian_finds_no_error() {
         "./etc/mcpvisor/mcpvisor.json",
         "./usr/share/doc/mcpvisor/copyright",
         "./usr/share/doc/mcpvisor/changelog.Debian.gz",
+        "./usr/share/lintian/overrides/mcpvisor",
     ] {
         assert!(files.contains(f), "{f} missing from:\n{listing}");
     }

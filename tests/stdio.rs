@@ -122,6 +122,11 @@ fn lists_are_deterministic_and_complete() {
     assert_eq!(
         names(&r, "resources", "uri"),
         [
+            // examples/skills (the skills extension's files are resources)
+            "skill://acme/code-review/SKILL.md",
+            "skill://acme/code-review/checklists/CORRECTNESS.md",
+            "skill://pdf-processing/SKILL.md",
+            "skill://pdf-processing/references/FORMS.md",
             "test://static-binary",
             "test://static-text",
             "test://watched-resource"

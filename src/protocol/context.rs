@@ -255,7 +255,7 @@ impl Context {
     /// becomes the task's result. Its questions to the client wait in
     /// `tasks/get` from then on, and its cancellation is `tasks/cancel`.
     ///
-    /// For a tool declared with [`Tool::detach_in_handler`]: it can ask
+    /// For a tool declared with `Tool::detach_in_handler`: it can ask
     /// its questions first, as a plain call (input-required rounds for a
     /// 2026-07-28 client), and go on as a task once it has its answers.
     /// Returns `false`, changing nothing, when this call cannot become a
@@ -263,8 +263,6 @@ impl Context {
     /// the tool forbids tasks, a question of this round is still open,
     /// task storage is full, or it already is one. The handler then goes
     /// on as a plain call.
-    ///
-    /// [`Tool::detach_in_handler`]: crate::server::Tool::detach_in_handler
     pub fn detach(&self) -> bool {
         if self.method != "tools/call"
             || !self
