@@ -217,7 +217,20 @@ fn load_skill(dir: &Path, path: &[String]) -> Result<(Skill, Vec<SkillResource>)
     let mut total = 0u64;
     let mut paths = Vec::new();
     walk_files(dir, &mut Vec::new(), &mut paths);
+    let too_big = |files: usize, total: u64| {
+        format!("more than {MAX_SKILL_FILES} files or {MAX_SKILL_BYTES} bytes ({files} files, {total} bytes)")
+    };
+    if paths.len() > MAX_SKILL_FILES {
+        return Err(too_big(paths.len(), 0));
+    }
     for (file, rel) in paths {
+        // The size first: a huge file is never read.
+        let len = fs::metadata(&file)
+            .map_err(|e| format!("{}: {e}", file.display()))?
+            .len();
+        if total + len > MAX_SKILL_BYTES {
+            return Err(too_big(files.len() + 1, total + len));
+        }
         let bytes = fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
         total += bytes.len() as u64;
         let file_uri = format!("{root}/{}", rel.join("/"));
@@ -245,11 +258,9 @@ fn load_skill(dir: &Path, path: &[String]) -> Result<(Skill, Vec<SkillResource>)
             bytes,
         });
     }
-    if files.len() > MAX_SKILL_FILES || total > MAX_SKILL_BYTES {
-        return Err(format!(
-            "{} files, {total} bytes: more than {MAX_SKILL_FILES} files or {MAX_SKILL_BYTES} bytes",
-            files.len()
-        ));
+    if total > MAX_SKILL_BYTES {
+        // A file grew between its size and its read.
+        return Err(too_big(files.len(), total));
     }
     let skill = Skill {
         uri,
@@ -288,10 +299,11 @@ fn fingerprint(dir: &Path, out: &mut Vec<(PathBuf, u64, Option<SystemTime>)>) {
         return;
     };
     for e in entries.filter_map(Result::ok) {
-        let Ok(meta) = e.metadata() else { continue };
-        if meta.is_dir() {
+        // Symbolic links are not followed (nor served): no loop.
+        let Ok(kind) = e.file_type() else { continue };
+        if kind.is_dir() {
             fingerprint(&e.path(), out);
-        } else {
+        } else if let Ok(meta) = e.metadata() {
             out.push((e.path(), meta.len(), meta.modified().ok()));
         }
     }
@@ -329,6 +341,8 @@ mod tests {
             "---\nname: other\ndescription: d\n---\n",
         );
         write(&dir, "nofront/SKILL.md", "no frontmatter");
+        // A link back up is neither followed nor served (no loop).
+        std::os::unix::fs::symlink(&dir, dir.join("pdf/loop")).unwrap();
         let source = SkillsDir::new(&dir).load().unwrap();
         let uris: Vec<_> = source.skills.iter().map(|s| s.uri.as_str()).collect();
         assert_eq!(
