@@ -663,7 +663,10 @@ impl Client {
         )?;
         match tasks::ToolCall::of(self, result)? {
             tasks::ToolCall::Done(v) => Ok(v),
-            tasks::ToolCall::Task(t) => t.wait_with(None, cancel.as_ref(), on_request.as_ref()),
+            tasks::ToolCall::Task(t) => {
+                let total = self.shared.options.max_total_timeout;
+                t.wait_with(total, cancel.as_ref(), on_request.as_ref())
+            }
         }
     }
     /// `resources/read`.

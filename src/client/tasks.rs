@@ -98,8 +98,9 @@ impl TaskHandle {
     /// Polls until the task ends, answering its questions with the
     /// client's callbacks, and returns its result. A failed task is its
     /// error ([`ClientError::Rpc`]); a cancelled one is
-    /// [`ClientError::Cancelled`]; past `timeout` the task is cancelled
-    /// and this is a [`ClientError::Protocol`] error that says so.
+    /// [`ClientError::Cancelled`]; past `timeout` (and never past the
+    /// task's `ttlMs`) the task is cancelled and this is a
+    /// [`ClientError::Protocol`] error that says so.
     pub fn wait(&self, timeout: Option<Duration>) -> Result<Value, ClientError> {
         self.wait_with(timeout, None, None)
     }
@@ -110,7 +111,18 @@ impl TaskHandle {
         cancel: Option<&CancelToken>,
         on_request: Option<&PeerRequestHandler>,
     ) -> Result<Value, ClientError> {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        // Never past the task's time to live (and a poll): a server that
+        // keeps a task working forever does not keep the caller.
+        let ttl = self
+            .created
+            .get("ttlMs")
+            .and_then(Value::as_u64)
+            .map(|ms| Duration::from_millis(ms) + self.poll * 2);
+        let limit = match (timeout, ttl) {
+            (Some(t), Some(l)) => Some(t.min(l)),
+            (t, l) => t.or(l),
+        };
+        let deadline = limit.map(|t| Instant::now() + t);
         let mut answered: HashSet<String> = HashSet::new();
         let mut poll = self.poll;
         loop {
@@ -157,7 +169,7 @@ impl TaskHandle {
                 let left = d.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     return stop(ClientError::Protocol(format!(
-                        "task {} did not end within {timeout:?}; cancelled",
+                        "task {} did not end within {limit:?}; cancelled",
                         self.id
                     )));
                 }
@@ -174,8 +186,9 @@ impl TaskHandle {
 
     /// Answers to the questions not answered yet (each key once: a poll
     /// that sees a question again before the server took the answer does
-    /// not ask the user twice). A question that cannot be answered is
-    /// answered with an error object the server reports to its handler.
+    /// not ask the user twice). A question the client cannot answer is
+    /// declined (`{"action": "cancel"}`), which the server's check of the
+    /// answer reports to its handler.
     fn answers(
         &self,
         task: &Value,

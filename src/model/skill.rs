@@ -147,11 +147,59 @@ pub fn frontmatter(text: &str) -> Result<Map<String, Value>, String> {
     if !closed {
         return Err("the frontmatter has no closing --- line".into());
     }
+    bounded(&yaml)?;
     let docs = YamlLoader::load_from_str(&yaml).map_err(|e| format!("frontmatter: {e}"))?;
     match docs.into_iter().next().map(json) {
         Some(Value::Object(m)) => Ok(m),
         _ => Err("the frontmatter is not a YAML mapping".into()),
     }
+}
+
+/// Most bytes of frontmatter accepted.
+pub const MAX_FRONTMATTER_BYTES: usize = 64 * 1024;
+/// Deepest nesting of frontmatter accepted.
+pub const MAX_FRONTMATTER_DEPTH: usize = 32;
+
+/// Refuses what a server could make expensive to load (its text reaches
+/// the client): aliases (each would be copied: a few lines can stand for
+/// billions of nodes), deep nesting, size.
+fn bounded(yaml: &str) -> Result<(), String> {
+    use yaml_rust2::parser::{Event, EventReceiver, Parser};
+    if yaml.len() > MAX_FRONTMATTER_BYTES {
+        return Err(format!("frontmatter over {MAX_FRONTMATTER_BYTES} bytes"));
+    }
+    #[derive(Default)]
+    struct Guard {
+        aliases: bool,
+        depth: usize,
+        deepest: usize,
+    }
+    impl EventReceiver for Guard {
+        fn on_event(&mut self, ev: Event) {
+            match ev {
+                Event::Alias(_) => self.aliases = true,
+                Event::SequenceStart(..) | Event::MappingStart(..) => {
+                    self.depth += 1;
+                    self.deepest = self.deepest.max(self.depth);
+                }
+                Event::SequenceEnd | Event::MappingEnd => self.depth = self.depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+    let mut guard = Guard::default();
+    Parser::new_from_str(yaml)
+        .load(&mut guard, false)
+        .map_err(|e| format!("frontmatter: {e}"))?;
+    if guard.aliases {
+        return Err("frontmatter aliases (*name) are not accepted".into());
+    }
+    if guard.deepest > MAX_FRONTMATTER_DEPTH {
+        return Err(format!(
+            "frontmatter nested deeper than {MAX_FRONTMATTER_DEPTH}"
+        ));
+    }
+    Ok(())
 }
 
 /// A YAML node as JSON; keys become strings, non-finite numbers stay text.
@@ -381,6 +429,10 @@ mod tests {
         assert!(frontmatter("no frontmatter").is_err());
         assert!(frontmatter("---\nname: x\n").is_err(), "unclosed");
         assert!(frontmatter("---\n- a\n---\n").is_err(), "not a mapping");
+        let bomb = "---\na: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n---\n";
+        assert!(frontmatter(bomb).unwrap_err().contains("aliases"));
+        let deep = format!("---\nk: {}1{}\n---\n", "[".repeat(40), "]".repeat(40));
+        assert!(frontmatter(&deep).unwrap_err().contains("deeper"));
     }
 
     #[test]

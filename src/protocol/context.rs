@@ -278,7 +278,9 @@ impl Context {
             return false;
         };
         let mut state = lock(&self.state);
-        if state.finished || self.cancel.is_cancelled() {
+        // Checked again under the lock: two threads of one handler
+        // detaching at once make one task, answer once.
+        if state.finished || state.task.is_some() || self.cancel.is_cancelled() {
             drop(state);
             task.cancel("the call ended before it became a task");
             return false;
@@ -452,7 +454,8 @@ impl Context {
             }
         }
         if let Some(task) = self.task() {
-            return task.ask(&questions);
+            // A relayed question also ends with its relay (`with_cancel`).
+            return task.ask(&questions, Some(&self.cancel.receiver()));
         }
         let Some(round) = &self.round else {
             if self.protocol.version.is_stateless() {

@@ -235,7 +235,7 @@ fn call_tool(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
     match tasks::plan(ctx, entry.task_support(), entry.detaches_itself()) {
         tasks::Plan::Refuse(e) => Err(e),
         tasks::Plan::Call => {
-            if entry.detaches_itself() {
+            if entry.detaches_itself() && entry.task_support() != tasks::TaskSupport::Forbidden {
                 ctx.allow_detach();
             }
             entry.call(arguments, ctx)

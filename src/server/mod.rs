@@ -155,7 +155,8 @@ impl ServerBuilder {
             .replace_source(LOCAL_SOURCE, self.source)
             .map_err(|e| BuildError::Schema(e.to_string()))?;
         for dir in &self.skills {
-            dir.serve(&engine).map_err(BuildError::Io)?;
+            dir.serve(&engine)
+                .map_err(|e| BuildError::Schema(format!("{}: {e}", dir.source_id())))?;
         }
         Ok(Server {
             engine,

@@ -109,7 +109,8 @@ impl SkillsDir {
         let mut folders = Vec::new();
         walk_dirs(&self.root, &mut Vec::new(), &mut folders)?;
         for (dir, path) in folders {
-            if !dir.join(SKILL_FILE).is_file() {
+            let md = fs::symlink_metadata(dir.join(SKILL_FILE));
+            if !md.is_ok_and(|m| m.is_file()) {
                 continue;
             }
             match load_skill(&dir, &path) {
@@ -210,7 +211,14 @@ fn walk_dirs(
 fn load_skill(dir: &Path, path: &[String]) -> Result<(Skill, Vec<SkillResource>), String> {
     let root = format!("{SKILL_SCHEME}{}", path.join("/"));
     let uri = format!("{root}/{SKILL_FILE}");
-    let text = fs::read_to_string(dir.join(SKILL_FILE)).map_err(|e| format!("SKILL.md: {e}"))?;
+    let md = dir.join(SKILL_FILE);
+    let meta = fs::symlink_metadata(&md).map_err(|e| format!("SKILL.md: {e}"))?;
+    if !meta.is_file() || meta.len() > MAX_SKILL_BYTES {
+        return Err(format!(
+            "SKILL.md must be a regular file of at most {MAX_SKILL_BYTES} bytes"
+        ));
+    }
+    let text = fs::read_to_string(&md).map_err(|e| format!("SKILL.md: {e}"))?;
     let front = frontmatter(&text)?;
     let mut files = Vec::new();
     let mut resources = Vec::new();

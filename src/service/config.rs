@@ -805,7 +805,17 @@ impl Reader<'_> {
             per_session,
             max_sessions,
             protocol,
-            task: self.task_support(o, path)?,
+            task: match self.task_support(o, path)? {
+                // Its connection ends with the client's session, and a
+                // task outlives that: the two cannot go together.
+                t if per_session && t != TaskSupport::Forbidden => {
+                    return Err(self.error(
+                        &join(path, "task"),
+                        "a perSession upstream's calls cannot run as tasks (its connection ends with the client's session)",
+                    ))
+                }
+                t => t,
+            },
         })
     }
 

@@ -218,7 +218,7 @@ fn prepare(config: &Config, runs: &Arc<Runs>) -> Result<(Server, ListenOptions),
     for dir in &config.skills {
         builder = builder.skills_dir(dir);
     }
-    let server = builder.build().map_err(|e| format!("skills: {e}"))?;
+    let server = builder.build().map_err(|e| e.to_string())?;
     server
         .replace_source(COMMANDS_SOURCE, source)
         .map_err(|e| e.to_string())?;
@@ -619,6 +619,8 @@ impl Daemon {
         config.max_inflight_per_session = self.config.max_inflight_per_session;
         config.supervision.root = self.config.supervision.root;
         config.control = self.config.control.clone();
+        config.skills = self.config.skills.clone();
+        config.tasks = self.config.tasks.clone();
         config.metrics = self.config.metrics.clone();
         self.options = options;
         self.config = config;
@@ -758,6 +760,12 @@ fn restart_only(old: &Config, new: &Config) -> Vec<&'static str> {
     }
     if old.metrics != new.metrics {
         out.push("metrics");
+    }
+    if old.skills != new.skills {
+        out.push("skills");
+    }
+    if old.tasks != new.tasks {
+        out.push("tasks");
     }
     out
 }

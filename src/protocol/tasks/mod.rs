@@ -17,8 +17,8 @@
 //! random bits) and declares the extension may follow it. Storage is
 //! bounded ([`TaskOptions::max_tasks`]); a task is dropped once its
 //! `ttlMs` has passed (a running one is cancelled first), by a supervised
-//! sweeper ([`Engine::task_sweeper`](super::Engine::task_sweeper)) and on
-//! every creation.
+//! sweeper ([`Engine::task_sweeper`](super::Engine::task_sweeper)), when
+//! it is asked for, and when storage is full.
 
 pub(crate) mod methods;
 mod task;
@@ -27,11 +27,12 @@ pub(crate) use task::Task;
 pub use task::TaskStatus;
 
 use super::context::Context;
-use super::session_id::new_session_id;
+use super::session_id::{log_name, new_session_id};
 use crate::jsonrpc::ErrorObject;
 use crate::sync::lock;
 use serde_json::Value;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -60,7 +61,7 @@ pub enum TaskSupport {
 }
 
 /// How tasks are kept.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TaskOptions {
     /// `ttlMs`: how long a task is kept after its creation (default
     /// [`DEFAULT_TASK_TTL`]).
@@ -73,8 +74,10 @@ pub struct TaskOptions {
     /// tool that merely supports tasks runs as a plain call, and one that
     /// requires them is refused with -32603.
     pub max_tasks: usize,
-    /// Tasks running at most (default [`DEFAULT_MAX_RUNNING_TASKS`]), with
-    /// the same fallback.
+    /// Task threads at most (default [`DEFAULT_MAX_RUNNING_TASKS`]), with
+    /// the same fallback; a cancelled or expired task's thread counts until
+    /// its handler returns. (A handler that detaches itself keeps its
+    /// handler-pool thread and does not count.)
     pub max_running: usize,
 }
 
@@ -93,6 +96,19 @@ impl Default for TaskOptions {
 pub(crate) struct Tasks {
     options: TaskOptions,
     map: Mutex<HashMap<String, Arc<Task>>>,
+    // Task threads alive (a cancelled or expired task's thread counts
+    // until its handler returns).
+    threads: AtomicUsize,
+}
+
+/// A task thread's place under [`TaskOptions::max_running`], given back
+/// when dropped.
+struct Running<'a>(&'a AtomicUsize);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Tasks {
@@ -100,24 +116,33 @@ impl Tasks {
         Tasks {
             options,
             map: Mutex::new(HashMap::new()),
+            threads: AtomicUsize::new(0),
         }
     }
 
+    /// A place for one more task thread, if under the bound.
+    fn thread_place(&self) -> Option<Running<'_>> {
+        let n = self.threads.fetch_add(1, Ordering::SeqCst);
+        let place = Running(&self.threads);
+        (n < self.options.max_running).then_some(place)
+    }
+
+    /// Drops a task that never started.
+    fn forget(&self, id: &str) {
+        lock(&self.map).remove(id);
+    }
+
     pub(crate) fn enabled(&self) -> bool {
-        self.options.max_tasks > 0
+        self.options.max_tasks > 0 && self.options.max_running > 0
     }
 
     /// A new working task, stored before anyone learns its id; `None` when
     /// storage is full even after dropping expired tasks.
     pub(crate) fn create(&self) -> Option<Arc<Task>> {
         let mut map = lock(&self.map);
-        let full = |map: &HashMap<String, Arc<Task>>| {
-            let running = map.values().filter(|t| !t.status().is_terminal()).count();
-            map.len() >= self.options.max_tasks || running >= self.options.max_running
-        };
-        if full(&map) {
+        if map.len() >= self.options.max_tasks {
             expire(&mut map, Instant::now());
-            if full(&map) {
+            if map.len() >= self.options.max_tasks {
                 return None;
             }
         }
@@ -208,30 +233,39 @@ pub(crate) fn start(
     ctx: &Context,
     run: impl FnOnce(&Context) -> Result<Value, ErrorObject> + Send + 'static,
 ) -> Option<Value> {
-    let task = ctx.engine().tasks.create()?;
+    let engine = ctx.engine().clone();
+    // Counted before the task exists: a full house makes no task.
+    let place = engine.tasks.thread_place()?;
+    let Some(task) = engine.tasks.create() else {
+        drop(place);
+        return None;
+    };
+    std::mem::forget(place);
     let task_ctx = ctx.for_task(task.clone());
     let created = task.created_result();
+    let name = log_name(&task.id);
+    let thread_engine = engine.clone();
     let spawned = std::thread::Builder::new()
-        .name(format!("mcp-task-{}", &task.id[..8.min(task.id.len())]))
+        .name(format!("mcp-task-{name}"))
         .spawn(move || {
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&task_ctx)))
-                .unwrap_or_else(|_| {
-                    let msg = super::pool::take_panic_report();
-                    log::error!(
-                        "task {} panicked: {msg}",
-                        task_ctx.task_id().unwrap_or_default()
-                    );
-                    Err(ErrorObject::internal(
-                        "internal error: the task's handler panicked",
-                    ))
-                });
+            // Given back when the handler returns, however it ends.
+            let _place = Running(&thread_engine.tasks.threads);
+            let run = std::panic::AssertUnwindSafe(|| run(&task_ctx));
+            let outcome = std::panic::catch_unwind(run).unwrap_or_else(|_| {
+                let id = task_ctx.task_id().unwrap_or_default();
+                log::error!("task {}: its handler panicked", log_name(&id));
+                Err(ErrorObject::internal(
+                    "internal error: the task's handler panicked",
+                ))
+            });
             task_ctx.finish(outcome);
         });
     match spawned {
         Ok(_) => Some(created),
         Err(e) => {
-            log::error!("task {}: no thread: {e}", task.id);
-            task.settle(Err(ErrorObject::internal("no thread for the task")));
+            log::error!("task {name}: no thread: {e}");
+            drop(Running(&engine.tasks.threads));
+            engine.tasks.forget(&task.id);
             None
         }
     }

@@ -72,12 +72,14 @@ struct State {
     error: Option<ErrorObject>,
     /// Open questions by key: `{method, params}`.
     pending: Map<String, Value>,
-    /// Answers to the questions of the current wait, by key.
+    /// Answers not yet taken by the wait that asked them, by key.
     answers: Map<String, Value>,
     /// Keys minted so far: a key is never used twice in a task.
     minted: u64,
-    /// Wakes the handler when its last open question is answered.
-    waker: Option<Sender<()>>,
+    /// Each waiting `ask` (several may wait at once, as a gateway relays
+    /// concurrent questions): its keys, and what wakes it once all are
+    /// answered. Dropped when the task ends, which wakes every one.
+    waiters: Vec<(Vec<String>, Sender<()>)>,
 }
 
 impl Task {
@@ -99,7 +101,7 @@ impl Task {
                 pending: Map::new(),
                 answers: Map::new(),
                 minted: 0,
-                waker: None,
+                waiters: Vec::new(),
             }),
         }
     }
@@ -177,6 +179,8 @@ impl Task {
             }
         }
         st.pending.clear();
+        // Every waiting question ends with the task.
+        st.waiters.clear();
         st.updated = SystemTime::now();
     }
 
@@ -191,22 +195,31 @@ impl Task {
             st.status = TaskStatus::Cancelled;
             st.message = Some(why.to_owned());
             st.pending.clear();
-            st.waker = None;
+            st.waiters.clear();
             st.updated = SystemTime::now();
         }
         self.cancel.cancel();
     }
 
     /// Asks the client `questions` through `tasks/get` and blocks until
-    /// `tasks/update` has answered every one (or the task is cancelled).
-    pub(crate) fn ask(&self, questions: &[InputRequest]) -> Result<Vec<Value>, PeerError> {
+    /// `tasks/update` has answered every one, the task ends or is
+    /// cancelled, `also` (the caller's own cancellation) fires, or the
+    /// longest of the questions' timeouts passes.
+    pub(crate) fn ask(
+        &self,
+        questions: &[InputRequest],
+        also: Option<&Receiver<()>>,
+    ) -> Result<Vec<Value>, PeerError> {
+        if questions.is_empty() {
+            return Ok(Vec::new());
+        }
         let (tx, rx): (Sender<()>, Receiver<()>) = crossbeam_channel::bounded(1);
         let keys: Vec<String> = {
             let mut st = lock(&self.state);
             if st.status.is_terminal() {
                 return Err(PeerError::Cancelled);
             }
-            let keys = questions
+            let keys: Vec<String> = questions
                 .iter()
                 .map(|q| {
                     st.minted += 1;
@@ -216,20 +229,41 @@ impl Task {
                     key
                 })
                 .collect();
-            st.answers.clear();
             st.status = TaskStatus::InputRequired;
             st.updated = SystemTime::now();
-            st.waker = Some(tx);
+            st.waiters.push((keys.clone(), tx));
             keys
         };
+        let timeout = questions
+            .iter()
+            .map(|q| q.timeout)
+            .max()
+            .unwrap_or_default();
         let cancelled = self.cancel.receiver();
-        crossbeam_channel::select! {
-            recv(rx) -> _ => {}
-            recv(cancelled) -> _ => {}
-        }
+        let never = crossbeam_channel::never();
+        let also = also.unwrap_or(&never);
+        // `Some(e)`: the wait ended without its answers.
+        let failed = crossbeam_channel::select! {
+            // A dropped sender: the task ended.
+            recv(rx) -> r => r.err().map(|_| PeerError::Cancelled),
+            recv(cancelled) -> _ => Some(PeerError::Cancelled),
+            recv(also) -> _ => Some(PeerError::Cancelled),
+            default(timeout) => Some(PeerError::Timeout(timeout)),
+        };
         let mut st = lock(&self.state);
-        if self.cancel.is_cancelled() || st.status.is_terminal() {
-            return Err(PeerError::Cancelled);
+        if let Some(e) = failed {
+            // Its questions are withdrawn; the task works on if no other
+            // question is open.
+            for k in &keys {
+                st.pending.remove(k);
+                st.answers.remove(k);
+            }
+            st.waiters.retain(|(k, _)| k != &keys);
+            if st.pending.is_empty() && st.status == TaskStatus::InputRequired {
+                st.status = TaskStatus::Working;
+                st.updated = SystemTime::now();
+            }
+            return Err(e);
         }
         let mut out = Vec::with_capacity(keys.len());
         for (q, key) in questions.iter().zip(&keys) {
@@ -256,13 +290,24 @@ impl Task {
                 took = true;
             }
         }
-        if took && st.pending.is_empty() && st.status == TaskStatus::InputRequired {
-            st.status = TaskStatus::Working;
-            st.updated = SystemTime::now();
-            if let Some(w) = st.waker.take() {
-                let _ = w.try_send(());
-            }
+        if !took {
+            return;
         }
+        // Wake each wait whose questions are all answered.
+        let State {
+            waiters, pending, ..
+        } = &mut *st;
+        waiters.retain(|(keys, wake)| {
+            let done = keys.iter().all(|k| !pending.contains_key(k));
+            if done {
+                let _ = wake.try_send(());
+            }
+            !done
+        });
+        if st.pending.is_empty() && st.status == TaskStatus::InputRequired {
+            st.status = TaskStatus::Working;
+        }
+        st.updated = SystemTime::now();
     }
 }
 
@@ -335,10 +380,13 @@ mod tests {
         let asker = {
             let t = t.clone();
             std::thread::spawn(move || {
-                t.ask(&[
-                    InputRequest::elicit(json!({"message": "a"})),
-                    InputRequest::elicit(json!({"message": "b"})),
-                ])
+                t.ask(
+                    &[
+                        InputRequest::elicit(json!({"message": "a"})),
+                        InputRequest::elicit(json!({"message": "b"})),
+                    ],
+                    None,
+                )
             })
         };
         let keys = loop {
@@ -371,11 +419,32 @@ mod tests {
     }
 
     #[test]
+    fn a_task_that_ends_wakes_its_waiting_questions_and_a_question_times_out() {
+        let t = task();
+        let asker = {
+            let t = t.clone();
+            std::thread::spawn(move || t.ask(&[InputRequest::list_roots()], None))
+        };
+        while t.status() != TaskStatus::InputRequired {
+            std::thread::yield_now();
+        }
+        // The handler failed elsewhere (a relayed call timed out).
+        t.settle(Err(ErrorObject::internal("upstream gone")));
+        assert_eq!(asker.join().unwrap(), Err(PeerError::Cancelled));
+        let t = task();
+        let q = InputRequest::list_roots().timeout(Duration::from_millis(20));
+        assert!(matches!(t.ask(&[q], None), Err(PeerError::Timeout(_))));
+        let d = t.detailed();
+        assert_eq!(d["status"], "working", "the question is withdrawn: {d:?}");
+        assert_eq!(t.ask(&[], None), Ok(vec![]));
+    }
+
+    #[test]
     fn cancel_wakes_a_handler_waiting_for_input() {
         let t = task();
         let asker = {
             let t = t.clone();
-            std::thread::spawn(move || t.ask(&[InputRequest::list_roots()]))
+            std::thread::spawn(move || t.ask(&[InputRequest::list_roots()], None))
         };
         while t.status() != TaskStatus::InputRequired {
             std::thread::yield_now();
