@@ -120,28 +120,27 @@ impl ErrorObject {
     /// -32021 naming the client capability (`sampling`, `elicitation`,
     /// `roots`) the request needed but did not declare.
     pub fn missing_client_capability(capability: &str) -> Self {
-        let mut required = Map::new();
-        required.insert(capability.to_owned(), Value::Object(Map::new()));
-        Self::new(
-            MISSING_CLIENT_CAPABILITY,
-            format!(
-                "this request needs the client capability {capability:?}, which it did not declare"
-            ),
-        )
-        .with_data(serde_json::json!({"requiredCapabilities": required}))
+        Self::missing("capability", capability, |c| c)
     }
     /// -32021 naming the client extension (`io.modelcontextprotocol/tasks`)
     /// the request needed but did not declare in `capabilities.extensions`.
     pub fn missing_client_extension(extension: &str) -> Self {
+        Self::missing(
+            "extension",
+            extension,
+            |e| serde_json::json!({"extensions": e}),
+        )
+    }
+    /// -32021 for `name`, a client `kind` (capability, extension), with
+    /// `data.requiredCapabilities` shaped as `capabilities` holds it.
+    fn missing(kind: &str, name: &str, within: fn(Value) -> Value) -> Self {
         let mut required = Map::new();
-        required.insert(extension.to_owned(), Value::Object(Map::new()));
+        required.insert(name.to_owned(), Value::Object(Map::new()));
         Self::new(
             MISSING_CLIENT_CAPABILITY,
-            format!(
-                "this request needs the client extension {extension:?}, which it did not declare"
-            ),
+            format!("this request needs the client {kind} {name:?}, which it did not declare"),
         )
-        .with_data(serde_json::json!({"requiredCapabilities": {"extensions": required}}))
+        .with_data(serde_json::json!({"requiredCapabilities": within(Value::Object(required))}))
     }
     /// Adds `data`.
     pub fn with_data(mut self, data: Value) -> Self {

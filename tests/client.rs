@@ -311,13 +311,7 @@ fn closing_never_waits_for_a_write_to_a_child_that_stopped_reading() {
 #[test]
 fn streamable_http_against_our_server() {
     let s = server();
-    let http = s
-        .start_http(
-            mcpvisor::transport::http::HttpOptions::default()
-                .with_bind("127.0.0.1:0".parse().unwrap()),
-        )
-        .unwrap();
-    let url = format!("http://{}/mcp", http.local_addr());
+    let (http, url) = common::serve_http(&s);
     let options = ClientOptions {
         sampling: Some(Arc::new(|_| {
             Ok(json!({"role": "assistant", "content": {"type": "text", "text": "s"}, "model": "m"}))

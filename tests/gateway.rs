@@ -942,17 +942,12 @@ fn an_elicitation_relayed_during_a_call_ends_with_the_call() {
         }))
         .build()
         .unwrap();
-    let http = server
-        .start_http(
-            mcpvisor::transport::http::HttpOptions::default()
-                .with_bind("127.0.0.1:0".parse().unwrap()),
-        )
-        .unwrap();
+    let (_http, url) = common::serve_http(&server);
     let config = json!({
         "listen": ["http://127.0.0.1:0/mcp"],
         // The upstream's questions as requests during its call (a
         // stateless upstream asks by ending the call instead).
-        "mcpServers": {"up": {"url": format!("http://{}/mcp", http.local_addr()), "required": true, "protocol": "sessions"}},
+        "mcpServers": {"up": {"url": url, "required": true, "protocol": "sessions"}},
     });
     let g = start(&dir, &config);
     // More unanswered questions than the gateway has threads for an
@@ -997,13 +992,7 @@ fn questions_are_relayed_between_both_generations_each_way() {
     let dir = scratch("gateway-generations");
     // The upstream, in this process over HTTP.
     let server = common::asking_server("asker");
-    let http = server
-        .start_http(
-            mcpvisor::transport::http::HttpOptions::default()
-                .with_bind("127.0.0.1:0".parse().unwrap()),
-        )
-        .unwrap();
-    let url = format!("http://{}/mcp", http.local_addr());
+    let (_http, url) = common::serve_http(&server);
     // `new` by default (auto: the upstream answers server/discover),
     // `old` with a session.
     let config = json!({
@@ -1041,13 +1030,7 @@ fn a_relayed_call_runs_as_a_task_and_the_upstream_s_question_waits_in_it() {
     use mcpvisor::client::{Generation, ToolCall};
     let dir = scratch("gateway-tasks");
     let server = common::asking_server("asker");
-    let http = server
-        .start_http(
-            mcpvisor::transport::http::HttpOptions::default()
-                .with_bind("127.0.0.1:0".parse().unwrap()),
-        )
-        .unwrap();
-    let url = format!("http://{}/mcp", http.local_addr());
+    let (_http, url) = common::serve_http(&server);
     let config = json!({
         "listen": ["http://127.0.0.1:0/mcp"],
         "mcpServers": {"up": {"url": url, "required": true, "task": "optional"}},

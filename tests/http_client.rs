@@ -6,7 +6,6 @@ mod common;
 
 use mcpvisor::client::{Client, ClientError, ClientOptions, Connection};
 use mcpvisor::server::{Server, Tool, ToolResult};
-use mcpvisor::transport::http::HttpOptions;
 use serde_json::json;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -114,10 +113,7 @@ fn failures_reach_the_caller_at_once_and_closing_leaves_nothing_running() {
         }))
         .build()
         .unwrap();
-    let http = server
-        .start_http(HttpOptions::default().with_bind("127.0.0.1:0".parse().unwrap()))
-        .unwrap();
-    let url = format!("http://{}/mcp", http.local_addr());
+    let (http, url) = common::serve_http(&server);
     let (closed_tx, closed_rx) = crossbeam_channel::bounded(1);
     let options = ClientOptions {
         on_closed: Some(Arc::new(move |e| {
@@ -138,10 +134,7 @@ fn failures_reach_the_caller_at_once_and_closing_leaves_nothing_running() {
 
     // Many clients opened and closed: every thread of theirs ends.
     let server = Server::builder("many", "1").build().unwrap();
-    let http = server
-        .start_http(HttpOptions::default().with_bind("127.0.0.1:0".parse().unwrap()))
-        .unwrap();
-    let url = format!("http://{}/mcp", http.local_addr());
+    let (http, url) = common::serve_http(&server);
     for _ in 0..10 {
         let c = Client::connect(Connection::http(&url).unwrap(), ClientOptions::default()).unwrap();
         c.ping().unwrap();

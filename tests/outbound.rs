@@ -3,6 +3,8 @@
 //! named threads, a call's association answers those that belong to it,
 //! and a failing callback costs one error answer, nothing more.
 
+mod common;
+
 use mcpvisor::client::{CallOptions, Client, ClientOptions, Connection, PeerRequestHandler};
 use mcpvisor::server::{Server, Tool, ToolResult};
 use mcpvisor::transport::tcp::{TcpOptions, TcpServer};
@@ -156,13 +158,7 @@ fn over_http_each_calls_requests_reach_its_own_association() {
         ))
         .build()
         .unwrap();
-    let http = server
-        .start_http(
-            mcpvisor::transport::http::HttpOptions::default()
-                .with_bind("127.0.0.1:0".parse().unwrap()),
-        )
-        .unwrap();
-    let url = format!("http://{}/mcp", http.local_addr());
+    let (http, url) = common::serve_http(&server);
     let options = ClientOptions {
         sampling: Some(Arc::new(|_| Ok(sampled("unassociated")))),
         ..Default::default()

@@ -943,13 +943,7 @@ mod client {
             }))
             .build()
             .unwrap();
-        let http = s
-            .start_http(
-                mcpvisor::transport::http::HttpOptions::default()
-                    .with_bind("127.0.0.1:0".parse().unwrap()),
-            )
-            .unwrap();
-        let url = format!("http://{}/mcp", http.local_addr());
+        let (_http, url) = common::serve_http(&s);
         let (o, _heard) = hearing(Generation::Stateless);
         let c = Client::connect(Connection::http(&url).unwrap(), o).unwrap();
         // Each change cancels the stream open (or about to open) and asks

@@ -9,10 +9,7 @@ use serde_json::{json, Value};
 impl Client {
     /// Whether the server declared the skills extension.
     pub fn serves_skills(&self) -> bool {
-        self.server_capabilities()
-            .get("extensions")
-            .and_then(|e| e.get(SKILLS_EXTENSION))
-            .is_some()
+        crate::model::declares_extension(self.server_capabilities(), SKILLS_EXTENSION)
     }
 
     /// `skills/list`, following cursors. An entry that breaks the

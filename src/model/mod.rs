@@ -18,4 +18,13 @@ pub use content::{base64, base64_decode, Content, ResourceContents};
 pub use logging::LogLevel;
 pub use param_header::{param_headers, param_text, ParamHeader, PARAM_HEADER_PREFIX, X_MCP_HEADER};
 pub use timestamp::iso8601;
+
+/// Whether a `capabilities` object (a client's or a server's) declares
+/// the extension `id` (in `extensions`).
+pub fn declares_extension(capabilities: &serde_json::Value, id: &str) -> bool {
+    capabilities
+        .get("extensions")
+        .and_then(|e| e.get(id))
+        .is_some()
+}
 pub use version::ProtocolVersion;

@@ -83,10 +83,7 @@ impl ProtocolContext {
     /// Whether the client declared the extension `id` (in
     /// `capabilities.extensions`).
     pub fn client_extension(&self, id: &str) -> bool {
-        self.client_capabilities()
-            .get("extensions")
-            .and_then(|e| e.get(id))
-            .is_some()
+        crate::model::declares_extension(&self.client_capabilities(), id)
     }
     /// The lowest level of `notifications/message` this request gets:
     /// its own, else (session revisions) the session's. A stateless

@@ -6,7 +6,7 @@
 
 use super::catalog::View;
 use super::context::Context;
-use super::pagination::page;
+use super::pagination::{page, paged};
 use super::session::Session;
 use super::tasks;
 use super::Engine;
@@ -53,18 +53,24 @@ pub(crate) fn route(session: &Session, method: &str) -> Route {
     }
 }
 
-fn params(req: &Request) -> &Map<String, Value> {
+/// A request's params (`{}` when absent).
+pub(crate) fn params(req: &Request) -> &Map<String, Value> {
     static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
     req.params().unwrap_or_else(|| EMPTY.get_or_init(Map::new))
 }
 
-fn required_str<'a>(p: &'a Map<String, Value>, key: &str) -> Result<&'a str, ErrorObject> {
+/// The string `key` of `p`, or -32602 saying it is required.
+pub(crate) fn required_str<'a>(
+    p: &'a Map<String, Value>,
+    key: &str,
+) -> Result<&'a str, ErrorObject> {
     p.get(key)
         .and_then(Value::as_str)
         .ok_or_else(|| ErrorObject::invalid_params(format!("params.{key} (a string) is required")))
 }
 
-fn cursor(req: &Request) -> Result<Option<&str>, ErrorObject> {
+/// `params.cursor`, if any (-32602 when not a string).
+pub(crate) fn cursor(req: &Request) -> Result<Option<&str>, ErrorObject> {
     match params(req).get("cursor") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(c)) => Ok(Some(c)),
@@ -166,12 +172,7 @@ fn listing(
     offered(&session.engine, capability, req.method())?;
     let size = session.engine.options.page_size;
     let (items, next) = select(&session.engine.catalog.view(), cursor(req)?, size)?;
-    let mut m = Map::new();
-    m.insert(key.into(), Value::Array(items));
-    if let Some(n) = next {
-        m.insert("nextCursor".into(), n.into());
-    }
-    Ok(Value::Object(m))
+    Ok(paged(key, items, next))
 }
 
 fn list_tools(session: &Arc<Session>, req: &Request) -> Result<Value, ErrorObject> {

@@ -1,10 +1,22 @@
 //! Opaque-cursor pagination for the list methods, in deterministic key order.
 
 use crate::jsonrpc::ErrorObject;
+use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
 const CURSOR_PREFIX: &str = "c1.";
+
+/// A page as a list result: `items` under `key`, and `nextCursor` when
+/// there is more.
+pub(crate) fn paged(key: &str, items: Vec<Value>, next: Option<String>) -> Value {
+    let mut m = Map::new();
+    m.insert(key.into(), Value::Array(items));
+    if let Some(n) = next {
+        m.insert("nextCursor".into(), n.into());
+    }
+    Value::Object(m)
+}
 
 /// One page of `map` after `cursor`, and the cursor of the next page.
 ///

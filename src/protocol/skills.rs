@@ -3,32 +3,17 @@
 //! transport's thread. A skill's files are ordinary resources of the same
 //! source, read with `resources/read`.
 
-use super::pagination::page;
+use super::dispatch::{cursor, params, required_str};
+use super::pagination::{page, paged};
 use super::session::Session;
 use crate::jsonrpc::{excerpt, ErrorObject, Request};
 use crate::model::skill::DIRECTORY_MIME_TYPE;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-fn param<'a>(req: &'a Request, key: &str) -> Option<&'a Value> {
-    req.params().and_then(|p| p.get(key))
-}
-
-fn cursor(req: &Request) -> Result<Option<&str>, ErrorObject> {
-    match param(req, "cursor") {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(c)) => Ok(Some(c)),
-        Some(_) => Err(ErrorObject::invalid_params(
-            "params.cursor must be a string",
-        )),
-    }
-}
-
 fn uri(req: &Request) -> Result<&str, ErrorObject> {
-    param(req, "uri")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ErrorObject::invalid_params("params.uri (a string) is required"))
+    required_str(params(req), "uri")
 }
 
 /// Skills are offered only by a server that serves some.
@@ -44,15 +29,8 @@ fn offered(session: &Session, req: &Request) -> Result<Arc<super::catalog::View>
 pub(crate) fn list(session: &Arc<Session>, req: &Request) -> Result<Value, ErrorObject> {
     let view = offered(session, req)?;
     let (items, next) = page(&view.skills, cursor(req)?, session.engine.options.page_size)?;
-    let mut m = Map::new();
-    m.insert(
-        "skills".into(),
-        Value::Array(items.into_iter().map(|s| s.to_value()).collect()),
-    );
-    if let Some(n) = next {
-        m.insert("nextCursor".into(), n.into());
-    }
-    Ok(Value::Object(m))
+    let items = items.into_iter().map(|s| s.to_value()).collect();
+    Ok(paged("skills", items, next))
 }
 
 /// `skills/get`: the entry of the skill whose `SKILL.md` is `uri`.
@@ -105,13 +83,9 @@ pub(crate) fn read_directory(session: &Arc<Session>, req: &Request) -> Result<Va
         .with_data(json!({"uri": dir})));
     }
     let (items, next) = page(&children, cursor(req)?, session.engine.options.page_size)?;
-    let mut m = Map::new();
-    m.insert(
-        "resources".into(),
-        Value::Array(items.into_iter().cloned().collect()),
-    );
-    if let Some(n) = next {
-        m.insert("nextCursor".into(), n.into());
-    }
-    Ok(Value::Object(m))
+    Ok(paged(
+        "resources",
+        items.into_iter().cloned().collect(),
+        next,
+    ))
 }

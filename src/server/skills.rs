@@ -136,13 +136,18 @@ impl SkillsDir {
         Ok(())
     }
 
-    /// What the directory holds: every file's path, size and modification
-    /// time (a change of any is a change of the skills).
+    /// What the directory serves: every file's path, size and modification
+    /// time, in order (a change of any is a change of the skills).
     pub fn fingerprint(&self) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
-        let mut out = Vec::new();
-        fingerprint(&self.root, &mut out);
-        out.sort();
-        out
+        let mut files = Vec::new();
+        walk_files(&self.root, &mut Vec::new(), &mut files);
+        files
+            .into_iter()
+            .filter_map(|(path, _)| {
+                let meta = fs::metadata(&path).ok()?;
+                Some((path, meta.len(), meta.modified().ok()))
+            })
+            .collect()
     }
 
     /// A supervised worker named `skills-watcher <dir>` that reloads the
@@ -211,15 +216,6 @@ fn walk_dirs(
 fn load_skill(dir: &Path, path: &[String]) -> Result<(Skill, Vec<SkillResource>), String> {
     let root = format!("{SKILL_SCHEME}{}", path.join("/"));
     let uri = format!("{root}/{SKILL_FILE}");
-    let md = dir.join(SKILL_FILE);
-    let meta = fs::symlink_metadata(&md).map_err(|e| format!("SKILL.md: {e}"))?;
-    if !meta.is_file() || meta.len() > MAX_SKILL_BYTES {
-        return Err(format!(
-            "SKILL.md must be a regular file of at most {MAX_SKILL_BYTES} bytes"
-        ));
-    }
-    let text = fs::read_to_string(&md).map_err(|e| format!("SKILL.md: {e}"))?;
-    let front = frontmatter(&text)?;
     let mut files = Vec::new();
     let mut resources = Vec::new();
     let mut total = 0u64;
@@ -243,18 +239,12 @@ fn load_skill(dir: &Path, path: &[String]) -> Result<(Skill, Vec<SkillResource>)
         total += bytes.len() as u64;
         let file_uri = format!("{root}/{}", rel.join("/"));
         let mime = mime_type(&file);
-        let mut definition = json!({
+        let definition = json!({
             "uri": file_uri,
             "name": rel.join("/"),
             "mimeType": mime,
             "size": bytes.len(),
         });
-        if file_uri == uri {
-            definition["name"] = front.get("name").cloned().unwrap_or(Value::Null);
-            if let Some(d) = front.get("description") {
-                definition["description"] = d.clone();
-            }
-        }
         files.push(SkillFile {
             uri: file_uri,
             digest: digest(&bytes),
@@ -269,6 +259,18 @@ fn load_skill(dir: &Path, path: &[String]) -> Result<(Skill, Vec<SkillResource>)
     if total > MAX_SKILL_BYTES {
         // A file grew between its size and its read.
         return Err(too_big(files.len(), total));
+    }
+    // The frontmatter from the bytes served (and digested): read once.
+    let md = resources
+        .iter_mut()
+        .find(|r| r.definition["uri"] == uri.as_str())
+        .ok_or("SKILL.md must be a regular file")?;
+    let text = std::str::from_utf8(&md.bytes).map_err(|_| "SKILL.md is not UTF-8")?;
+    let front = frontmatter(text)?;
+    // Listed under the skill's name and description.
+    md.definition["name"] = front.get("name").cloned().unwrap_or(Value::Null);
+    if let Some(d) = front.get("description") {
+        md.definition["description"] = d.clone();
     }
     let skill = Skill {
         uri,
@@ -299,21 +301,6 @@ fn walk_files(dir: &Path, path: &mut Vec<String>, out: &mut Vec<(PathBuf, Vec<St
             out.push((e.path(), path.clone()));
         }
         path.pop();
-    }
-}
-
-fn fingerprint(dir: &Path, out: &mut Vec<(PathBuf, u64, Option<SystemTime>)>) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.filter_map(Result::ok) {
-        // Symbolic links are not followed (nor served): no loop.
-        let Ok(kind) = e.file_type() else { continue };
-        if kind.is_dir() {
-            fingerprint(&e.path(), out);
-        } else if let Ok(meta) = e.metadata() {
-            out.push((e.path(), meta.len(), meta.modified().ok()));
-        }
     }
 }
 

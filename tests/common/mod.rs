@@ -586,3 +586,17 @@ pub fn asking_server(name: &str) -> mcpvisor::Server {
         .build()
         .expect("the asking server")
 }
+
+/// `server` over Streamable HTTP on a free loopback port, and its URL
+/// (it serves until the handle is dropped).
+#[cfg(feature = "http")]
+pub fn serve_http(server: &mcpvisor::Server) -> (mcpvisor::transport::http::HttpServer, String) {
+    let http = server
+        .start_http(
+            mcpvisor::transport::http::HttpOptions::default()
+                .with_bind("127.0.0.1:0".parse().unwrap()),
+        )
+        .unwrap();
+    let url = format!("http://{}/mcp", http.local_addr());
+    (http, url)
+}

@@ -3,6 +3,7 @@
 
 use super::{Task, TASKS_EXTENSION};
 use crate::jsonrpc::{ErrorObject, Request};
+use crate::protocol::dispatch::{params, required_str};
 use crate::protocol::session::Session;
 use crate::protocol::stateless::Envelope;
 use serde_json::{json, Map, Value};
@@ -15,18 +16,10 @@ fn named(session: &Arc<Session>, req: &Request) -> Result<Arc<Task>, ErrorObject
         crate::protocol::Phase::Stateless => Envelope::parse(req)?.capabilities,
         _ => session.protocol_context().client_capabilities(),
     };
-    if capabilities
-        .get("extensions")
-        .and_then(|e| e.get(TASKS_EXTENSION))
-        .is_none()
-    {
+    if !crate::model::declares_extension(&capabilities, TASKS_EXTENSION) {
         return Err(ErrorObject::missing_client_extension(TASKS_EXTENSION));
     }
-    let id = req
-        .params()
-        .and_then(|p| p.get("taskId"))
-        .and_then(Value::as_str)
-        .ok_or_else(|| ErrorObject::invalid_params("params.taskId (a string) is required"))?;
+    let id = required_str(params(req), "taskId")?;
     session.engine.tasks.get(id).ok_or_else(|| {
         ErrorObject::invalid_params(format!(
             "Task not found: {} (unknown, or expired)",
@@ -45,7 +38,7 @@ pub(crate) fn get(session: &Arc<Session>, req: &Request) -> Result<Value, ErrorO
 /// `tasks/update`: answers to the task's open questions; an empty ack.
 pub(crate) fn update(session: &Arc<Session>, req: &Request) -> Result<Value, ErrorObject> {
     let task = named(session, req)?;
-    let responses = match req.params().and_then(|p| p.get("inputResponses")) {
+    let responses = match params(req).get("inputResponses") {
         Some(Value::Object(m)) => m,
         _ => {
             return Err(ErrorObject::invalid_params(

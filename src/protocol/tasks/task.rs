@@ -328,6 +328,22 @@ mod tests {
         ))
     }
 
+    /// `questions` asked on a thread of their own, once they are open.
+    fn asking(
+        t: &Arc<Task>,
+        questions: Vec<InputRequest>,
+    ) -> std::thread::JoinHandle<Result<Vec<Value>, PeerError>> {
+        let n = questions.len();
+        let asker = {
+            let t = t.clone();
+            std::thread::spawn(move || t.ask(&questions, None))
+        };
+        while lock(&t.state).pending.len() < n {
+            std::thread::yield_now();
+        }
+        asker
+    }
+
     #[test]
     fn created_result_is_flat_with_integer_milliseconds() {
         let t = task();
@@ -377,27 +393,20 @@ mod tests {
     #[test]
     fn partial_updates_keep_the_task_waiting_for_the_rest() {
         let t = task();
-        let asker = {
-            let t = t.clone();
-            std::thread::spawn(move || {
-                t.ask(
-                    &[
-                        InputRequest::elicit(json!({"message": "a"})),
-                        InputRequest::elicit(json!({"message": "b"})),
-                    ],
-                    None,
-                )
-            })
-        };
-        let keys = loop {
-            let d = t.detailed();
-            if let Some(Value::Object(p)) = d.get("inputRequests") {
-                if p.len() == 2 {
-                    break p.keys().cloned().collect::<Vec<_>>();
-                }
-            }
-            std::thread::yield_now();
-        };
+        let asker = asking(
+            &t,
+            vec![
+                InputRequest::elicit(json!({"message": "a"})),
+                InputRequest::elicit(json!({"message": "b"})),
+            ],
+        );
+        let asked = t.detailed();
+        let keys: Vec<String> = asked["inputRequests"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
         let accept = json!({"action": "accept", "content": {}});
         t.update(&Map::from_iter([(keys[0].clone(), accept.clone())]));
         let d = t.detailed();
@@ -421,13 +430,7 @@ mod tests {
     #[test]
     fn a_task_that_ends_wakes_its_waiting_questions_and_a_question_times_out() {
         let t = task();
-        let asker = {
-            let t = t.clone();
-            std::thread::spawn(move || t.ask(&[InputRequest::list_roots()], None))
-        };
-        while t.status() != TaskStatus::InputRequired {
-            std::thread::yield_now();
-        }
+        let asker = asking(&t, vec![InputRequest::list_roots()]);
         // The handler failed elsewhere (a relayed call timed out).
         t.settle(Err(ErrorObject::internal("upstream gone")));
         assert_eq!(asker.join().unwrap(), Err(PeerError::Cancelled));
@@ -442,13 +445,7 @@ mod tests {
     #[test]
     fn cancel_wakes_a_handler_waiting_for_input() {
         let t = task();
-        let asker = {
-            let t = t.clone();
-            std::thread::spawn(move || t.ask(&[InputRequest::list_roots()], None))
-        };
-        while t.status() != TaskStatus::InputRequired {
-            std::thread::yield_now();
-        }
+        let asker = asking(&t, vec![InputRequest::list_roots()]);
         t.cancel("stop");
         assert_eq!(asker.join().unwrap(), Err(PeerError::Cancelled));
     }
