@@ -36,6 +36,9 @@ pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
 /// MCP 2026-07-28: the request's protocol version is not served (HTTP
 /// 400); `data` carries `supported` and `requested`.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+/// The request needs URL-mode elicitations completed first (2025-11-25,
+/// `URLElicitationRequiredError`).
+pub const URL_ELICITATION_REQUIRED: i64 = -32042;
 
 /// A request id: a string or an integer. `null` is not a valid request id.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -120,27 +123,39 @@ impl ErrorObject {
     /// -32021 naming the client capability (`sampling`, `elicitation`,
     /// `roots`) the request needed but did not declare.
     pub fn missing_client_capability(capability: &str) -> Self {
-        Self::missing("capability", capability, |c| c)
+        // `elicitation.url` is `{"elicitation": {"url": {}}}`.
+        let required = capability
+            .rsplit('.')
+            .fold(Value::Object(Map::new()), |inner, key| {
+                let mut m = Map::new();
+                m.insert(key.to_owned(), inner);
+                Value::Object(m)
+            });
+        Self::missing("capability", capability, required)
     }
     /// -32021 naming the client extension (`io.modelcontextprotocol/tasks`)
     /// the request needed but did not declare in `capabilities.extensions`.
     pub fn missing_client_extension(extension: &str) -> Self {
-        Self::missing(
-            "extension",
-            extension,
-            |e| serde_json::json!({"extensions": e}),
-        )
+        let mut m = Map::new();
+        m.insert(extension.to_owned(), Value::Object(Map::new()));
+        Self::missing("extension", extension, serde_json::json!({"extensions": m}))
     }
     /// -32021 for `name`, a client `kind` (capability, extension), with
     /// `data.requiredCapabilities` shaped as `capabilities` holds it.
-    fn missing(kind: &str, name: &str, within: fn(Value) -> Value) -> Self {
-        let mut required = Map::new();
-        required.insert(name.to_owned(), Value::Object(Map::new()));
+    fn missing(kind: &str, name: &str, required: Value) -> Self {
         Self::new(
             MISSING_CLIENT_CAPABILITY,
             format!("this request needs the client {kind} {name:?}, which it did not declare"),
         )
-        .with_data(serde_json::json!({"requiredCapabilities": within(Value::Object(required))}))
+        .with_data(serde_json::json!({"requiredCapabilities": required}))
+    }
+    /// -32042 (2025-11-25, SEP-1036): the request cannot go on until the
+    /// user has completed the URL-mode elicitations `elicitations` (each
+    /// an `ElicitRequestURLParams`: `mode: "url"`, `message`, `url`,
+    /// `elicitationId`).
+    pub fn url_elicitation_required(message: impl Into<String>, elicitations: Vec<Value>) -> Self {
+        Self::new(URL_ELICITATION_REQUIRED, message)
+            .with_data(serde_json::json!({"elicitations": elicitations}))
     }
     /// Adds `data`.
     pub fn with_data(mut self, data: Value) -> Self {

@@ -21,6 +21,7 @@ mod listen;
 mod skills;
 mod stateless;
 mod tasks;
+mod typed;
 
 pub use crate::protocol::{PeerRequestHandler, ProgressHandler};
 #[cfg(feature = "amqp")]
@@ -32,6 +33,7 @@ pub use crate::transport::reconnect::{Reconnect, DEFAULT_RECONNECT_ATTEMPTS};
 pub use listen::{LISTEN_RENEWAL, RELISTEN_DELAY};
 pub use stateless::{Generation, MAX_INPUT_ROUNDS};
 pub use tasks::{TaskHandle, ToolCall, DEFAULT_TASK_POLL, MIN_TASK_POLL};
+pub use typed::ToolInfo;
 
 use crate::jsonrpc::{self, ErrorObject, Message, Parsed, Request, RequestId};
 use crate::protocol::pool::Pool;
@@ -40,6 +42,7 @@ use crate::sync::lock;
 use crossbeam_channel::Sender;
 use serde_json::{json, Map, Value};
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -135,6 +138,14 @@ pub struct ClientOptions {
     pub name: String,
     /// `clientInfo.version` (default this crate's version).
     pub version: String,
+    /// `clientInfo.title`, for display (default none).
+    pub title: Option<String>,
+    /// `clientInfo.description` (default none).
+    pub description: Option<String>,
+    /// `clientInfo.websiteUrl` (default none).
+    pub website_url: Option<String>,
+    /// `clientInfo.icons` (SEP-973; default none).
+    pub icons: Vec<crate::model::Icon>,
     /// Per-request timeout (default [`DEFAULT_REQUEST_TIMEOUT`]); progress
     /// notifications restart it.
     pub request_timeout: Duration,
@@ -142,9 +153,20 @@ pub struct ClientOptions {
     pub max_total_timeout: Option<Duration>,
     /// Answers `sampling/createMessage`; advertised as a capability only when set.
     pub sampling: Option<RequestHandler>,
-    /// Answers `elicitation/create`; advertised only when set.
+    /// With `sampling`: declares `sampling.tools` (SEP-1577; default
+    /// off), so the server may send `tools` and `toolChoice` and the
+    /// callback may answer with `tool_use` content.
+    pub sampling_tools: bool,
+    /// Answers `elicitation/create`; advertised only when set (form mode).
     pub elicitation: Option<RequestHandler>,
-    /// Answers `roots/list`; advertised only when set.
+    /// With `elicitation`: declares URL mode too (`elicitation.url`,
+    /// SEP-1036; default off): the callback may get `mode: "url"`
+    /// requests (show the URL, answer `accept` once the user agreed to
+    /// open it), and [`on_notification`](Self::on_notification) gets
+    /// `notifications/elicitation/complete`.
+    pub elicitation_url: bool,
+    /// Answers `roots/list`; advertised only when set, with
+    /// `listChanged` (tell the server with [`Client::roots_changed`]).
     pub roots: Option<RequestHandler>,
     /// Receives every notification other than progress and cancellation
     /// (log messages, list changes, resource updates). Default: logged.
@@ -178,6 +200,21 @@ pub struct ClientOptions {
     pub tasks: bool,
 }
 
+/// `clientInfo` as the options describe the client.
+fn client_info(o: &ClientOptions) -> Value {
+    let mut m = Map::new();
+    m.insert("name".into(), o.name.as_str().into());
+    m.insert("version".into(), o.version.as_str().into());
+    crate::model::insert_opt(&mut m, "title", &o.title);
+    crate::model::insert_opt(&mut m, "description", &o.description);
+    crate::model::insert_opt(&mut m, "websiteUrl", &o.website_url);
+    if !o.icons.is_empty() {
+        let icons = o.icons.iter().map(crate::model::Icon::to_value).collect();
+        m.insert("icons".into(), Value::Array(icons));
+    }
+    Value::Object(m)
+}
+
 /// Makes a new connection (for reconnection).
 pub type Connector = Arc<dyn Fn() -> std::io::Result<Connection> + Send + Sync>;
 
@@ -186,6 +223,12 @@ impl Default for ClientOptions {
         ClientOptions {
             name: "mcpvisor".into(),
             version: env!("CARGO_PKG_VERSION").into(),
+            title: None,
+            description: None,
+            website_url: None,
+            icons: Vec::new(),
+            sampling_tools: false,
+            elicitation_url: false,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             max_total_timeout: None,
             sampling: None,
@@ -226,6 +269,10 @@ struct Shared {
     outbound: Outbound,
     // Runs callbacks for the server's requests; started at the first one.
     callbacks: OnceLock<Option<Pool>>,
+    // The server's requests being answered, with what cancels them.
+    answering: Mutex<HashMap<RequestId, CancelToken>>,
+    // The tools' output schemas, from the last `tools/list`.
+    output_schemas: typed::OutputSchemas,
     // Runs notification and progress callbacks in arrival order, off the
     // reader thread; started at the first one.
     notifier: OnceLock<Option<Sender<Notice>>>,
@@ -311,14 +358,26 @@ impl Client {
             ..
         } = connection;
         let mut caps = Map::new();
-        for (name, set) in [
-            ("sampling", options.sampling.is_some()),
-            ("elicitation", options.elicitation.is_some()),
-            ("roots", options.roots.is_some()),
-        ] {
-            if set {
-                caps.insert(name.into(), json!({}));
-            }
+        if options.sampling.is_some() {
+            let tools = options.sampling_tools;
+            caps.insert(
+                "sampling".into(),
+                if tools {
+                    json!({"tools": {}})
+                } else {
+                    json!({})
+                },
+            );
+        }
+        if options.elicitation.is_some() {
+            let modes = match options.elicitation_url {
+                true => json!({"form": {}, "url": {}}),
+                false => json!({}),
+            };
+            caps.insert("elicitation".into(), modes);
+        }
+        if options.roots.is_some() {
+            caps.insert("roots".into(), json!({"listChanged": true}));
         }
         if options.tasks {
             caps.insert(
@@ -329,12 +388,14 @@ impl Client {
         let params = json!({
             "protocolVersion": ProtocolVersion::LATEST_SESSION.as_str(),
             "capabilities": caps,
-            "clientInfo": {"name": options.name, "version": options.version},
+            "clientInfo": client_info(&options),
         });
         let shared = Arc::new(Shared {
             writer: Mutex::new(writer),
             outbound: Outbound::default(),
             callbacks: OnceLock::new(),
+            answering: Mutex::new(HashMap::new()),
+            output_schemas: typed::OutputSchemas::default(),
             notifier: OnceLock::new(),
             queued_notices: Arc::new(AtomicUsize::new(0)),
             closed: AtomicBool::new(false),
@@ -441,8 +502,8 @@ impl Client {
     /// 2026-07-28.
     fn discover(&self) -> Result<(Value, ProtocolVersion), ClientError> {
         let caps = lock(&self.shared.init_params)["capabilities"].clone();
-        let o = &self.shared.options;
-        *lock(&self.shared.stateless_meta) = Some(stateless::envelope(&caps, &o.name, &o.version));
+        let info = lock(&self.shared.init_params)["clientInfo"].clone();
+        *lock(&self.shared.stateless_meta) = Some(stateless::envelope(&caps, &info));
         let discover = || self.send_request("server/discover", json!({}), CallOptions::default());
         // -32022 naming our version among those supported: one retry (the
         // server may have refused the probe for another reason of its own).
@@ -472,6 +533,7 @@ impl Client {
         let params = lock(&self.shared.init_params).clone();
         // Never with a stateless `_meta`: a session starts here.
         *lock(&self.shared.stateless_meta) = None;
+        // Never cancelled: see `Outbound::call`.
         let result = self.send_once("initialize", params, CallOptions::default())?;
         let version = result
             .get("protocolVersion")
@@ -616,6 +678,7 @@ impl Client {
     /// logged), as SEP-2243 requires.
     pub fn list_tools(&self) -> Result<Vec<Value>, ClientError> {
         let tools = self.list_all("tools/list", "tools")?;
+        self.shared.output_schemas.learn(&tools);
         if !self.is_stateless() {
             return Ok(tools);
         }
@@ -704,10 +767,37 @@ impl Client {
         argument: &str,
         value: &str,
     ) -> Result<Value, ClientError> {
-        self.request(
-            "completion/complete",
-            json!({"ref": reference, "argument": {"name": argument, "value": value}}),
-        )
+        self.complete_with(reference, argument, value, &[])
+    }
+    /// `completion/complete` with the arguments already chosen
+    /// (`context.arguments`), which the server may complete against.
+    pub fn complete_with(
+        &self,
+        reference: Value,
+        argument: &str,
+        value: &str,
+        context: &[(&str, &str)],
+    ) -> Result<Value, ClientError> {
+        let mut params = json!({"ref": reference, "argument": {"name": argument, "value": value}});
+        if !context.is_empty() {
+            let args: Map<String, Value> = context
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), Value::from(*v)))
+                .collect();
+            params["context"] = json!({ "arguments": args });
+        }
+        self.request("completion/complete", params)
+    }
+    /// `notifications/roots/list_changed`: the roots the
+    /// [`roots`](ClientOptions::roots) callback answers have changed.
+    /// Needs that callback (the client declares `roots.listChanged` with it).
+    pub fn roots_changed(&self) -> Result<(), ClientError> {
+        if self.shared.options.roots.is_none() {
+            return Err(ClientError::Protocol(
+                "roots_changed: the client declared no roots (ClientOptions::roots)".into(),
+            ));
+        }
+        self.notify("notifications/roots/list_changed", json!({}))
     }
     /// `logging/setLevel`; statelessly, the level every request from now
     /// on names in its `_meta`.
@@ -919,6 +1009,15 @@ fn dispatch(shared: &Arc<Shared>, message: Message, related: Option<&RequestId>)
                     notify_user(shared, report);
                 }
             }
+            ("notifications/cancelled", params) => {
+                let id = params
+                    .and_then(|p| p.get("requestId"))
+                    .and_then(RequestId::from_value);
+                match id.and_then(|id| lock(&shared.answering).get(&id).cloned()) {
+                    Some(token) => token.cancel(),
+                    None => log::debug!("client: cancellation of a request not being answered"),
+                }
+            }
             (method, params) => {
                 let params = params.map_or(Value::Null, |p| Value::Object(p.clone()));
                 match shared.options.on_notification.clone() {
@@ -1009,6 +1108,20 @@ fn peer_handler(
     Some(Arc::new(move |_: &str, params| callback(params)))
 }
 
+thread_local! {
+    // Set while a callback answers a request of the server's.
+    static ANSWERING: std::cell::RefCell<Option<CancelToken>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Inside a callback answering a request of the server's (sampling,
+/// elicitation, roots): the token the server's `notifications/cancelled`
+/// for that request cancels. Once it is, the callback's answer is not
+/// sent (the spec's rule for cancelled requests), so a long callback
+/// should check it and give up. `None` outside such a callback.
+pub fn callback_cancel_token() -> Option<CancelToken> {
+    ANSWERING.with(|a| a.borrow().clone())
+}
+
 /// Answers a request of the server's on the callback pool: callbacks may
 /// block (a user deciding), never on the reader thread.
 fn serve_peer_request(shared: &Arc<Shared>, r: Request, related: Option<&RequestId>) {
@@ -1040,26 +1153,48 @@ fn serve_peer_request(shared: &Arc<Shared>, r: Request, related: Option<&Request
         .ok()
     });
     let id = r.id().clone();
+    let token = CancelToken::new();
+    lock(&shared.answering).insert(id.clone(), token.clone());
     let job_shared = shared.clone();
     let job = Box::new(move || {
         let params = r.params().map_or(json!({}), |p| Value::Object(p.clone()));
-        let outcome =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(r.method(), params)))
-                .unwrap_or_else(|_| {
-                    log::error!(
-                        "client: the callback for {} panicked: {}",
-                        r.method(),
-                        crate::protocol::pool::take_panic_report()
-                    );
-                    Err(ErrorObject::internal("the client's callback failed"))
-                });
-        reply(&job_shared, outcome, r.id());
+        let run = || {
+            ANSWERING.with(|a| *a.borrow_mut() = Some(token.clone()));
+            let outcome = handler(r.method(), params);
+            ANSWERING.with(|a| *a.borrow_mut() = None);
+            outcome
+        };
+        // Cancelled while queued: the callback never runs.
+        let outcome = (!token.is_cancelled()).then(|| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or_else(|_| {
+                ANSWERING.with(|a| *a.borrow_mut() = None);
+                log::error!(
+                    "client: the callback for {} panicked: {}",
+                    r.method(),
+                    crate::protocol::pool::take_panic_report()
+                );
+                Err(ErrorObject::internal("the client's callback failed"))
+            })
+        });
+        lock(&job_shared.answering).remove(r.id());
+        match outcome {
+            // The server cancelled it: no answer is sent.
+            _ if token.is_cancelled() => {
+                log::debug!(
+                    "client: {} cancelled by the server; not answered",
+                    r.method()
+                )
+            }
+            Some(outcome) => reply(&job_shared, outcome, r.id()),
+            None => {}
+        }
     });
     let refused = match pool {
         Some(p) => p.try_submit(job).is_err(),
         None => true,
     };
     if refused {
+        lock(&shared.answering).remove(&id);
         log::warn!("client: callback queue full; request {id} refused");
         reply(
             shared,

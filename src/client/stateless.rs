@@ -29,17 +29,14 @@ pub enum Generation {
 }
 
 /// The `_meta` a stateless request carries (before per-call keys).
-pub(crate) fn envelope(capabilities: &Value, name: &str, version: &str) -> Map<String, Value> {
+pub(crate) fn envelope(capabilities: &Value, client_info: &Value) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert(
         META_PROTOCOL_VERSION.into(),
         ProtocolVersion::V2026_07_28.as_str().into(),
     );
     m.insert(META_CLIENT_CAPABILITIES.into(), capabilities.clone());
-    m.insert(
-        META_CLIENT_INFO.into(),
-        json!({"name": name, "version": version}),
-    );
+    m.insert(META_CLIENT_INFO.into(), client_info.clone());
     m
 }
 
@@ -219,7 +216,7 @@ mod tests {
 
     #[test]
     fn meta_merges_without_overriding_the_callers_keys() {
-        let meta = envelope(&json!({}), "c", "1");
+        let meta = envelope(&json!({}), &json!({"name": "c", "version": "1"}));
         let p = with_meta(
             json!({"_meta": {"progressToken": 1, META_CLIENT_INFO: "mine"}}),
             &meta,

@@ -1,8 +1,11 @@
-//! Content blocks: text, image, audio, embedded resources, resource links.
+//! Content blocks: text, image, audio, embedded resources, resource
+//! links, and sampling's tool use and tool results; resource contents.
+//! Each turns into its JSON form and back.
 
+use super::meta::{insert_meta, insert_opt, meta_of, string, Annotations};
 use serde_json::{json, Map, Value};
 
-/// One content block of a tool result or prompt message.
+/// One content block of a tool result, prompt message or sampling message.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Content {
     /// `{"type":"text","text":..}`
@@ -33,6 +36,38 @@ pub enum Content {
         description: Option<String>,
         /// Optional MIME type.
         mime_type: Option<String>,
+    },
+    /// `{"type":"tool_use",..}`: the model asks to call a tool (sampling
+    /// with tools, SEP-1577; 2025-11-25 and later).
+    ToolUse {
+        /// Matches the [`Content::ToolResult`] that answers it.
+        id: String,
+        /// The tool's name.
+        name: String,
+        /// Its arguments.
+        input: Map<String, Value>,
+    },
+    /// `{"type":"tool_result",..}`: what a tool the model asked for
+    /// returned (SEP-1577).
+    ToolResult {
+        /// The [`Content::ToolUse`] `id` it answers.
+        tool_use_id: String,
+        /// The result's content blocks.
+        content: Vec<Content>,
+        /// Its structured content (an object).
+        structured_content: Option<Value>,
+        /// Whether the tool failed.
+        is_error: bool,
+    },
+    /// A block with `annotations` and/or `_meta` (see [`Content::annotate`]
+    /// and [`Content::with_meta`]).
+    Annotated {
+        /// The block.
+        block: Box<Content>,
+        /// Its annotations.
+        annotations: Option<Annotations>,
+        /// Its `_meta`.
+        meta: Map<String, Value>,
     },
     /// Any other JSON content block, sent as given.
     Raw(Value),
@@ -66,6 +101,56 @@ impl Content {
             mime_type: None,
         }
     }
+    /// A tool use (sampling with tools): the model calls `name` with `input`.
+    pub fn tool_use(id: impl Into<String>, name: impl Into<String>, input: Value) -> Content {
+        Content::ToolUse {
+            id: id.into(),
+            name: name.into(),
+            input: input.as_object().cloned().unwrap_or_default(),
+        }
+    }
+    /// The result of the tool use `tool_use_id`, as content blocks.
+    pub fn tool_result(tool_use_id: impl Into<String>, content: Vec<Content>) -> Content {
+        Content::ToolResult {
+            tool_use_id: tool_use_id.into(),
+            content,
+            structured_content: None,
+            is_error: false,
+        }
+    }
+
+    /// This block with `annotations` (audience, priority, last modified).
+    pub fn annotate(self, annotations: Annotations) -> Content {
+        match self {
+            Content::Annotated { block, meta, .. } => Content::Annotated {
+                block,
+                annotations: Some(annotations),
+                meta,
+            },
+            block => Content::Annotated {
+                block: Box::new(block),
+                annotations: Some(annotations),
+                meta: Map::new(),
+            },
+        }
+    }
+    /// This block with the entry `key` added to its `_meta`.
+    pub fn with_meta(self, key: impl Into<String>, value: Value) -> Content {
+        let (block, annotations, mut meta) = match self {
+            Content::Annotated {
+                block,
+                annotations,
+                meta,
+            } => (block, annotations, meta),
+            block => (Box::new(block), None, Map::new()),
+        };
+        meta.insert(key.into(), value);
+        Content::Annotated {
+            block,
+            annotations,
+            meta,
+        }
+    }
 
     /// The block as JSON.
     pub fn to_value(&self) -> Value {
@@ -92,9 +177,124 @@ impl Content {
                 insert_opt(&mut m, "mimeType", mime_type);
                 Value::Object(m)
             }
+            Content::ToolUse { id, name, input } => {
+                json!({"type": "tool_use", "id": id, "name": name, "input": input})
+            }
+            Content::ToolResult {
+                tool_use_id,
+                content,
+                structured_content,
+                is_error,
+            } => {
+                let mut m = Map::new();
+                m.insert("type".into(), "tool_result".into());
+                m.insert("toolUseId".into(), tool_use_id.as_str().into());
+                m.insert("content".into(), blocks_value(content));
+                if let Some(s) = structured_content {
+                    m.insert("structuredContent".into(), s.clone());
+                }
+                if *is_error {
+                    m.insert("isError".into(), true.into());
+                }
+                Value::Object(m)
+            }
+            Content::Annotated {
+                block,
+                annotations,
+                meta,
+            } => {
+                let mut v = block.to_value();
+                if let Some(m) = v.as_object_mut() {
+                    if let Some(a) = annotations {
+                        m.insert("annotations".into(), a.to_value());
+                    }
+                    insert_meta(m, meta);
+                }
+                v
+            }
             Content::Raw(v) => v.clone(),
         }
     }
+
+    /// A block from its JSON form. Nothing is lost: a block this type
+    /// cannot hold exactly (an unknown `type`, members it does not model)
+    /// is [`Content::Raw`].
+    pub fn from_value(v: &Value) -> Content {
+        match Self::typed(v) {
+            Some(c) if c.to_value() == *v => c,
+            _ => Content::Raw(v.clone()),
+        }
+    }
+
+    fn typed(v: &Value) -> Option<Content> {
+        let s = |k: &str| string(v, k);
+        let block = match v.get("type")?.as_str()? {
+            "text" => Content::Text(s("text")?),
+            "image" => Content::Image {
+                data: s("data")?,
+                mime_type: s("mimeType")?,
+            },
+            "audio" => Content::Audio {
+                data: s("data")?,
+                mime_type: s("mimeType")?,
+            },
+            "resource" => Content::Resource(ResourceContents::from_value(v.get("resource")?)?),
+            "resource_link" => Content::ResourceLink {
+                uri: s("uri")?,
+                name: s("name")?,
+                description: s("description"),
+                mime_type: s("mimeType"),
+            },
+            "tool_use" => Content::ToolUse {
+                id: s("id")?,
+                name: s("name")?,
+                input: v.get("input")?.as_object()?.clone(),
+            },
+            "tool_result" => Content::ToolResult {
+                tool_use_id: s("toolUseId")?,
+                content: blocks_from(v.get("content")?)?,
+                structured_content: v.get("structuredContent").cloned(),
+                is_error: v.get("isError").and_then(Value::as_bool).unwrap_or(false),
+            },
+            _ => return None,
+        };
+        let annotations = v.get("annotations").map(Annotations::from_value);
+        let meta = meta_of(v);
+        Some(if annotations.is_none() && meta.is_empty() {
+            block
+        } else {
+            Content::Annotated {
+                block: Box::new(block),
+                annotations,
+                meta,
+            }
+        })
+    }
+
+    /// The block under any annotations.
+    pub fn block(&self) -> &Content {
+        match self {
+            Content::Annotated { block, .. } => block.block(),
+            other => other,
+        }
+    }
+    /// Its text, if it is a text block.
+    pub fn as_text(&self) -> Option<&str> {
+        match self.block() {
+            Content::Text(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// Content blocks as a JSON array.
+pub(crate) fn blocks_value(blocks: &[Content]) -> Value {
+    Value::Array(blocks.iter().map(Content::to_value).collect())
+}
+
+/// Content blocks from a JSON array (`None` if it is not one).
+pub(crate) fn blocks_from(v: &Value) -> Option<Vec<Content>> {
+    Some(v.as_array()?.iter().map(Content::from_value).collect())
 }
 
 /// The contents of a resource, as read or embedded.
@@ -118,6 +318,8 @@ pub enum ResourceContents {
         /// Base64-encoded bytes.
         blob: String,
     },
+    /// Contents with `_meta` (see [`ResourceContents::with_meta`]).
+    WithMeta(Box<ResourceContents>, Map<String, Value>),
 }
 
 impl ResourceContents {
@@ -141,6 +343,22 @@ impl ResourceContents {
             blob: base64(bytes),
         }
     }
+    /// These contents with the entry `key` added to their `_meta`.
+    pub fn with_meta(self, key: impl Into<String>, value: Value) -> Self {
+        let (inner, mut meta) = match self {
+            ResourceContents::WithMeta(inner, meta) => (inner, meta),
+            other => (Box::new(other), Map::new()),
+        };
+        meta.insert(key.into(), value);
+        ResourceContents::WithMeta(inner, meta)
+    }
+    /// The URI they are the contents of.
+    pub fn uri(&self) -> &str {
+        match self {
+            ResourceContents::Text { uri, .. } | ResourceContents::Blob { uri, .. } => uri,
+            ResourceContents::WithMeta(inner, _) => inner.uri(),
+        }
+    }
     /// The contents as JSON.
     pub fn to_value(&self) -> Value {
         let mut m = Map::new();
@@ -155,17 +373,43 @@ impl ResourceContents {
                 mime_type,
                 blob,
             } => (uri, mime_type, "blob", blob),
+            ResourceContents::WithMeta(inner, meta) => {
+                let mut v = inner.to_value();
+                if let Some(m) = v.as_object_mut() {
+                    insert_meta(m, meta);
+                }
+                return v;
+            }
         };
         m.insert("uri".into(), uri.as_str().into());
         insert_opt(&mut m, "mimeType", mime);
         m.insert(key.into(), body.as_str().into());
         Value::Object(m)
     }
-}
-
-pub(crate) fn insert_opt(m: &mut Map<String, Value>, key: &str, v: &Option<String>) {
-    if let Some(v) = v {
-        m.insert(key.into(), Value::String(v.clone()));
+    /// Contents from their JSON form (`uri` and `text` or `blob` required;
+    /// unknown members are dropped).
+    pub fn from_value(v: &Value) -> Option<ResourceContents> {
+        let uri = string(v, "uri")?;
+        let mime_type = string(v, "mimeType");
+        let plain = match (string(v, "text"), string(v, "blob")) {
+            (Some(text), None) => ResourceContents::Text {
+                uri,
+                mime_type,
+                text,
+            },
+            (None, Some(blob)) => ResourceContents::Blob {
+                uri,
+                mime_type,
+                blob,
+            },
+            _ => return None,
+        };
+        let meta = meta_of(v);
+        Some(if meta.is_empty() {
+            plain
+        } else {
+            ResourceContents::WithMeta(Box::new(plain), meta)
+        })
     }
 }
 
@@ -269,6 +513,33 @@ mod tests {
         ] {
             assert_eq!(base64(input.as_bytes()), want);
         }
+    }
+
+    #[test]
+    fn blocks_read_back_as_written() {
+        use crate::model::{Annotations, Role};
+        let blocks = [
+            Content::text("hi").annotate(Annotations::new().audience(Role::User).priority(0.5)),
+            Content::image(b"png", "image/png").with_meta("k", json!(1)),
+            Content::tool_use("u1", "add", json!({"a": 1})),
+            Content::tool_result("u1", vec![Content::text("2")]),
+            Content::Resource(
+                ResourceContents::text("a://b", "text/plain", "t").with_meta("x", json!(true)),
+            ),
+            Content::link("a://b", "b"),
+        ];
+        for b in blocks {
+            assert_eq!(Content::from_value(&b.to_value()), b);
+        }
+        // What the type cannot hold exactly is kept whole.
+        let odd = json!({"type": "resource_link", "uri": "a://b", "name": "b", "size": 3});
+        assert_eq!(Content::from_value(&odd), Content::Raw(odd.clone()));
+        assert_eq!(
+            Content::text("t")
+                .annotate(Annotations::new().audience(Role::Assistant))
+                .to_value(),
+            json!({"type": "text", "text": "t", "annotations": {"audience": ["assistant"]}})
+        );
     }
 
     #[test]

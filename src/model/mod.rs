@@ -7,15 +7,19 @@ pub mod adapt;
 mod completion;
 mod content;
 mod logging;
+mod meta;
 mod param_header;
+pub(crate) mod schema;
 pub mod skill;
 mod timestamp;
 mod version;
 
 pub use completion::{Completion, CompletionRef, CompletionRequest, MAX_COMPLETION_VALUES};
-pub(crate) use content::insert_opt;
 pub use content::{base64, base64_decode, Content, ResourceContents};
+pub(crate) use content::{blocks_from, blocks_value};
 pub use logging::LogLevel;
+pub(crate) use meta::{decoration_builders, insert_meta, insert_opt, meta_of, string};
+pub use meta::{Annotations, Decorations, Icon, IconTheme, Role};
 pub use param_header::{param_headers, param_text, ParamHeader, PARAM_HEADER_PREFIX, X_MCP_HEADER};
 pub use timestamp::iso8601;
 
@@ -28,3 +32,26 @@ pub fn declares_extension(capabilities: &serde_json::Value, id: &str) -> bool {
         .is_some()
 }
 pub use version::ProtocolVersion;
+
+/// Longest tool name SEP-986 allows.
+pub const MAX_TOOL_NAME_LEN: usize = 128;
+
+/// Checks a tool name against SEP-986 (2025-11-25): 1 to
+/// [`MAX_TOOL_NAME_LEN`] characters, each an ASCII letter, digit, `_`, `-`
+/// or `.`. The error says what is wrong.
+pub fn check_tool_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > MAX_TOOL_NAME_LEN {
+        return Err(format!(
+            "tool name {name:?} must be 1 to {MAX_TOOL_NAME_LEN} characters long"
+        ));
+    }
+    match name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+    {
+        Some(c) => Err(format!(
+            "tool name {name:?} has {c:?}: only ASCII letters, digits, '_', '-' and '.' are allowed"
+        )),
+        None => Ok(()),
+    }
+}

@@ -32,6 +32,10 @@ pub(crate) trait Exchange: Send + Sync {
     fn outbound(&self) -> &Outbound;
     /// The request `id` has ended (answered or suppressed).
     fn request_done(&self, id: &RequestId);
+    /// A handle on the session for use outside the request, if the
+    /// exchange is a session with a client that stays (not a stateless
+    /// request).
+    fn handle(&self) -> Option<super::SessionHandle>;
 }
 
 /// Default timeout of a server-to-client request made through [`Context`].
@@ -76,9 +80,26 @@ impl ProtocolContext {
     pub fn client_info(&self) -> Value {
         serde_json::from_str(&self.client_info).unwrap_or(Value::Null)
     }
-    /// Whether the client declared `capability` (e.g. `sampling`).
+    /// Whether the client declared `capability` (`sampling`), or a
+    /// member of one (`sampling.tools`, `elicitation.url`). An empty
+    /// `elicitation` object declares form mode (`elicitation.form`), as
+    /// the spec keeps it for older clients.
     pub fn client_supports(&self, capability: &str) -> bool {
-        self.client_capabilities().get(capability).is_some()
+        let caps = self.client_capabilities();
+        let (top, member) = match capability.split_once('.') {
+            Some((top, member)) => (top, Some(member)),
+            None => (capability, None),
+        };
+        let Some(declared) = caps.get(top) else {
+            return false;
+        };
+        match member {
+            None => true,
+            Some("form") if top == "elicitation" => {
+                declared.get("form").is_some() || declared.as_object().is_some_and(|m| m.is_empty())
+            }
+            Some(member) => declared.get(member).is_some(),
+        }
     }
     /// Whether the client declared the extension `id` (in
     /// `capabilities.extensions`).
@@ -139,6 +160,17 @@ impl fmt::Display for PeerError {
 }
 
 impl std::error::Error for PeerError {}
+
+impl From<CallError> for PeerError {
+    fn from(e: CallError) -> PeerError {
+        match e {
+            CallError::Timeout(_, d) => PeerError::Timeout(d),
+            CallError::Cancelled => PeerError::Cancelled,
+            CallError::Rpc(e) => PeerError::Rpc(e),
+            CallError::Closed | CallError::Send(_) => PeerError::Closed,
+        }
+    }
+}
 
 impl From<PeerError> for ErrorObject {
     /// The JSON-RPC error a request fails with when its handler could not
@@ -320,6 +352,13 @@ impl Context {
     pub fn method(&self) -> &str {
         &self.method
     }
+    /// A handle on this request's session that outlives the request: a
+    /// worker thread may keep it to log, notify or ask the client later.
+    /// `None` for a stateless (2026-07-28) request, which has no session
+    /// to reach.
+    pub fn session(&self) -> Option<super::SessionHandle> {
+        self.exchange.handle()
+    }
     /// The session's id (visible ASCII, cryptographically random).
     pub fn session_id(&self) -> &str {
         self.exchange.id()
@@ -441,7 +480,7 @@ impl Context {
     /// answers come in the order asked.
     pub fn inputs(&self, questions: Vec<InputRequest>) -> Result<Vec<Value>, PeerError> {
         for q in &questions {
-            if let Some(cap) = capability_for(q.method) {
+            if let Some(cap) = capability_needed(q.method, &q.params) {
                 if !self.protocol.client_supports(cap) {
                     if let Some(r) = &self.round {
                         r.missing(cap);
@@ -491,7 +530,10 @@ impl Context {
         capability: Option<&'static str>,
         timeout: Duration,
     ) -> Result<Value, PeerError> {
-        if let Some(cap) = capability {
+        for cap in capability
+            .into_iter()
+            .chain(capability_needed(method, &params))
+        {
             if !self.protocol.client_supports(cap) {
                 return Err(PeerError::NotSupported(cap));
             }
@@ -528,12 +570,7 @@ impl Context {
         self.exchange
             .outbound()
             .call(method, params, wait, &send)
-            .map_err(|e| match e {
-                CallError::Timeout(_, d) => PeerError::Timeout(d),
-                CallError::Cancelled => PeerError::Cancelled,
-                CallError::Rpc(e) => PeerError::Rpc(e),
-                CallError::Closed | CallError::Send(_) => PeerError::Closed,
-            })
+            .map_err(PeerError::from)
     }
 
     /// Ends the request: after this, no progress is sent. Sends the response,
@@ -585,6 +622,27 @@ pub fn capability_for(method: &str) -> Option<&'static str> {
         "elicitation/create" => Some("elicitation"),
         "roots/list" => Some("roots"),
         _ => None,
+    }
+}
+
+/// The client capability a server-to-client request needs, by its method
+/// and, for elicitation and sampling, its parameters: URL-mode
+/// elicitation needs `elicitation.url` and form mode `elicitation.form`
+/// (SEP-1036); sampling with `tools` or `toolChoice` needs
+/// `sampling.tools` (SEP-1577). Checked with
+/// [`ProtocolContext::client_supports`] before anything is sent.
+pub fn capability_needed(method: &str, params: &Value) -> Option<&'static str> {
+    match method {
+        "elicitation/create" => Some(match params.get("mode").and_then(Value::as_str) {
+            Some("url") => "elicitation.url",
+            _ => "elicitation.form",
+        }),
+        "sampling/createMessage"
+            if params.get("tools").is_some() || params.get("toolChoice").is_some() =>
+        {
+            Some("sampling.tools")
+        }
+        _ => capability_for(method),
     }
 }
 

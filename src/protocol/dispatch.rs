@@ -27,7 +27,24 @@ pub(crate) enum Route {
 /// Where a method (other than `initialize` / `ping`) is served. Methods the
 /// engine does not know go to the catalog's fallback when there is one.
 pub(crate) fn route(session: &Session, method: &str) -> Route {
-    match method {
+    match engine_route(method) {
+        Some(route) => route,
+        None if session.engine.catalog.fallback().is_some() => Route::Pool(fallback),
+        None => Route::Inline(unknown),
+    }
+}
+
+/// Whether the engine itself serves `method` (a custom method of that
+/// name would never be reached).
+pub(crate) fn is_engine_method(method: &str) -> bool {
+    matches!(
+        method,
+        "initialize" | "ping" | "server/discover" | super::LISTEN
+    ) || engine_route(method).is_some()
+}
+
+fn engine_route(method: &str) -> Option<Route> {
+    Some(match method {
         "logging/setLevel" => Route::Inline(set_level),
         "tools/list" => Route::Inline(list_tools),
         "resources/list" => Route::Inline(list_resources),
@@ -48,9 +65,8 @@ pub(crate) fn route(session: &Session, method: &str) -> Route {
         // The tasks of 2025-11-25 that the extension removed: never passed
         // to a fallback, which could answer them in the old shapes.
         "tasks/result" | "tasks/list" => Route::Inline(unknown),
-        _ if session.engine.catalog.fallback().is_some() => Route::Pool(fallback),
-        _ => Route::Inline(unknown),
-    }
+        _ => return None,
+    })
 }
 
 /// A request's params (`{}` when absent).
@@ -339,15 +355,24 @@ fn complete(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
             "params.context.arguments",
         )?,
     };
-    let entry = ctx
-        .engine()
-        .catalog
-        .view()
-        .completions
-        .get(&reference)
-        .cloned();
-    match entry {
-        Some(e) => e.complete(&reference, &request, ctx),
-        None => Ok(json!({"completion": crate::model::Completion::default().to_value()})),
+    let view = ctx.engine().catalog.view();
+    if let Some(e) = view.completions.get(&reference).cloned() {
+        drop(view);
+        return e.complete(&reference, &request, ctx);
     }
+    // Something served without a provider completes to nothing; what is
+    // not served at all is an invalid reference (the spec's -32602).
+    let known = match &reference {
+        CompletionRef::Prompt(name) => view.prompts.contains_key(name),
+        CompletionRef::Resource(uri) => {
+            view.templates.contains_key(uri) || view.resources.contains_key(uri)
+        }
+    };
+    if !known {
+        return Err(ErrorObject::invalid_params(match &reference {
+            CompletionRef::Prompt(name) => format!("Unknown prompt: {name}"),
+            CompletionRef::Resource(uri) => format!("Unknown resource or template: {uri}"),
+        }));
+    }
+    Ok(json!({"completion": crate::model::Completion::default().to_value()}))
 }

@@ -13,11 +13,13 @@ mod context;
 mod dispatch;
 pub mod input;
 mod listen;
+pub(crate) use dispatch::is_engine_method;
 #[cfg(any(feature = "http", feature = "amqp"))]
 pub(crate) use listen::is_listen;
 pub(crate) use listen::LISTEN;
 mod outbound;
 mod pagination;
+mod peer;
 pub(crate) mod pool;
 mod session;
 mod session_id;
@@ -29,12 +31,14 @@ pub mod tasks;
 pub use cancel::CancelToken;
 pub use catalog::{Changes, ListKind, Source};
 pub use context::{
-    capability_for, Context, PeerError, ProtocolContext, ToolContext, DEFAULT_PEER_REQUEST_TIMEOUT,
+    capability_for, capability_needed, Context, PeerError, ProtocolContext, ToolContext,
+    DEFAULT_PEER_REQUEST_TIMEOUT,
 };
 pub use input::{InputRequest, StateKey};
 #[cfg(feature = "client")]
 pub(crate) use outbound::{CallError, Outbound, Wait};
 pub use outbound::{PeerRequestHandler, ProgressHandler};
+pub use peer::{SessionEvent, SessionEvents, SessionHandle, SESSION_EVENT_QUEUE};
 pub use session::{
     Phase, Session, MAX_CLIENT_DESCRIPTION_BYTES, MAX_SUBSCRIPTIONS, MAX_SUBSCRIPTION_URI_BYTES,
 };
@@ -118,6 +122,15 @@ pub struct ServerInfo {
     pub title: Option<String>,
     /// Optional instructions for the model.
     pub instructions: Option<String>,
+    /// Optional description of what the server does.
+    pub description: Option<String>,
+    /// Optional URL of the server's home page.
+    pub website_url: Option<String>,
+    /// Icons a client may show for the server (SEP-973).
+    pub icons: Vec<crate::model::Icon>,
+    /// What `initialize` declares as `capabilities.experimental`
+    /// (non-standard features; each value an object).
+    pub experimental: Map<String, Value>,
 }
 
 impl ServerInfo {
@@ -125,8 +138,12 @@ impl ServerInfo {
         let mut m = Map::new();
         m.insert("name".into(), self.name.as_str().into());
         m.insert("version".into(), self.version.as_str().into());
-        if let Some(t) = &self.title {
-            m.insert("title".into(), t.as_str().into());
+        crate::model::insert_opt(&mut m, "title", &self.title);
+        crate::model::insert_opt(&mut m, "description", &self.description);
+        crate::model::insert_opt(&mut m, "websiteUrl", &self.website_url);
+        if !self.icons.is_empty() {
+            let icons = self.icons.iter().map(crate::model::Icon::to_value);
+            m.insert("icons".into(), Value::Array(icons.collect()));
         }
         Value::Object(m)
     }
@@ -186,12 +203,18 @@ pub trait Observer: Send + Sync {
     fn request_done(&self, method: &str, outcome: Outcome, elapsed: Duration);
 }
 
-/// Told when a session of the engine closes (a gateway stops what it
-/// started for that session). Called on the thread that closed the
-/// session, with no lock held: keep it short, hand long work to a thread.
+/// Told when a session of the engine opens, changes its roots or closes
+/// (a gateway stops what it started for a session that closed). Called on
+/// the thread that saw it happen, with no lock held: keep it short, hand
+/// long work to a thread. [`Engine::session_events`] is the same as a
+/// channel.
 pub trait SessionWatcher: Send + Sync {
     /// The session with id `session_id` has closed.
     fn session_closed(&self, session_id: &str);
+    /// A client finished its handshake.
+    fn session_opened(&self, _session: &SessionHandle) {}
+    /// A client said its roots changed.
+    fn roots_changed(&self, _session: &SessionHandle) {}
 }
 
 impl Engine {
@@ -261,7 +284,7 @@ impl Engine {
     /// updates) go to `sink`.
     pub fn open_session(self: &Arc<Self>, sink: Arc<dyn Sink>) -> Arc<Session> {
         let key = self.next_key.fetch_add(1, Ordering::Relaxed);
-        let session = Arc::new(Session::new(self.clone(), key, sink));
+        let session = Arc::new_cyclic(|this| Session::new(self.clone(), key, sink, this.clone()));
         lock(&self.sessions).insert(key, Arc::downgrade(&session));
         session
     }
@@ -281,14 +304,28 @@ impl Engine {
     pub(crate) fn forget_session(&self, key: u64, id: &str) {
         lock(&self.sessions).remove(&key);
         self.listeners.remove_session(key);
+        self.tell_watchers(|w| w.session_closed(id));
+    }
+
+    /// Runs `tell` for every live watcher, with no lock held.
+    pub(crate) fn tell_watchers(&self, tell: impl Fn(&dyn SessionWatcher)) {
         let watchers: Vec<Arc<dyn SessionWatcher>> = {
             let mut w = lock(&self.watchers);
             w.retain(|w| w.strong_count() > 0);
             w.iter().filter_map(Weak::upgrade).collect()
         };
         for w in watchers {
-            w.session_closed(id);
+            tell(&*w);
         }
+    }
+
+    /// Session events (opened, roots changed, closed) for a worker thread
+    /// of the embedding program, from now on and for as long as the
+    /// returned receiver lives.
+    pub fn session_events(&self) -> SessionEvents {
+        let (events, watcher) = SessionEvents::new();
+        self.watch_sessions(&watcher);
+        events
     }
 
     /// Tells `watcher` of every session that closes from now on, for as
@@ -360,6 +397,10 @@ impl Engine {
         let Value::Object(m) = &mut caps else {
             return caps;
         };
+        if !self.info.experimental.is_empty() {
+            let experimental = Value::Object(self.info.experimental.clone());
+            m.insert("experimental".into(), experimental);
+        }
         let mut extensions = Map::new();
         if m.contains_key("tools") && self.tasks.enabled() {
             extensions.insert(tasks::TASKS_EXTENSION.into(), json!({}));

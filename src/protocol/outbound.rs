@@ -137,6 +137,11 @@ impl Outbound {
         let outcome = waiting(&id, &rx, &ticks, &wait);
         if let Err(e @ (CallError::Timeout(..) | CallError::Cancelled)) = &outcome {
             self.forget(&id);
+            // `initialize` must never be cancelled (the spec's cancellation
+            // rules): the wait ends, the peer is not told.
+            if method == "initialize" {
+                return outcome;
+            }
             let reason = match e {
                 CallError::Timeout(_, d) => format!("timed out after {d:?}"),
                 _ => wait.cancel_reason.to_owned(),

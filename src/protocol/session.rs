@@ -6,6 +6,7 @@ use super::cancel::CancelToken;
 use super::context::{Context, Exchange, ProtocolContext};
 use super::dispatch::{self, Route};
 use super::outbound::Outbound;
+use super::peer::SessionHandle;
 use super::sink::{Outgoing, Sink};
 use super::stateless;
 use super::Engine;
@@ -18,7 +19,7 @@ use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 /// Most resources one session may subscribe to.
@@ -64,10 +65,17 @@ pub struct Session {
     idle: Condvar,
     outbound: Outbound,
     closed: AtomicBool,
+    // This session, for handles that outlive a request.
+    this: Weak<Session>,
 }
 
 impl Session {
-    pub(crate) fn new(engine: Arc<Engine>, key: u64, sink: Arc<dyn Sink>) -> Session {
+    pub(crate) fn new(
+        engine: Arc<Engine>,
+        key: u64,
+        sink: Arc<dyn Sink>,
+        this: Weak<Session>,
+    ) -> Session {
         let id = super::session_id::new_session_id();
         Session {
             engine,
@@ -91,6 +99,7 @@ impl Session {
             idle: Condvar::new(),
             outbound: Outbound::default(),
             closed: AtomicBool::new(false),
+            this,
         }
     }
 
@@ -383,7 +392,11 @@ impl Session {
             "notifications/initialized" => {
                 let mut st = lock(&self.state);
                 match st.phase {
-                    Phase::Initializing => st.phase = Phase::Operating,
+                    Phase::Initializing => {
+                        st.phase = Phase::Operating;
+                        drop(st);
+                        self.tell_watchers(|w, h| w.session_opened(h));
+                    }
                     Phase::Operating => {}
                     Phase::Stateless => log::debug!(
                         "session {}: initialized on a stateless connection; ignored",
@@ -414,6 +427,9 @@ impl Session {
                     ),
                 }
             }
+            "notifications/roots/list_changed" if self.phase() == Phase::Operating => {
+                self.tell_watchers(|w, h| w.roots_changed(h));
+            }
             "notifications/progress" => {
                 // The engine's own requests carry no progress token: only
                 // the timeout restarts, no callback exists to run.
@@ -423,6 +439,18 @@ impl Session {
             }
             other => log::debug!("session {}: notification {other} ignored", self.log_name),
         }
+    }
+
+    /// Tells the engine's session watchers about this session.
+    fn tell_watchers(&self, tell: impl Fn(&dyn super::SessionWatcher, &SessionHandle)) {
+        if let Some(handle) = Exchange::handle(self) {
+            self.engine.tell_watchers(|w| tell(w, &handle));
+        }
+    }
+
+    /// Whether the session has ended.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
     }
 
     fn handle_response(&self, r: Response) {
@@ -556,6 +584,12 @@ impl Exchange for Session {
     }
     fn request_done(&self, id: &RequestId) {
         Session::request_done(self, id)
+    }
+    fn handle(&self) -> Option<SessionHandle> {
+        if self.phase() == Phase::Stateless {
+            return None;
+        }
+        self.this.upgrade().map(|s| SessionHandle::new(&s))
     }
 }
 

@@ -5,9 +5,9 @@
 
 use super::prompt::{CompletionHandler, Prompt};
 use super::resource::{Resource, ResourceTemplate};
-use super::schema::Schema;
 use super::tool::{ErrorKind, Tool, ToolError, ToolResult};
 use crate::jsonrpc::ErrorObject;
+use crate::model::schema::Schema;
 use crate::model::{CompletionRef, CompletionRequest, ResourceContents};
 use crate::protocol::catalog::{
     CompletionEntry, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry,
@@ -28,6 +28,7 @@ pub(crate) struct LocalTool {
 
 impl LocalTool {
     pub(crate) fn compile(tool: Tool) -> Result<LocalTool, String> {
+        crate::model::check_tool_name(&tool.name)?;
         if tool.input_schema.get("type").and_then(Value::as_str) != Some("object") {
             return Err(format!(
                 "tool {:?}: inputSchema must be a JSON Schema object with \"type\": \"object\"",
@@ -37,6 +38,12 @@ impl LocalTool {
         let input = Schema::compile(&tool.input_schema)
             .map_err(|e| format!("tool {:?}: invalid inputSchema: {e}", tool.name))?;
         let output = match &tool.output_schema {
+            Some(s) if s.get("type").and_then(Value::as_str) != Some("object") => {
+                return Err(format!(
+                    "tool {:?}: outputSchema must be a JSON Schema object with \"type\": \"object\" (structuredContent is an object)",
+                    tool.name
+                ))
+            }
             Some(s) => Some(
                 Schema::compile(s)
                     .map_err(|e| format!("tool {:?}: invalid outputSchema: {e}", tool.name))?,
@@ -58,6 +65,15 @@ impl LocalTool {
 
     fn checked(&self, result: ToolResult) -> Result<Value, ErrorObject> {
         let name = &self.tool.name;
+        if let Some(s) = result
+            .structured_content
+            .as_ref()
+            .filter(|s| !s.is_object())
+        {
+            return Err(ErrorObject::internal(format!(
+                "tool {name} returned structuredContent that is not a JSON object: {s}"
+            )));
+        }
         if let (Some(schema), false) = (&self.output, result.is_error) {
             let structured = result.structured_content.as_ref().ok_or_else(|| {
                 ErrorObject::internal(format!(

@@ -17,9 +17,9 @@
 //! ```
 
 mod entries;
+mod methods;
 mod prompt;
 mod resource;
-mod schema;
 mod skills;
 #[cfg(test)]
 mod tests;
@@ -27,11 +27,13 @@ pub(crate) mod tool;
 mod uri_template;
 
 pub use crate::model::{
-    base64, Completion, CompletionRef, CompletionRequest, Content, ResourceContents,
-    MAX_COMPLETION_VALUES,
+    base64, Annotations, Completion, CompletionRef, CompletionRequest, Content, Icon, IconTheme,
+    ResourceContents, MAX_COMPLETION_VALUES,
 };
 pub use crate::protocol::tasks::TaskSupport;
+pub use crate::protocol::{SessionEvent, SessionEvents, SessionHandle};
 pub use entries::PassThroughTool;
+pub use methods::MethodHandler;
 pub use prompt::{CompletionHandler, Prompt, PromptArgument, PromptHandler, PromptResult, Role};
 pub use resource::{Resource, ResourceHandler, ResourceTemplate, TemplateHandler};
 pub use skills::{SkillsDir, DEFAULT_SKILLS_POLL_INTERVAL};
@@ -59,12 +61,28 @@ pub struct ServerBuilder {
     source: Source,
     tools: Vec<Tool>,
     skills: Vec<SkillsDir>,
+    methods: methods::Methods,
 }
 
 impl ServerBuilder {
     /// A display title for `serverInfo`.
     pub fn title(mut self, title: impl Into<String>) -> Self {
         self.info.title = Some(title.into());
+        self
+    }
+    /// A description of what the server does (`serverInfo.description`).
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.info.description = Some(description.into());
+        self
+    }
+    /// The server's home page (`serverInfo.websiteUrl`).
+    pub fn website_url(mut self, url: impl Into<String>) -> Self {
+        self.info.website_url = Some(url.into());
+        self
+    }
+    /// Adds an icon to `serverInfo` (SEP-973).
+    pub fn icon(mut self, icon: Icon) -> Self {
+        self.info.icons.push(icon);
         self
     }
     /// Instructions returned by `initialize`.
@@ -123,6 +141,31 @@ impl ServerBuilder {
         self.skills.push(SkillsDir::new(path));
         self
     }
+    /// Serves the custom method `name` (one the spec does not define;
+    /// vendor methods are best named with a prefix of their own,
+    /// `example.com/echo`). Requests for it run on the handler pool like
+    /// a tool call, with a [`Context`]; a method the engine itself serves
+    /// is refused at [`build`](Self::build). Notifications of unknown
+    /// methods are ignored, as the spec asks.
+    pub fn method<F>(mut self, name: impl Into<String>, handler: F) -> Self
+    where
+        F: Fn(
+                &serde_json::Map<String, serde_json::Value>,
+                &Context,
+            ) -> Result<serde_json::Value, ToolError>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.methods.0.insert(name.into(), Arc::new(handler));
+        self
+    }
+    /// Declares `capabilities.experimental[name]` (non-standard features
+    /// the server offers; `settings` is an object, `{}` for none).
+    pub fn experimental(mut self, name: impl Into<String>, settings: serde_json::Value) -> Self {
+        self.info.experimental.insert(name.into(), settings);
+        self
+    }
     /// Advertises the tools capability even with no tool registered yet.
     pub fn enable_tools(mut self) -> Self {
         self.enabled.tools = true;
@@ -145,8 +188,43 @@ impl ServerBuilder {
         self
     }
 
-    /// Compiles every tool's schemas and starts the handler pool.
+    /// Compiles every tool's schemas and starts the handler pool. A tool
+    /// name that breaks SEP-986, a schema that is not an object schema, or
+    /// two tools (prompts, resources, templates) under one name (URI) is
+    /// an error, never a silent replacement.
     pub fn build(mut self) -> Result<Server, BuildError> {
+        let s = &self.source;
+        unique("tool", self.tools.iter().map(|t| Some(t.name.clone())))?;
+        unique(
+            "prompt",
+            s.prompts.iter().map(|p| key_of(p.definition(), "name")),
+        )?;
+        unique(
+            "resource",
+            s.resources.iter().map(|r| key_of(r.definition(), "uri")),
+        )?;
+        let templates = s.templates.iter();
+        unique(
+            "resource template",
+            templates.map(|t| key_of(t.definition(), "uriTemplate")),
+        )?;
+        if let Some(m) = self
+            .methods
+            .0
+            .keys()
+            .find(|m| crate::protocol::is_engine_method(m))
+        {
+            return Err(BuildError::Duplicate(format!(
+                "custom method {m:?} is one the engine serves itself"
+            )));
+        }
+        for (name, settings) in &self.info.experimental {
+            if !settings.is_object() {
+                return Err(BuildError::Schema(format!(
+                    "experimental capability {name:?} must be a JSON object"
+                )));
+            }
+        }
         for tool in self.tools {
             self.source = self.source.tool(compile(tool)?);
         }
@@ -154,6 +232,9 @@ impl ServerBuilder {
         engine
             .replace_source(LOCAL_SOURCE, self.source)
             .map_err(|e| BuildError::Schema(e.to_string()))?;
+        if !self.methods.0.is_empty() {
+            engine.set_fallback(Some(Arc::new(self.methods)));
+        }
         for dir in &self.skills {
             dir.serve(&engine)
                 .map_err(|e| BuildError::Schema(format!("{}: {e}", dir.source_id())))?;
@@ -163,6 +244,19 @@ impl ServerBuilder {
             local: Arc::new(Mutex::new(())),
         })
     }
+}
+
+/// Refuses a second entry of `kind` with the same key.
+fn unique(kind: &str, keys: impl Iterator<Item = Option<String>>) -> Result<(), BuildError> {
+    let mut seen = std::collections::HashSet::new();
+    for key in keys.flatten() {
+        if !seen.insert(key.clone()) {
+            return Err(BuildError::Duplicate(format!(
+                "{kind} {key:?} is registered twice"
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn compile(tool: Tool) -> Result<Arc<dyn ToolEntry>, BuildError> {
@@ -182,8 +276,11 @@ impl Tool {
 /// Why a server could not be built or a tool not added.
 #[derive(Debug)]
 pub enum BuildError {
-    /// A tool's input or output schema is not a valid JSON Schema object.
+    /// A tool's name breaks SEP-986, or its input or output schema is not
+    /// a valid JSON Schema object schema.
     Schema(String),
+    /// Two entries of one kind share a name (a URI for resources).
+    Duplicate(String),
     /// The handler threads could not be started.
     Io(std::io::Error),
 }
@@ -191,7 +288,7 @@ pub enum BuildError {
 impl std::fmt::Display for BuildError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            BuildError::Schema(e) => f.write_str(e),
+            BuildError::Schema(e) | BuildError::Duplicate(e) => f.write_str(e),
             BuildError::Io(e) => write!(f, "cannot start handler threads: {e}"),
         }
     }
@@ -311,6 +408,13 @@ impl Server {
     /// Removes a prompt at run time; notifies clients if it existed.
     pub fn remove_prompt(&self, name: &str) -> bool {
         self.update_local(|s| remove(&mut s.prompts, |p| p.definition(), "name", name))
+    }
+    /// Session events (a client's handshake done, its roots changed, its
+    /// session closed) for a worker thread, from now on for as long as the
+    /// receiver lives. Each [`SessionEvent::Opened`] carries a
+    /// [`SessionHandle`] the thread may keep to reach that client later.
+    pub fn session_events(&self) -> SessionEvents {
+        self.engine.session_events()
     }
     /// Tells subscribed clients that the resource at `uri` changed.
     pub fn notify_resource_updated(&self, uri: &str) {

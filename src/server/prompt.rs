@@ -1,7 +1,11 @@
 //! Prompts with arguments, and argument completion handlers.
 
 use super::tool::ToolError;
-use crate::model::{insert_opt, Completion, CompletionRequest, Content};
+pub use crate::model::Role;
+use crate::model::{
+    decoration_builders, insert_meta, insert_opt, meta_of, string, Completion, CompletionRequest,
+    Content, Decorations,
+};
 use crate::protocol::Context;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -16,6 +20,7 @@ pub struct Prompt {
     pub(crate) title: Option<String>,
     pub(crate) description: Option<String>,
     pub(crate) arguments: Vec<PromptArgument>,
+    pub(crate) decorations: Decorations,
     pub(crate) handler: Box<PromptHandler>,
 }
 
@@ -62,6 +67,7 @@ impl Prompt {
             title: None,
             description: None,
             arguments: Vec::new(),
+            decorations: Decorations::default(),
             handler: Box::new(handler),
         }
     }
@@ -80,6 +86,7 @@ impl Prompt {
         self.arguments.push(argument);
         self
     }
+    decoration_builders!();
 }
 
 impl crate::server::entries::Listable for Prompt {
@@ -102,17 +109,9 @@ impl crate::server::entries::Listable for Prompt {
                 .collect();
             m.insert("arguments".into(), Value::Array(args));
         }
+        self.decorations.fill(&mut m);
         Value::Object(m)
     }
-}
-
-/// Who speaks a prompt message.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum Role {
-    /// The user.
-    User,
-    /// The assistant.
-    Assistant,
 }
 
 /// A rendered prompt.
@@ -122,6 +121,8 @@ pub struct PromptResult {
     pub description: Option<String>,
     /// The messages, in order.
     pub messages: Vec<(Role, Content)>,
+    /// `_meta`, free-form.
+    pub meta: Map<String, Value>,
 }
 
 impl PromptResult {
@@ -130,24 +131,43 @@ impl PromptResult {
         PromptResult {
             description: None,
             messages,
+            meta: Map::new(),
         }
+    }
+    /// This result with the entry `key` added to its `_meta`.
+    pub fn with_meta(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.meta.insert(key.into(), value);
+        self
+    }
+    /// A `GetPromptResult` read back (a client's typed view); `None` if a
+    /// message has no known role or no content.
+    pub fn from_value(v: &Value) -> Option<PromptResult> {
+        let messages = v
+            .get("messages")?
+            .as_array()?
+            .iter()
+            .map(|m| {
+                let role = Role::parse(m.get("role")?.as_str()?)?;
+                Some((role, Content::from_value(m.get("content")?)))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(PromptResult {
+            description: string(v, "description"),
+            messages,
+            meta: meta_of(v),
+        })
     }
     /// As JSON.
     pub fn to_value(&self) -> Value {
         let messages: Vec<Value> = self
             .messages
             .iter()
-            .map(|(role, content)| {
-                let role = match role {
-                    Role::User => "user",
-                    Role::Assistant => "assistant",
-                };
-                json!({"role": role, "content": content.to_value()})
-            })
+            .map(|(role, content)| json!({"role": role.as_str(), "content": content.to_value()}))
             .collect();
         let mut m = Map::new();
         insert_opt(&mut m, "description", &self.description);
         m.insert("messages".into(), Value::Array(messages));
+        insert_meta(&mut m, &self.meta);
         Value::Object(m)
     }
 }

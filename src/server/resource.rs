@@ -2,7 +2,7 @@
 
 use super::tool::ToolError;
 use super::uri_template::UriTemplate;
-use crate::model::{insert_opt, ResourceContents};
+use crate::model::{insert_opt, Annotations, Decorations, ResourceContents};
 use crate::protocol::Context;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -22,6 +22,7 @@ pub(crate) struct Meta {
     pub(crate) title: Option<String>,
     pub(crate) description: Option<String>,
     pub(crate) mime_type: Option<String>,
+    pub(crate) decorations: Decorations,
 }
 
 impl Meta {
@@ -30,6 +31,7 @@ impl Meta {
         insert_opt(m, "title", &self.title);
         insert_opt(m, "description", &self.description);
         insert_opt(m, "mimeType", &self.mime_type);
+        self.decorations.fill(m);
     }
 }
 
@@ -50,12 +52,29 @@ macro_rules! meta_builders {
             self.meta.mime_type = Some(mime_type.into());
             self
         }
+        /// Annotations for the client: who it is for, how important, when
+        /// it last changed.
+        pub fn annotations(mut self, annotations: Annotations) -> Self {
+            self.meta.decorations.annotations = Some(annotations);
+            self
+        }
+        /// Adds an icon (SEP-973; left out for clients older than 2025-11-25).
+        pub fn icon(mut self, icon: crate::model::Icon) -> Self {
+            self.meta.decorations.icons.push(icon);
+            self
+        }
+        /// Adds the entry `key` to its `_meta` (free-form).
+        pub fn meta(mut self, key: impl Into<String>, value: serde_json::Value) -> Self {
+            self.meta.decorations.meta.insert(key.into(), value);
+            self
+        }
     };
 }
 
 /// A resource with a fixed URI.
 pub struct Resource {
     pub(crate) uri: String,
+    pub(crate) size: Option<u64>,
     pub(crate) meta: Meta,
     pub(crate) handler: Box<ResourceHandler>,
 }
@@ -68,6 +87,7 @@ impl Resource {
     {
         Resource {
             uri: uri.into(),
+            size: None,
             meta: Meta {
                 name: name.into(),
                 ..Meta::default()
@@ -76,6 +96,11 @@ impl Resource {
         }
     }
     meta_builders!();
+    /// The size of its raw contents in bytes (before base64), if known.
+    pub fn size(mut self, bytes: u64) -> Self {
+        self.size = Some(bytes);
+        self
+    }
 }
 
 impl crate::server::entries::Listable for Resource {
@@ -83,6 +108,9 @@ impl crate::server::entries::Listable for Resource {
         let mut m = Map::new();
         m.insert("uri".into(), self.uri.as_str().into());
         self.meta.fill(&mut m);
+        if let Some(size) = self.size {
+            m.insert("size".into(), size.into());
+        }
         Value::Object(m)
     }
 }

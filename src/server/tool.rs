@@ -1,7 +1,9 @@
 //! Tools: definition, result and error types.
 
 use crate::jsonrpc::ErrorObject;
-use crate::model::{insert_opt, Content};
+use crate::model::{
+    blocks_value, decoration_builders, insert_meta, insert_opt, Content, Decorations,
+};
 use crate::protocol::tasks::TaskSupport;
 use crate::protocol::Context;
 use serde_json::{Map, Value};
@@ -20,6 +22,7 @@ pub struct Tool {
     pub(crate) input_schema: Value,
     pub(crate) output_schema: Option<Value>,
     pub(crate) annotations: Option<Value>,
+    pub(crate) decorations: Decorations,
     pub(crate) task_support: TaskSupport,
     pub(crate) detach_in_handler: bool,
     pub(crate) handler: Box<ToolHandler>,
@@ -42,6 +45,7 @@ impl Tool {
             input_schema,
             output_schema: None,
             annotations: None,
+            decorations: Decorations::default(),
             task_support: TaskSupport::Forbidden,
             detach_in_handler: false,
             handler: Box::new(handler),
@@ -57,7 +61,10 @@ impl Tool {
         self.description = Some(description.into());
         self
     }
-    /// A schema that `structuredContent` of every successful result must satisfy.
+    decoration_builders!();
+    /// A schema that `structuredContent` of every successful result must
+    /// satisfy; an object schema (`"type": "object"`), as the spec asks
+    /// (checked at build).
     pub fn output_schema(mut self, schema: Value) -> Self {
         self.output_schema = Some(schema);
         self
@@ -100,6 +107,7 @@ impl Tool {
         if let Some(a) = &self.annotations {
             m.insert("annotations".into(), a.clone());
         }
+        self.decorations.fill(&mut m);
         Value::Object(m)
     }
 }
@@ -109,10 +117,13 @@ impl Tool {
 pub struct ToolResult {
     /// Unstructured content blocks.
     pub content: Vec<Content>,
-    /// Structured content (checked against the tool's output schema).
+    /// Structured content: a JSON object (checked against the tool's
+    /// output schema; anything but an object is refused at run time).
     pub structured_content: Option<Value>,
     /// Whether the tool failed (the model sees the content as an error).
     pub is_error: bool,
+    /// `_meta`, free-form.
+    pub meta: Map<String, Value>,
 }
 
 impl ToolResult {
@@ -133,7 +144,7 @@ impl ToolResult {
         ToolResult {
             content: vec![Content::text(value.to_string())],
             structured_content: Some(value),
-            is_error: false,
+            ..Default::default()
         }
     }
     /// A failed result (`isError: true`) with one text block.
@@ -143,20 +154,34 @@ impl ToolResult {
             ..Self::text(message)
         }
     }
+    /// This result with the entry `key` added to its `_meta`.
+    pub fn with_meta(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.meta.insert(key.into(), value);
+        self
+    }
     /// The result as JSON.
     pub fn to_value(&self) -> Value {
         let mut m = Map::new();
-        m.insert(
-            "content".into(),
-            Value::Array(self.content.iter().map(Content::to_value).collect()),
-        );
+        m.insert("content".into(), blocks_value(&self.content));
         if let Some(s) = &self.structured_content {
             m.insert("structuredContent".into(), s.clone());
         }
         if self.is_error {
             m.insert("isError".into(), true.into());
         }
+        insert_meta(&mut m, &self.meta);
         Value::Object(m)
+    }
+    /// A `CallToolResult` read back (a client's typed view): content blocks
+    /// as [`Content::from_value`] reads them. `None` without a `content`
+    /// array.
+    pub fn from_value(v: &Value) -> Option<ToolResult> {
+        Some(ToolResult {
+            content: crate::model::blocks_from(v.get("content")?)?,
+            structured_content: v.get("structuredContent").cloned(),
+            is_error: v.get("isError").and_then(Value::as_bool).unwrap_or(false),
+            meta: crate::model::meta_of(v),
+        })
     }
 }
 

@@ -194,6 +194,8 @@ pub fn assert_valid(version: &str, def: &str, message: &Value) {
 #[cfg(feature = "amqp")]
 pub mod amqp;
 pub mod http;
+#[cfg(all(feature = "client", feature = "tcp"))]
+pub mod tap;
 #[cfg(feature = "tls")]
 pub mod tls;
 

@@ -871,6 +871,44 @@ impl Connection {
     }
 }
 
+impl Connection {
+    /// [`Connection::http`] sending `Authorization: Bearer <token>` with
+    /// every request: what an mcpvisor server with `bearerTokenFile` (or
+    /// any server behind OAuth with a token already in hand) asks for. A
+    /// token that is empty or not visible ASCII is refused.
+    pub fn http_bearer(url: &str, token: &str) -> io::Result<Connection> {
+        if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a bearer token must be non-empty visible ASCII",
+            ));
+        }
+        Connection::http_with_headers(
+            url,
+            vec![("Authorization".into(), format!("Bearer {token}"))],
+        )
+    }
+
+    /// [`Connection::http_bearer`] with the token read from `path`: its
+    /// first line that is neither blank nor a `#` comment, trimmed (the
+    /// format of the server's `bearerTokenFile`). Read once, here.
+    pub fn http_bearer_file(url: &str, path: &std::path::Path) -> io::Result<Connection> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        let token = text
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with('#'))
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: no token in the file", path.display()),
+                )
+            })?;
+        Connection::http_bearer(url, token)
+    }
+}
+
 /// Headers a caller may add to every request: HTTP tokens as names,
 /// values without control characters, none the transport sets itself.
 pub(crate) fn check_headers(headers: &[(String, String)]) -> io::Result<()> {
