@@ -11,6 +11,7 @@
 //! | `structuredContent`              | 2025-06-18 | removed (content stays)  |
 //! | `title`, tool `outputSchema`     | 2025-06-18 | removed                  |
 //! | `icons`                          | 2025-11-25 | removed                  |
+//! | `serverInfo` `description`, `websiteUrl` | 2025-11-25 | removed          |
 
 use super::ProtocolVersion;
 use serde_json::{json, Value};
@@ -52,6 +53,17 @@ pub fn result(method: &str, version: ProtocolVersion, mut result: Value) -> Valu
         _ => {}
     }
     result
+}
+
+/// A `serverInfo` (`Implementation`) for a client speaking `version`:
+/// `icons`, `description` and `websiteUrl` are 2025-11-25's.
+pub fn implementation(version: ProtocolVersion, mut info: Value) -> Value {
+    if version < V2025_11_25 {
+        for key in ["icons", "description", "websiteUrl"] {
+            remove(&mut info, key);
+        }
+    }
+    info
 }
 
 fn remove(v: &mut Value, key: &str) {

@@ -128,7 +128,8 @@ pub(crate) fn initialize(session: &Arc<Session>, req: &Request) -> Result<Value,
     let mut result = Map::new();
     result.insert("protocolVersion".into(), version.as_str().into());
     result.insert("capabilities".into(), engine.capabilities());
-    result.insert("serverInfo".into(), engine.info.to_value());
+    let info = crate::model::adapt::implementation(version, engine.info.to_value());
+    result.insert("serverInfo".into(), info);
     if let Some(i) = engine.instructions() {
         result.insert("instructions".into(), i.into());
     }
