@@ -128,7 +128,7 @@ fn definitions_and_results_carry_icons_annotations_and_meta() {
     assert_eq!(info["icons"][0], icon.to_value());
 
     let tools = c.list_tools_typed().unwrap();
-    assert_eq!(tools[0].decorations.icons, [icon.clone()]);
+    assert_eq!(tools[0].decorations.icons, std::slice::from_ref(&icon));
     assert_eq!(
         tools[0].decorations.meta["example.com/tool"],
         json!({"v": 1})
