@@ -35,7 +35,7 @@ fn message(role: Role, content: Vec<Content>) -> Value {
 }
 
 fn forecast(args: Map<String, Value>, ctx: &mcpvisor::Context) -> Result<ToolResult, ToolError> {
-    let city = args["city"].as_str().unwrap_or_default();
+    let city = args.get("city").and_then(Value::as_str).unwrap_or_default();
     let tools = json!([{
         "name": "get_temperature",
         "description": "The current temperature in a city",
@@ -56,11 +56,11 @@ fn forecast(args: Map<String, Value>, ctx: &mcpvisor::Context) -> Result<ToolRes
             Value::Array(items) => items.iter().map(Content::from_value).collect(),
             one => vec![Content::from_value(one)],
         };
-        let uses: Vec<(String, Map<String, Value>)> = blocks
+        let uses: Vec<(String, &str, Map<String, Value>)> = blocks
             .iter()
             .filter_map(|b| match b.block() {
-                Content::ToolUse { id, name, input } if name == "get_temperature" => {
-                    Some((id.clone(), input.clone()))
+                Content::ToolUse { id, name, input } => {
+                    Some((id.clone(), name.as_str(), input.clone()))
                 }
                 _ => None,
             })
@@ -69,12 +69,21 @@ fn forecast(args: Map<String, Value>, ctx: &mcpvisor::Context) -> Result<ToolRes
             let text: Vec<&str> = blocks.iter().filter_map(Content::as_text).collect();
             return Ok(ToolResult::text(text.join("\n")));
         }
-        // The model's turn, then the results of every tool it asked for.
-        messages.push(message(Role::Assistant, blocks));
+        // The results of every tool it asked for (each `tool_use` must get
+        // one; a tool we do not have is a failed result), after its turn.
         let results = uses
             .iter()
-            .map(|(id, input)| Content::tool_result(id.clone(), vec![get_temperature(input)]))
+            .map(|(id, name, input)| match *name {
+                "get_temperature" => Content::tool_result(id.clone(), vec![get_temperature(input)]),
+                other => Content::ToolResult {
+                    tool_use_id: id.clone(),
+                    content: vec![Content::text(format!("no tool named {other:?}"))],
+                    structured_content: None,
+                    is_error: true,
+                },
+            })
             .collect();
+        messages.push(message(Role::Assistant, blocks));
         messages.push(message(Role::User, results));
     }
     Err(ToolError::new(format!(

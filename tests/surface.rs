@@ -667,6 +667,11 @@ fn a_request_the_server_cancelled_is_not_answered() {
         ..ClientOptions::default()
     };
     let c = connect(&tap, options);
+    // The callback thread is started (and idle) before the 300 ms begin.
+    assert_eq!(
+        text(&c.call_tool("patient", json!({})).unwrap()),
+        "answered"
+    );
     assert_eq!(
         text(&c.call_tool("impatient", json!({})).unwrap()),
         "gave up"
@@ -700,43 +705,78 @@ fn a_request_the_server_cancelled_is_not_answered() {
 }
 
 #[test]
-fn an_https_server_behind_a_bearer_token_is_reached() {
-    let dir = common::scratch("surface-https");
-    let pki = common::tls::pki("surface test CA");
-    let ca = dir.join("ca.pem");
-    std::fs::write(&ca, &pki.ca_pem).unwrap();
-    // Only this test of the binary uses TLS: the trust store is read once.
-    std::env::set_var("SSL_CERT_FILE", &ca);
-    let server = Server::builder("s", "1")
-        .tool(Tool::new("hi", object(), |_, _| Ok(ToolResult::text("hi"))))
-        .build()
-        .unwrap();
-    let http = server
-        .start_http(
-            mcpvisor::transport::http::HttpOptions::default()
-                .with_bind("127.0.0.1:0".parse().unwrap())
-                .with_bearer_tokens(vec!["s3cret-token".into()]),
+fn a_client_refuses_requests_it_did_not_declare() {
+    use std::io::{BufRead, BufReader, Write};
+    // A server of the test's own that asks for what the client never declared.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut out = stream.try_clone().unwrap();
+        let mut lines = BufReader::new(stream).lines().map_while(Result::ok);
+        let init: Value = serde_json::from_str(&lines.next().unwrap()).unwrap();
+        let result = json!({"protocolVersion": V, "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}});
+        writeln!(
+            out,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": init["id"], "result": result})
         )
         .unwrap();
-    let port = common::tls::tls_terminator(&pki, &http.local_addr().to_string());
-    let url = format!("https://127.0.0.1:{port}/mcp");
-    let token = dir.join("token");
-    std::fs::write(&token, "# the service's token\n\ns3cret-token\n").unwrap();
-    let conn = mcpvisor::client::Connection::http_bearer_file(&url, &token).unwrap();
-    let c = Client::connect(conn, ClientOptions::default()).unwrap();
-    assert_eq!(text(&c.call_tool("hi", json!({})).unwrap()), "hi");
-    c.close();
-    let anonymous = Client::connect(
-        mcpvisor::client::Connection::http(&url).unwrap(),
-        ClientOptions::default(),
+        lines.next(); // notifications/initialized
+        let asks = [
+            json!({"mode": "url", "message": "m", "url": "https://example.com", "elicitationId": "e"}),
+            json!({"messages": [], "maxTokens": 1, "tools": []}),
+        ];
+        let mut answers = Vec::new();
+        for (id, (method, params)) in ["elicitation/create", "sampling/createMessage"]
+            .into_iter()
+            .zip(asks)
+            .enumerate()
+        {
+            let ask = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+            common::assert_valid(V, "ServerRequest", &ask);
+            writeln!(out, "{ask}").unwrap();
+            answers.push(serde_json::from_str::<Value>(&lines.next().unwrap()).unwrap());
+        }
+        answers
+    });
+    let called = Arc::new(AtomicBool::new(false));
+    let (a, b) = (called.clone(), called.clone());
+    let options = ClientOptions {
+        elicitation: Some(Arc::new(move |_| {
+            a.store(true, Ordering::SeqCst);
+            Ok(json!({"action": "accept"}))
+        })),
+        sampling: Some(Arc::new(move |_| {
+            b.store(true, Ordering::SeqCst);
+            Err(ErrorObject::internal("no model"))
+        })),
+        ..ClientOptions::default()
+    };
+    let c = Client::connect(mcpvisor::client::Connection::tcp(addr).unwrap(), options).unwrap();
+    let answers = server.join().unwrap();
+    for (answer, says) in answers.iter().zip(["elicitation.url", "sampling.tools"]) {
+        common::assert_valid(V, "JSONRPCErrorResponse", answer);
+        assert_eq!(answer["error"]["code"], -32602);
+        assert!(
+            answer["error"]["message"].as_str().unwrap().contains(says),
+            "{answer}"
+        );
+    }
+    assert!(
+        !called.load(Ordering::SeqCst),
+        "a callback saw a request the client never declared"
     );
-    let e = anonymous
-        .err()
-        .expect("refused without the token")
-        .to_string();
-    assert!(e.contains("401"), "{e}");
-    let wrong = mcpvisor::client::Connection::http_bearer(&url, "wrong").unwrap();
-    assert!(Client::connect(wrong, ClientOptions::default()).is_err());
-    assert!(mcpvisor::client::Connection::http_bearer(&url, "two words").is_err());
-    let _ = std::fs::remove_dir_all(&dir);
+    c.close();
+}
+
+#[test]
+fn session_events_end_with_the_server() {
+    let server = Server::builder("s", "1").build().unwrap();
+    let events = server.session_events();
+    drop(server);
+    assert_eq!(
+        events.recv_timeout(WAIT).err(),
+        Some(crossbeam_channel::RecvTimeoutError::Disconnected)
+    );
 }

@@ -1136,6 +1136,20 @@ fn serve_peer_request(shared: &Arc<Shared>, r: Request, related: Option<&Request
     if r.method() == "ping" {
         return reply(shared, Ok(json!({})), r.id());
     }
+    // What the client did not declare it must refuse (sampling with tools
+    // without `sampling.tools`, a URL elicitation without `elicitation.url`):
+    // no callback sees it.
+    let params = r.params().map_or(json!({}), |p| Value::Object(p.clone()));
+    if let Some(cap) = crate::protocol::capability_needed(r.method(), &params) {
+        let declared = lock(&shared.init_params)["capabilities"].clone();
+        if !crate::protocol::declares(&declared, cap) {
+            let e = ErrorObject::invalid_params(format!(
+                "{}: this client did not declare {cap}",
+                r.method()
+            ));
+            return reply(shared, Err(e), r.id());
+        }
+    }
     let Some(handler) = peer_handler(shared, r.method(), related) else {
         return reply(
             shared,
@@ -1157,7 +1171,6 @@ fn serve_peer_request(shared: &Arc<Shared>, r: Request, related: Option<&Request
     lock(&shared.answering).insert(id.clone(), token.clone());
     let job_shared = shared.clone();
     let job = Box::new(move || {
-        let params = r.params().map_or(json!({}), |p| Value::Object(p.clone()));
         let run = || {
             ANSWERING.with(|a| *a.borrow_mut() = Some(token.clone()));
             let outcome = handler(r.method(), params);
@@ -1176,7 +1189,14 @@ fn serve_peer_request(shared: &Arc<Shared>, r: Request, related: Option<&Request
                 Err(ErrorObject::internal("the client's callback failed"))
             })
         });
-        lock(&job_shared.answering).remove(r.id());
+        {
+            // Only this request's entry: after a reconnection the same id
+            // may name a new request of the new session.
+            let mut answering = lock(&job_shared.answering);
+            if answering.get(r.id()).is_some_and(|t| t.same(&token)) {
+                answering.remove(r.id());
+            }
+        }
         match outcome {
             // The server cancelled it: no answer is sent.
             _ if token.is_cancelled() => {

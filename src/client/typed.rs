@@ -54,10 +54,11 @@ impl ToolInfo {
 pub(crate) struct OutputSchemas(std::sync::Mutex<HashMap<String, Arc<Schema>>>);
 
 impl OutputSchemas {
-    /// Learns the output schemas of `tools` (a `tools/list` answer),
-    /// replacing what was known: a tool listed without one has none.
+    /// Learns the output schemas of `tools` (a whole `tools/list`
+    /// listing), replacing everything known before.
     pub(crate) fn learn(&self, tools: &[Value]) {
         let mut known = lock(&self.0);
+        known.clear();
         for t in tools {
             let Some(name) = t.get("name").and_then(Value::as_str) else {
                 continue;
@@ -68,11 +69,8 @@ impl OutputSchemas {
                 }
                 Some(Err(e)) => {
                     log::warn!("client: tool {name}: its outputSchema is unusable ({e}); results not checked");
-                    known.remove(name);
                 }
-                None => {
-                    known.remove(name);
-                }
+                None => {}
             }
         }
     }

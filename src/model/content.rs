@@ -60,7 +60,8 @@ pub enum Content {
         is_error: bool,
     },
     /// A block with `annotations` and/or `_meta` (see [`Content::annotate`]
-    /// and [`Content::with_meta`]).
+    /// and [`Content::with_meta`]), or with members this type does not
+    /// model, kept as they came ([`Content::from_value`]).
     Annotated {
         /// The block.
         block: Box<Content>,
@@ -68,6 +69,9 @@ pub enum Content {
         annotations: Option<Annotations>,
         /// Its `_meta`.
         meta: Map<String, Value>,
+        /// Other members (a resource link's `title` or `size`, an explicit
+        /// `"isError": false`, members of later revisions).
+        extra: Map<String, Value>,
     },
     /// Any other JSON content block, sent as given.
     Raw(Value),
@@ -122,33 +126,39 @@ impl Content {
     /// This block with `annotations` (audience, priority, last modified).
     pub fn annotate(self, annotations: Annotations) -> Content {
         match self {
-            Content::Annotated { block, meta, .. } => Content::Annotated {
+            Content::Annotated {
+                block, meta, extra, ..
+            } => Content::Annotated {
                 block,
                 annotations: Some(annotations),
                 meta,
+                extra,
             },
             block => Content::Annotated {
                 block: Box::new(block),
                 annotations: Some(annotations),
                 meta: Map::new(),
+                extra: Map::new(),
             },
         }
     }
     /// This block with the entry `key` added to its `_meta`.
     pub fn with_meta(self, key: impl Into<String>, value: Value) -> Content {
-        let (block, annotations, mut meta) = match self {
+        let (block, annotations, mut meta, extra) = match self {
             Content::Annotated {
                 block,
                 annotations,
                 meta,
-            } => (block, annotations, meta),
-            block => (Box::new(block), None, Map::new()),
+                extra,
+            } => (block, annotations, meta, extra),
+            block => (Box::new(block), None, Map::new(), Map::new()),
         };
         meta.insert(key.into(), value);
         Content::Annotated {
             block,
             annotations,
             meta,
+            extra,
         }
     }
 
@@ -202,9 +212,13 @@ impl Content {
                 block,
                 annotations,
                 meta,
+                extra,
             } => {
                 let mut v = block.to_value();
                 if let Some(m) = v.as_object_mut() {
+                    for (k, x) in extra {
+                        m.entry(k.as_str()).or_insert_with(|| x.clone());
+                    }
                     if let Some(a) = annotations {
                         m.insert("annotations".into(), a.to_value());
                     }
@@ -216,14 +230,49 @@ impl Content {
         }
     }
 
-    /// A block from its JSON form. Nothing is lost: a block this type
-    /// cannot hold exactly (an unknown `type`, members it does not model)
-    /// is [`Content::Raw`].
+    /// A block from its JSON form. Nothing is lost: members it does not
+    /// model are kept in [`Content::Annotated`]'s `extra`; a block it
+    /// cannot read (an unknown `type`, a member of the wrong shape) is
+    /// [`Content::Raw`]. Numbers compare by value (`1` is `1.0`).
     pub fn from_value(v: &Value) -> Content {
-        match Self::typed(v) {
-            Some(c) if c.to_value() == *v => c,
-            _ => Content::Raw(v.clone()),
+        Self::lenient(v).unwrap_or_else(|| Content::Raw(v.clone()))
+    }
+
+    fn lenient(v: &Value) -> Option<Content> {
+        let block = Self::typed(v)?;
+        let rendered = block.to_value();
+        let annotations = v.get("annotations").map(Annotations::from_value);
+        if let (Some(a), Some(given)) = (&annotations, v.get("annotations")) {
+            if !same(&a.to_value(), given) {
+                return None;
+            }
         }
+        let mut extra = Map::new();
+        for (k, given) in v.as_object()? {
+            if k == "annotations" || k == "_meta" {
+                continue;
+            }
+            match rendered.get(k) {
+                Some(r) if !same(r, given) => return None,
+                Some(_) => {}
+                None => {
+                    extra.insert(k.clone(), given.clone());
+                }
+            }
+        }
+        let meta = meta_of(v);
+        Some(
+            if annotations.is_none() && meta.is_empty() && extra.is_empty() {
+                block
+            } else {
+                Content::Annotated {
+                    block: Box::new(block),
+                    annotations,
+                    meta,
+                    extra,
+                }
+            },
+        )
     }
 
     fn typed(v: &Value) -> Option<Content> {
@@ -258,17 +307,7 @@ impl Content {
             },
             _ => return None,
         };
-        let annotations = v.get("annotations").map(Annotations::from_value);
-        let meta = meta_of(v);
-        Some(if annotations.is_none() && meta.is_empty() {
-            block
-        } else {
-            Content::Annotated {
-                block: Box::new(block),
-                annotations,
-                meta,
-            }
-        })
+        Some(block)
     }
 
     /// The block under any annotations.
@@ -284,6 +323,20 @@ impl Content {
             Content::Text(t) => Some(t),
             _ => None,
         }
+    }
+}
+
+/// Whether two JSON values are the same, numbers compared by value.
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
     }
 }
 
@@ -531,8 +584,17 @@ mod tests {
         for b in blocks {
             assert_eq!(Content::from_value(&b.to_value()), b);
         }
-        // What the type cannot hold exactly is kept whole.
-        let odd = json!({"type": "resource_link", "uri": "a://b", "name": "b", "size": 3});
+        // Members it does not model are kept beside the typed block.
+        let link = json!({"type": "resource_link", "uri": "a://b", "name": "b", "size": 3});
+        let typed = Content::from_value(&link);
+        assert!(
+            matches!(typed.block(), Content::ResourceLink { .. }),
+            "{typed:?}"
+        );
+        assert_eq!(typed.to_value(), link);
+        let done = json!({"type": "text", "text": "t", "annotations": {"priority": 1}});
+        assert_eq!(Content::from_value(&done).as_text(), Some("t"));
+        let odd = json!({"type": "tool_use", "id": "u", "name": "n", "input": 3});
         assert_eq!(Content::from_value(&odd), Content::Raw(odd.clone()));
         assert_eq!(
             Content::text("t")

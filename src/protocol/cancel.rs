@@ -45,6 +45,11 @@ impl CancelToken {
         self.0.flag.load(Ordering::SeqCst)
     }
 
+    /// Whether `other` is this same token (a clone of it).
+    pub fn same(&self, other: &CancelToken) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
     /// A receiver that becomes ready (disconnected) once the token is cancelled;
     /// use it in `crossbeam_channel::select!` beside your own channels.
     pub fn receiver(&self) -> Receiver<()> {

@@ -85,21 +85,7 @@ impl ProtocolContext {
     /// `elicitation` object declares form mode (`elicitation.form`), as
     /// the spec keeps it for older clients.
     pub fn client_supports(&self, capability: &str) -> bool {
-        let caps = self.client_capabilities();
-        let (top, member) = match capability.split_once('.') {
-            Some((top, member)) => (top, Some(member)),
-            None => (capability, None),
-        };
-        let Some(declared) = caps.get(top) else {
-            return false;
-        };
-        match member {
-            None => true,
-            Some("form") if top == "elicitation" => {
-                declared.get("form").is_some() || declared.as_object().is_some_and(|m| m.is_empty())
-            }
-            Some(member) => declared.get(member).is_some(),
-        }
+        declares(&self.client_capabilities(), capability)
     }
     /// Whether the client declared the extension `id` (in
     /// `capabilities.extensions`).
@@ -623,6 +609,22 @@ pub fn capability_for(method: &str) -> Option<&'static str> {
         "roots/list" => Some("roots"),
         _ => None,
     }
+}
+
+/// Whether `capabilities` declare `capability`, a dotted path into them
+/// (`sampling`, `sampling.tools`, `elicitation.url`). An empty
+/// `elicitation` object declares form mode (`elicitation.form`), as the
+/// spec keeps it for older clients.
+pub fn declares(capabilities: &Value, capability: &str) -> bool {
+    if capability == "elicitation.form" {
+        if let Some(e) = capabilities.get("elicitation").and_then(Value::as_object) {
+            return e.is_empty() || e.contains_key("form");
+        }
+    }
+    capability
+        .split('.')
+        .try_fold(capabilities, |v, key| v.get(key))
+        .is_some()
 }
 
 /// The client capability a server-to-client request needs, by its method

@@ -31,7 +31,7 @@ pub mod tasks;
 pub use cancel::CancelToken;
 pub use catalog::{Changes, ListKind, Source};
 pub use context::{
-    capability_for, capability_needed, Context, PeerError, ProtocolContext, ToolContext,
+    capability_for, capability_needed, declares, Context, PeerError, ProtocolContext, ToolContext,
     DEFAULT_PEER_REQUEST_TIMEOUT,
 };
 pub use input::{InputRequest, StateKey};
@@ -162,6 +162,9 @@ pub struct Engine {
     observer: OnceLock<Arc<dyn Observer>>,
     // Told when a session closes; dropped watchers fall out.
     watchers: Mutex<Vec<Weak<dyn SessionWatcher>>>,
+    // The senders of `session_events` receivers (held here only: when the
+    // engine goes, their readers see the end).
+    event_readers: Mutex<Vec<crossbeam_channel::Sender<SessionEvent>>>,
     // Instructions added at run time (a gateway's upstreams), by source.
     added_instructions: Mutex<std::collections::BTreeMap<String, String>>,
     // Open `subscriptions/listen` streams (2026-07-28).
@@ -244,6 +247,7 @@ impl Engine {
             draining: AtomicBool::new(false),
             observer: OnceLock::new(),
             watchers: Mutex::new(Vec::new()),
+            event_readers: Mutex::new(Vec::new()),
             added_instructions: Mutex::new(std::collections::BTreeMap::new()),
             listeners: listen::Listeners::default(),
             state_key,
@@ -301,30 +305,58 @@ impl Engine {
     }
 
     /// Leaves the session list and tells the watchers.
-    pub(crate) fn forget_session(&self, key: u64, id: &str) {
+    /// Leaves the session list and tells the watchers (and, for a session
+    /// whose client `opened` it, the event readers).
+    pub(crate) fn forget_session(&self, key: u64, id: &str, opened: bool) {
         lock(&self.sessions).remove(&key);
         self.listeners.remove_session(key);
-        self.tell_watchers(|w| w.session_closed(id));
-    }
-
-    /// Runs `tell` for every live watcher, with no lock held.
-    pub(crate) fn tell_watchers(&self, tell: impl Fn(&dyn SessionWatcher)) {
-        let watchers: Vec<Arc<dyn SessionWatcher>> = {
-            let mut w = lock(&self.watchers);
-            w.retain(|w| w.strong_count() > 0);
-            w.iter().filter_map(Weak::upgrade).collect()
-        };
-        for w in watchers {
-            tell(&*w);
+        for w in self.live_watchers() {
+            w.session_closed(id);
+        }
+        if opened {
+            self.send_event(SessionEvent::Closed(id.to_owned()));
         }
     }
 
+    fn live_watchers(&self) -> Vec<Arc<dyn SessionWatcher>> {
+        let mut w = lock(&self.watchers);
+        w.retain(|w| w.strong_count() > 0);
+        w.iter().filter_map(Weak::upgrade).collect()
+    }
+
+    /// A session opened or its roots changed: watchers and event readers
+    /// are told, with no lock held.
+    pub(crate) fn session_event(&self, event: SessionEvent) {
+        for w in self.live_watchers() {
+            match &event {
+                SessionEvent::Opened(h) => w.session_opened(h),
+                SessionEvent::RootsChanged(h) => w.roots_changed(h),
+                SessionEvent::Closed(id) => w.session_closed(id),
+            }
+        }
+        self.send_event(event);
+    }
+
+    /// Queues `event` for every reader; a reader that has gone is dropped,
+    /// one that is [`SESSION_EVENT_QUEUE`] behind misses it (never waited for).
+    fn send_event(&self, event: SessionEvent) {
+        let mut readers = lock(&self.event_readers);
+        readers.retain(|tx| match tx.try_send(event.clone()) {
+            Err(crossbeam_channel::TrySendError::Disconnected(_)) => false,
+            Err(crossbeam_channel::TrySendError::Full(_)) => {
+                log::warn!("session events: a reader is {SESSION_EVENT_QUEUE} behind; an event was dropped");
+                true
+            }
+            Ok(()) => true,
+        });
+    }
+
     /// Session events (opened, roots changed, closed) for a worker thread
-    /// of the embedding program, from now on and for as long as the
-    /// returned receiver lives.
+    /// of the embedding program, from now on until the engine is gone
+    /// (then [`SessionEvents::recv`] is `None`) or the receiver is dropped.
     pub fn session_events(&self) -> SessionEvents {
-        let (events, watcher) = SessionEvents::new();
-        self.watch_sessions(&watcher);
+        let (tx, events) = SessionEvents::new();
+        lock(&self.event_readers).push(tx);
         events
     }
 

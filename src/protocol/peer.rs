@@ -9,10 +9,9 @@ use super::context::{
 use super::outbound::Wait;
 use super::session::{Phase, Session};
 use super::sink::Outgoing;
-use super::SessionWatcher;
 use crate::jsonrpc;
 use crate::model::LogLevel;
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use serde_json::{json, Value};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -165,25 +164,18 @@ pub enum SessionEvent {
 pub const SESSION_EVENT_QUEUE: usize = 1024;
 
 /// A stream of [`SessionEvent`]s for a worker thread: from
-/// [`Engine::session_events`](super::Engine::session_events). Dropping
-/// it stops the events.
+/// [`Engine::session_events`](super::Engine::session_events). It ends
+/// (`recv` is `None`) when the engine is gone; dropping it stops the events.
 pub struct SessionEvents {
     rx: Receiver<SessionEvent>,
-    // The engine holds watchers weakly: this keeps ours alive.
-    _watcher: Arc<dyn SessionWatcher>,
 }
 
 impl SessionEvents {
-    pub(crate) fn new() -> (SessionEvents, Arc<dyn SessionWatcher>) {
+    pub(crate) fn new() -> (Sender<SessionEvent>, SessionEvents) {
         let (tx, rx) = crossbeam_channel::bounded(SESSION_EVENT_QUEUE);
-        let watcher: Arc<dyn SessionWatcher> = Arc::new(Forward(tx));
-        let events = SessionEvents {
-            rx,
-            _watcher: watcher.clone(),
-        };
-        (events, watcher)
+        (tx, SessionEvents { rx })
     }
-    /// The next event, waiting for it.
+    /// The next event, waiting for it; `None` once the engine is gone.
     pub fn recv(&self) -> Option<SessionEvent> {
         self.rx.recv().ok()
     }
@@ -198,29 +190,5 @@ impl SessionEvents {
     /// The channel itself, for `crossbeam_channel::select!`.
     pub fn receiver(&self) -> &Receiver<SessionEvent> {
         &self.rx
-    }
-}
-
-struct Forward(Sender<SessionEvent>);
-
-impl Forward {
-    fn send(&self, event: SessionEvent) {
-        if let Err(TrySendError::Full(_)) = self.0.try_send(event) {
-            log::warn!(
-                "session events: the reader is {SESSION_EVENT_QUEUE} behind; an event was dropped"
-            );
-        }
-    }
-}
-
-impl SessionWatcher for Forward {
-    fn session_closed(&self, session_id: &str) {
-        self.send(SessionEvent::Closed(session_id.to_owned()));
-    }
-    fn session_opened(&self, session: &SessionHandle) {
-        self.send(SessionEvent::Opened(session.clone()));
-    }
-    fn roots_changed(&self, session: &SessionHandle) {
-        self.send(SessionEvent::RootsChanged(session.clone()));
     }
 }

@@ -6,7 +6,7 @@ use super::cancel::CancelToken;
 use super::context::{Context, Exchange, ProtocolContext};
 use super::dispatch::{self, Route};
 use super::outbound::Outbound;
-use super::peer::SessionHandle;
+use super::peer::{SessionEvent, SessionHandle};
 use super::sink::{Outgoing, Sink};
 use super::stateless;
 use super::Engine;
@@ -67,6 +67,8 @@ pub struct Session {
     closed: AtomicBool,
     // This session, for handles that outlive a request.
     this: Weak<Session>,
+    // Its client finished the handshake (`SessionEvent::Opened` was sent).
+    opened: AtomicBool,
 }
 
 impl Session {
@@ -100,6 +102,7 @@ impl Session {
             outbound: Outbound::default(),
             closed: AtomicBool::new(false),
             this,
+            opened: AtomicBool::new(false),
         }
     }
 
@@ -395,7 +398,8 @@ impl Session {
                     Phase::Initializing => {
                         st.phase = Phase::Operating;
                         drop(st);
-                        self.tell_watchers(|w, h| w.session_opened(h));
+                        self.opened.store(true, Ordering::SeqCst);
+                        self.tell(SessionEvent::Opened);
                     }
                     Phase::Operating => {}
                     Phase::Stateless => log::debug!(
@@ -428,7 +432,7 @@ impl Session {
                 }
             }
             "notifications/roots/list_changed" if self.phase() == Phase::Operating => {
-                self.tell_watchers(|w, h| w.roots_changed(h));
+                self.tell(SessionEvent::RootsChanged);
             }
             "notifications/progress" => {
                 // The engine's own requests carry no progress token: only
@@ -441,10 +445,10 @@ impl Session {
         }
     }
 
-    /// Tells the engine's session watchers about this session.
-    fn tell_watchers(&self, tell: impl Fn(&dyn super::SessionWatcher, &SessionHandle)) {
+    /// Tells the engine's watchers and event readers about this session.
+    fn tell(&self, event: fn(SessionHandle) -> SessionEvent) {
         if let Some(handle) = Exchange::handle(self) {
-            self.engine.tell_watchers(|w| tell(w, &handle));
+            self.engine.session_event(event(handle));
         }
     }
 
@@ -565,7 +569,8 @@ impl Session {
             token.cancel();
         }
         self.outbound.close();
-        self.engine.forget_session(self.key, &self.id);
+        let opened = self.opened.load(Ordering::SeqCst);
+        self.engine.forget_session(self.key, &self.id, opened);
     }
 }
 

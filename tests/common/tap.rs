@@ -57,8 +57,8 @@ fn forward(
 ) {
     for line in BufReader::new(from).lines() {
         let Ok(line) = line else { break };
-        let message: Value =
-            serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        // Not JSON: kept as a string, which `validate` then refuses.
+        let message: Value = serde_json::from_str(&line).unwrap_or(Value::String(line.clone()));
         // Kept before it is passed on: a request is always seen before its answer.
         log.lock().unwrap().push(Seen {
             connection,
@@ -92,6 +92,7 @@ impl Tap {
         let mut checked = 0;
         for s in self.seen() {
             let m = &s.message;
+            assert!(m.is_object() || m.is_array(), "not a JSON-RPC message: {m}");
             let method = m.get("method").and_then(Value::as_str);
             if let (Some(method), Some(id)) = (method, m.get("id")) {
                 asked.insert(

@@ -893,19 +893,8 @@ impl Connection {
     /// first line that is neither blank nor a `#` comment, trimmed (the
     /// format of the server's `bearerTokenFile`). Read once, here.
     pub fn http_bearer_file(url: &str, path: &std::path::Path) -> io::Result<Connection> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-        let token = text
-            .lines()
-            .map(str::trim)
-            .find(|l| !l.is_empty() && !l.starts_with('#'))
-            .ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{}: no token in the file", path.display()),
-                )
-            })?;
-        Connection::http_bearer(url, token)
+        let tokens = super::read_token_file(path)?;
+        Connection::http_bearer(url, &tokens[0])
     }
 }
 

@@ -148,6 +148,26 @@ fn is_loopback(ip: IpAddr) -> bool {
     ip.is_loopback()
 }
 
+/// The tokens of a bearer token file: one per line, blank lines and `#`
+/// comments ignored; a file with none is an error.
+pub(crate) fn read_token_file(path: &std::path::Path) -> io::Result<Vec<String>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    let tokens: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect();
+    if tokens.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: no tokens", path.display()),
+        ));
+    }
+    Ok(tokens)
+}
+
 impl HttpOptions {
     /// Binds `addr`. Away from loopback, the allow lists still at their
     /// loopback default follow the address: the Origin default becomes
@@ -198,20 +218,7 @@ impl HttpOptions {
     }
     /// Reads bearer tokens from a file, one per line (blank lines and `#` comments ignored).
     pub fn with_bearer_token_file(self, path: &std::path::Path) -> io::Result<Self> {
-        let text = std::fs::read_to_string(path)?;
-        let tokens: Vec<String> = text
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            .map(String::from)
-            .collect();
-        if tokens.is_empty() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{}: no tokens", path.display()),
-            ));
-        }
-        Ok(self.with_bearer_tokens(tokens))
+        Ok(self.with_bearer_tokens(read_token_file(path)?))
     }
     /// Sets the session idle timeout.
     pub fn with_session_idle_timeout(mut self, idle: Duration) -> Self {
