@@ -202,17 +202,14 @@ pub struct ClientOptions {
 
 /// `clientInfo` as the options describe the client.
 fn client_info(o: &ClientOptions) -> Value {
-    let mut m = Map::new();
-    m.insert("name".into(), o.name.as_str().into());
-    m.insert("version".into(), o.version.as_str().into());
-    crate::model::insert_opt(&mut m, "title", &o.title);
-    crate::model::insert_opt(&mut m, "description", &o.description);
-    crate::model::insert_opt(&mut m, "websiteUrl", &o.website_url);
-    if !o.icons.is_empty() {
-        let icons = o.icons.iter().map(crate::model::Icon::to_value).collect();
-        m.insert("icons".into(), Value::Array(icons));
-    }
-    Value::Object(m)
+    crate::model::implementation(
+        &o.name,
+        &o.version,
+        &o.title,
+        &o.description,
+        &o.website_url,
+        &o.icons,
+    )
 }
 
 /// Makes a new connection (for reconnection).

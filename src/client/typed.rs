@@ -83,16 +83,9 @@ impl OutputSchemas {
         if result.is_error {
             return Ok(());
         }
-        let structured = result.structured_content.as_ref().ok_or_else(|| {
-            ClientError::Protocol(format!(
-                "tool {tool} declares an outputSchema but returned no structuredContent"
-            ))
-        })?;
-        schema.check(structured).map_err(|e| {
-            ClientError::Protocol(format!(
-                "tool {tool} returned structuredContent that violates its outputSchema: {e}"
-            ))
-        })
+        schema
+            .check_output(tool, result.structured_content.as_ref())
+            .map_err(ClientError::Protocol)
     }
 }
 

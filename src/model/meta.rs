@@ -221,6 +221,30 @@ impl Decorations {
     }
 }
 
+/// An `Implementation` (`serverInfo`, `clientInfo`): name and version,
+/// then what is set of title, description, website and icons.
+pub(crate) fn implementation(
+    name: &str,
+    version: &str,
+    title: &Option<String>,
+    description: &Option<String>,
+    website_url: &Option<String>,
+    icons: &[Icon],
+) -> Value {
+    let mut m = Map::new();
+    m.insert("name".into(), name.into());
+    m.insert("version".into(), version.into());
+    insert_opt(&mut m, "title", title);
+    insert_opt(&mut m, "description", description);
+    insert_opt(&mut m, "websiteUrl", website_url);
+    let decorations = Decorations {
+        icons: icons.to_vec(),
+        ..Decorations::default()
+    };
+    decorations.fill(&mut m);
+    Value::Object(m)
+}
+
 /// Adds `_meta` to `m` unless it is empty.
 pub(crate) fn insert_meta(m: &mut Map<String, Value>, meta: &Map<String, Value>) {
     if !meta.is_empty() {

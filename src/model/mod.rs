@@ -18,7 +18,9 @@ pub use completion::{Completion, CompletionRef, CompletionRequest, MAX_COMPLETIO
 pub use content::{base64, base64_decode, Content, ResourceContents};
 pub(crate) use content::{blocks_from, blocks_value};
 pub use logging::LogLevel;
-pub(crate) use meta::{decoration_builders, insert_meta, insert_opt, meta_of, string};
+pub(crate) use meta::{
+    decoration_builders, implementation, insert_meta, insert_opt, meta_of, string,
+};
 pub use meta::{Annotations, Decorations, Icon, IconTheme, Role};
 pub use param_header::{param_headers, param_text, ParamHeader, PARAM_HEADER_PREFIX, X_MCP_HEADER};
 pub use timestamp::iso8601;

@@ -26,6 +26,21 @@ impl Schema {
         Ok(Schema {})
     }
 
+    /// The spec's rule for a successful result of `tool`, whose output
+    /// schema this is: it must carry `structuredContent` that satisfies it.
+    pub(crate) fn check_output(
+        &self,
+        tool: &str,
+        structured: Option<&Value>,
+    ) -> Result<(), String> {
+        let structured = structured.ok_or_else(|| {
+            format!("tool {tool} declares an outputSchema but returned no structuredContent")
+        })?;
+        self.check(structured).map_err(|e| {
+            format!("tool {tool} returned structuredContent that violates its outputSchema: {e}")
+        })
+    }
+
     /// Validates `instance`; the error names each violation and where it is.
     pub(crate) fn check(&self, instance: &Value) -> Result<(), String> {
         #[cfg(feature = "schema")]

@@ -135,17 +135,14 @@ pub struct ServerInfo {
 
 impl ServerInfo {
     pub(crate) fn to_value(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("name".into(), self.name.as_str().into());
-        m.insert("version".into(), self.version.as_str().into());
-        crate::model::insert_opt(&mut m, "title", &self.title);
-        crate::model::insert_opt(&mut m, "description", &self.description);
-        crate::model::insert_opt(&mut m, "websiteUrl", &self.website_url);
-        if !self.icons.is_empty() {
-            let icons = self.icons.iter().map(crate::model::Icon::to_value);
-            m.insert("icons".into(), Value::Array(icons.collect()));
-        }
-        Value::Object(m)
+        crate::model::implementation(
+            &self.name,
+            &self.version,
+            &self.title,
+            &self.description,
+            &self.website_url,
+            &self.icons,
+        )
     }
 }
 

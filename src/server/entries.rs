@@ -75,16 +75,9 @@ impl LocalTool {
             )));
         }
         if let (Some(schema), false) = (&self.output, result.is_error) {
-            let structured = result.structured_content.as_ref().ok_or_else(|| {
-                ErrorObject::internal(format!(
-                    "tool {name} declares an outputSchema but returned no structuredContent"
-                ))
-            })?;
-            schema.check(structured).map_err(|e| {
-                ErrorObject::internal(format!(
-                    "tool {name} returned structuredContent that violates its outputSchema: {e}"
-                ))
-            })?;
+            schema
+                .check_output(name, result.structured_content.as_ref())
+                .map_err(ErrorObject::internal)?;
         }
         Ok(result.to_value())
     }
