@@ -107,6 +107,11 @@ impl SessionHandle {
     /// `timeout` (then the client is told with `notifications/cancelled`).
     /// A request that needs a capability the client did not declare is
     /// [`PeerError::NotSupported`] and is not sent.
+    ///
+    /// Sampling and elicitation belong to a request the client made (the
+    /// next revision, SEP-2260, requires it; a Streamable HTTP client
+    /// without a standalone GET stream never sees this one): ask them
+    /// through the handler's [`Context`](super::Context) where you can.
     pub fn request(
         &self,
         method: &str,
