@@ -1,308 +1,427 @@
-//! Matching URIs against RFC 6570 URI templates, as resource templates
-//! need: the server gets a URI and must find the template and the values
-//! of its variables.
+//! Matching URIs against [RFC 6570] URI templates, as MCP resource templates
+//! need: given a concrete URI, decide whether it fits a template and extract
+//! the values of the template's variables. Expansion is not implemented.
 //!
-//! Supported, with one or several comma-separated variables per
-//! expression: `{var}` (simple: a value holds none of `/ ? # &`),
-//! `{+var}` (reserved: may hold `/`), `{#var}` (fragment), `{.var}`
-//! (labels), `{/var}` (path segments), `{?q,lang}` (query: parameters in
-//! any order, absent ones unset, unknown ones ignored) and `{&var}`
-//! (query continuation). Every matched value is percent-decoded (UTF-8);
-//! a URI whose encoding is broken matches nothing. A `{var}` or `{+var}`
-//! must match at least one character; the other forms may be absent.
+//! Supported expressions, each with one or several comma-separated variables:
 //!
-//! Refused when the template is parsed, naming the expression: explode
-//! (`{var*}`) and prefix (`{var:3}`) modifiers, path-style parameters
-//! (`{;x}`), the reserved operators `= , ! @ |`, an unclosed `{`, a stray
-//! `}`, an empty expression or variable name, a variable used twice, and
-//! a `{var}` or `{+var}` right after another expression (where one value
-//! would end and the next begin is ambiguous).
+//! | Expression                 | Matches, e.g. | A raw value cannot contain  |
+//! |----------------------------|---------------|-----------------------------|
+//! | `{x}`, `{x,y}` (simple)    | `1`, `1,2`    | `/ ? # & ,`                 |
+//! | `{+x}` (reserved)          | `a/b?c`       | `,` if several variables    |
+//! | `{#x}` (fragment)          | `#a/b`        | `,` if several variables    |
+//! | `{.x}` (label)             | `.txt`        | `. / ? #`                   |
+//! | `{/x,y}` (path segments)   | `/a/b`        | `/ ? #`                     |
+//! | `{;x,y}` (path parameters) | `;x=1;y`      | `; / ? #`                   |
+//! | `{?x,y}` (query)           | `?x=1&y=2`    | `& #`                       |
+//! | `{&x}` (query continued)   | `&x=1`        | `& #`                       |
+//!
+//! Matching rules:
+//! - Literal text must match exactly (case-sensitive, no normalisation).
+//! - `{x}` and `{+x}` need a non-empty value for their first variable (so
+//!   `a/{id}/b` does not match `a//b`); their later variables may be absent.
+//! - With the other operators any variable may be absent, as an undefined
+//!   variable expands to nothing: `{/a,b}` matches the empty string, `/x`
+//!   and `/x/y`, the segments binding to the variables in order. `{;x,y}`
+//!   parameters are recognised by name but must come in template order, and
+//!   unknown ones are not skipped.
+//! - `{?..}` and `{&..}` take the rest of the query, up to `#` or the end of
+//!   the URI: parameters may come in any order, unknown ones are ignored, the
+//!   first occurrence wins, `name` without `=` is the empty string and `+`
+//!   stays `+`. `{?a}{&b}` (or `{&a}{&b}`) act as one expression.
+//! - Absent variables are missing from the returned map.
+//! - Every value is percent-decoded as UTF-8; an invalid `%` sequence or
+//!   invalid UTF-8 makes the whole match fail. Forbidden characters are
+//!   checked on the raw text, so `{id}` matches `a%2Fb` as `a/b`.
+//! - When several splits fit, earlier variables get the shortest values that
+//!   let the rest match: `{name}{.ext}` splits `a.b.c` as `a.b` and `c`.
+//!   Matching backtracks with memoisation, so its cost stays polynomial.
+//!
+//! Rejected by [`UriTemplate::parse`]: explode (`{x*}`) and prefix (`{x:3}`)
+//! modifiers; the reserved operators `= , ! @ |`; an unclosed `{`, a stray
+//! `}`, an empty expression; variable names other than ASCII letters, digits
+//! and `_` with single inner dots (percent-encoded names are not supported);
+//! a variable used twice; and a `{x}` or `{+x}` expression directly after
+//! another expression (`{a}{b}`), where the split would be ambiguous.
+//!
+//! [RFC 6570]: https://www.rfc-editor.org/rfc/rfc6570
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
     Simple,
     Reserved,
     Fragment,
     Label,
     Path,
+    Param,
     Query,
-    QueryMore,
+    Cont,
+}
+
+impl Op {
+    fn from_char(c: char) -> Option<Op> {
+        Some(match c {
+            '+' => Op::Reserved,
+            '#' => Op::Fragment,
+            '.' => Op::Label,
+            '/' => Op::Path,
+            ';' => Op::Param,
+            '?' => Op::Query,
+            '&' => Op::Cont,
+            _ => return None,
+        })
+    }
+
+    /// The text before the first present variable, and between two.
+    fn lead(self) -> (&'static str, &'static str) {
+        match self {
+            Op::Simple | Op::Reserved => ("", ","),
+            Op::Fragment => ("#", ","),
+            Op::Label => (".", "."),
+            Op::Path => ("/", "/"),
+            Op::Param => (";", ";"),
+            Op::Query => ("?", "&"),
+            Op::Cont => ("&", "&"),
+        }
+    }
+
+    /// Whether a raw value may not contain `c`.
+    fn forbids(self, c: char, several: bool) -> bool {
+        match self {
+            Op::Simple => matches!(c, '/' | '?' | '#' | '&' | ','),
+            Op::Reserved | Op::Fragment => several && c == ',',
+            Op::Label => matches!(c, '.' | '/' | '?' | '#'),
+            Op::Path => matches!(c, '/' | '?' | '#'),
+            Op::Param => matches!(c, ';' | '/' | '?' | '#'),
+            Op::Query | Op::Cont => matches!(c, '&' | '#'),
+        }
+    }
+
+    /// `{x}` and `{+x}`: the first variable must be there, values non-empty.
+    fn required(self) -> bool {
+        matches!(self, Op::Simple | Op::Reserved)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
 enum Part {
     Literal(String),
-    Expr(Op, Vec<String>),
+    Expr { op: Op, vars: Vec<String> },
 }
 
-/// A parsed URI template.
+/// A parsed RFC 6570 URI template, used to match URIs (see the module
+/// documentation for the supported forms).
 #[derive(Debug, Clone, PartialEq)]
 pub struct UriTemplate {
-    text: String,
+    template: String,
     parts: Vec<Part>,
 }
 
-type Vars = HashMap<String, String>;
+fn error(kind: &str, expr: &str, template: &str, why: &str) -> String {
+    format!("{kind} URI template expression {expr} in {template:?}: {why}")
+}
+
+/// The operator and variable names of the expression `text` (`{inner}`).
+fn parse_expression(inner: &str, text: &str, template: &str) -> Result<(Op, Vec<String>), String> {
+    let (op, list) = match inner.chars().next() {
+        None => return Err(error("invalid", text, template, "empty expression")),
+        Some(c @ ('=' | ',' | '!' | '@' | '|')) => {
+            let why = format!("operator '{c}' is reserved by RFC 6570 and not supported");
+            return Err(error("unsupported", text, template, &why));
+        }
+        Some(c) => match Op::from_char(c) {
+            Some(op) => (op, &inner[c.len_utf8()..]),
+            None => (Op::Simple, inner),
+        },
+    };
+    let mut vars = Vec::new();
+    for name in list.split(',') {
+        let unsupported = |why: &str| Err(error("unsupported", text, template, why));
+        if name.ends_with('*') {
+            return unsupported("explode modifiers are not supported");
+        }
+        if name.contains(':') {
+            return unsupported("prefix modifiers (:N) are not supported");
+        }
+        if name.contains('%') {
+            return unsupported("percent-encoded variable names are not supported");
+        }
+        if name.is_empty() {
+            return Err(error(
+                "invalid",
+                text,
+                template,
+                "a variable name is missing",
+            ));
+        }
+        let valid = name
+            .split('.')
+            .all(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
+        if !valid {
+            let why = format!(
+                "invalid variable name {name:?} (ASCII letters, digits, '_' and inner '.')"
+            );
+            return Err(error("invalid", text, template, &why));
+        }
+        vars.push(name.to_owned());
+    }
+    Ok((op, vars))
+}
 
 impl UriTemplate {
-    /// Parses a template; what it cannot match is an error naming the
-    /// expression (see the module documentation).
+    /// Parses `template`; an unsupported or malformed expression is an error
+    /// whose message names the expression and the template.
     pub fn parse(template: &str) -> Result<UriTemplate, String> {
-        let err = |expr: &str, why: &str| {
-            format!("unsupported URI template expression {expr} in {template:?}: {why}")
-        };
         let mut parts = Vec::new();
-        let mut seen: Vec<String> = Vec::new();
+        let mut names: Vec<String> = Vec::new();
+        // The expression just before, if no literal came after it.
+        let mut previous: Option<&str> = None;
         let mut rest = template;
-        loop {
-            let open = rest.find('{').unwrap_or(rest.len());
-            let literal = &rest[..open];
-            if literal.contains('}') {
-                return Err(format!("a '}}' without '{{' in URI template {template:?}"));
-            }
-            if !literal.is_empty() {
-                parts.push(Part::Literal(literal.to_owned()));
-            }
-            if open == rest.len() {
+        while !rest.is_empty() {
+            let Some(open) = rest.find(['{', '}']) else {
+                parts.push(Part::Literal(rest.to_owned()));
                 break;
-            }
-            let close = rest[open..]
-                .find('}')
-                .map(|c| c + open)
-                .ok_or_else(|| format!("unclosed '{{' in URI template {template:?}"))?;
-            let expr = &rest[open..=close];
-            let inner = &rest[open + 1..close];
-            let (op, list) = match inner.chars().next() {
-                Some('+') => (Op::Reserved, &inner[1..]),
-                Some('#') => (Op::Fragment, &inner[1..]),
-                Some('.') => (Op::Label, &inner[1..]),
-                Some('/') => (Op::Path, &inner[1..]),
-                Some('?') => (Op::Query, &inner[1..]),
-                Some('&') => (Op::QueryMore, &inner[1..]),
-                Some(';') => return Err(err(expr, "path-style parameters are not supported")),
-                Some(c @ ('=' | ',' | '!' | '@' | '|')) => {
-                    return Err(err(
-                        expr,
-                        &format!("the operator {c:?} is reserved by RFC 6570"),
-                    ))
-                }
-                Some(_) => (Op::Simple, inner),
-                None => return Err(err(expr, "an empty expression")),
             };
-            let mut vars = Vec::new();
-            for name in list.split(',') {
-                if name.ends_with('*') {
-                    return Err(err(expr, "explode modifiers are not supported"));
-                }
-                if name.contains(':') {
-                    return Err(err(expr, "prefix modifiers are not supported"));
-                }
-                let valid = !name.is_empty()
-                    && !name.starts_with('.')
-                    && !name.ends_with('.')
-                    && name
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
-                if !valid {
-                    return Err(err(expr, &format!("{name:?} is not a variable name")));
-                }
-                if seen.iter().any(|s| s == name) {
-                    return Err(err(expr, &format!("the variable {name:?} is used twice")));
-                }
-                seen.push(name.to_owned());
-                vars.push(name.to_owned());
+            if open > 0 {
+                parts.push(Part::Literal(rest[..open].to_owned()));
+                previous = None;
             }
-            if matches!(op, Op::Simple | Op::Reserved)
-                && matches!(parts.last(), Some(Part::Expr(..)))
-            {
-                return Err(err(
-                    expr,
-                    "it needs a literal between it and the expression before",
+            if rest[open..].starts_with('}') {
+                return Err(error(
+                    "invalid",
+                    "}",
+                    template,
+                    "'}' without a matching '{'",
                 ));
             }
-            parts.push(Part::Expr(op, vars));
-            rest = &rest[close + 1..];
+            let after = &rest[open + 1..];
+            let close = match after.find(['{', '}']) {
+                Some(i) if after[i..].starts_with('}') => i,
+                next => {
+                    let text = &rest[open..open + 1 + next.unwrap_or(after.len())];
+                    return Err(error("invalid", text, template, "unclosed '{'"));
+                }
+            };
+            let text = &rest[open..open + close + 2];
+            let (op, vars) = parse_expression(&after[..close], text, template)?;
+            if let (Some(prev), true) = (previous, op.required()) {
+                return Err(format!(
+                    "ambiguous URI template {template:?}: expressions {prev}{text} \
+                     need a literal between them"
+                ));
+            }
+            for name in &vars {
+                if names.contains(name) {
+                    let why = format!("variable {name:?} is used twice");
+                    return Err(error("invalid", text, template, &why));
+                }
+                names.push(name.clone());
+            }
+            let merge = op == Op::Cont
+                && matches!(
+                    parts.last(),
+                    Some(Part::Expr {
+                        op: Op::Query | Op::Cont,
+                        ..
+                    })
+                );
+            if merge {
+                if let Some(Part::Expr { vars: before, .. }) = parts.last_mut() {
+                    before.extend(vars);
+                }
+            } else {
+                parts.push(Part::Expr { op, vars });
+            }
+            previous = Some(text);
+            rest = &after[close + 1..];
         }
         Ok(UriTemplate {
-            text: template.to_owned(),
+            template: template.to_owned(),
             parts,
         })
     }
 
-    /// The template as written.
+    /// The template text, as given to [`UriTemplate::parse`].
     pub fn as_str(&self) -> &str {
-        &self.text
+        &self.template
     }
 
-    /// The variables' names, in order of appearance.
+    /// The variable names, in order of appearance.
     pub fn variables(&self) -> Vec<&str> {
-        self.parts
-            .iter()
-            .filter_map(|p| match p {
-                Part::Expr(_, vars) => Some(vars.iter().map(String::as_str)),
-                Part::Literal(_) => None,
-            })
-            .flatten()
-            .collect()
-    }
-
-    /// The (decoded) values of the variables of `uri` if it matches;
-    /// variables left out of the URI are not in the map.
-    pub fn matches(&self, uri: &str) -> Option<HashMap<String, String>> {
-        let mut vars = Vars::new();
-        self.match_from(0, uri, &mut vars).then_some(vars)
-    }
-
-    fn match_from(&self, i: usize, rest: &str, vars: &mut Vars) -> bool {
-        let Some(part) = self.parts.get(i) else {
-            return rest.is_empty();
-        };
-        match part {
-            Part::Literal(l) => rest
-                .strip_prefix(l.as_str())
-                .is_some_and(|r| self.match_from(i + 1, r, vars)),
-            Part::Expr(op @ (Op::Simple | Op::Reserved), names) => {
-                self.match_values(i, *op, names, rest, vars)
-            }
-            Part::Expr(Op::Fragment, names) => match rest.strip_prefix('#') {
-                Some(r) => self.match_values(i, Op::Reserved, names, r, vars),
-                None => self.match_from(i + 1, rest, vars),
-            },
-            Part::Expr(op @ (Op::Label | Op::Path), names) => {
-                let sep = if *op == Op::Label { '.' } else { '/' };
-                self.match_segments(i, sep, names, 0, rest, vars)
-            }
-            Part::Expr(op @ (Op::Query | Op::QueryMore), names) => {
-                let lead = if *op == Op::Query { '?' } else { '&' };
-                let Some(query) = rest.strip_prefix(lead) else {
-                    return self.match_from(i + 1, rest, vars);
-                };
-                let end = query.find('#').unwrap_or(query.len());
-                // A query takes the variables of the `{&..}` right after it.
-                let mut wanted: Vec<&String> = names.iter().collect();
-                let mut next = i + 1;
-                while let Some(Part::Expr(Op::QueryMore, more)) = self.parts.get(next) {
-                    wanted.extend(more);
-                    next += 1;
-                }
-                let before = vars.clone();
-                for pair in query[..end].split('&').filter(|p| !p.is_empty()) {
-                    let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-                    if let Some(name) = wanted.iter().find(|n| n.as_str() == key) {
-                        let Some(value) = decode(value) else {
-                            *vars = before;
-                            return false;
-                        };
-                        vars.insert((*name).clone(), value);
-                    }
-                }
-                self.match_from(next, &query[end..], vars) || {
-                    *vars = before;
-                    false
-                }
+        let mut out = Vec::new();
+        for part in &self.parts {
+            if let Part::Expr { vars, .. } = part {
+                out.extend(vars.iter().map(String::as_str));
             }
         }
+        out
     }
 
-    /// `{var}` / `{+var}` (and a fragment's value): one or more
-    /// comma-separated values, ending where the rest of the template can
-    /// match (the leftmost such end).
-    fn match_values(
-        &self,
-        i: usize,
-        op: Op,
-        names: &[String],
-        rest: &str,
-        vars: &mut Vars,
-    ) -> bool {
-        let ends: Vec<usize> = match self.parts.get(i + 1) {
-            None => vec![rest.len()],
-            Some(Part::Literal(l)) => rest.match_indices(l.as_str()).map(|(at, _)| at).collect(),
-            Some(Part::Expr(op, _)) => {
-                let lead = match op {
-                    Op::Fragment => '#',
-                    Op::Label => '.',
-                    Op::Path => '/',
-                    Op::Query => '?',
-                    _ => '&',
-                };
-                let mut ends: Vec<usize> = rest.match_indices(lead).map(|(at, _)| at).collect();
-                ends.push(rest.len());
-                ends
-            }
+    /// The percent-decoded values of the variables present in `uri` if it
+    /// matches the template; absent variables are left out of the map.
+    pub fn matches(&self, uri: &str) -> Option<HashMap<String, String>> {
+        let mut search = Search {
+            parts: &self.parts,
+            uri,
+            found: Vec::new(),
+            failed: HashSet::new(),
         };
-        let forbidden: &[char] = match op {
-            Op::Simple => &['/', '?', '#', '&'],
-            _ => &[],
+        if !search.at(0, 0, 0) {
+            return None;
+        }
+        search
+            .found
+            .into_iter()
+            .map(|(name, raw)| decode(raw).map(|value| (name.to_owned(), value)))
+            .collect()
+    }
+}
+
+/// A backtracking match of `uri` against `parts`. A state is (part index,
+/// index of the next variable in that part, byte position in `uri`).
+struct Search<'a> {
+    parts: &'a [Part],
+    uri: &'a str,
+    /// (name, raw value) of the variables bound so far.
+    found: Vec<(&'a str, &'a str)>,
+    /// States known not to match; the rest of a match does not depend on
+    /// the values bound before it.
+    failed: HashSet<(usize, usize, usize)>,
+}
+
+impl<'a> Search<'a> {
+    fn at(&mut self, pi: usize, vi: usize, pos: usize) -> bool {
+        if self.failed.contains(&(pi, vi, pos)) {
+            return false;
+        }
+        let ok = self.step(pi, vi, pos);
+        if !ok {
+            self.failed.insert((pi, vi, pos));
+        }
+        ok
+    }
+
+    fn step(&mut self, pi: usize, vi: usize, pos: usize) -> bool {
+        let (parts, uri) = (self.parts, self.uri);
+        let rest = &uri[pos..];
+        let (op, vars) = match parts.get(pi) {
+            None => return rest.is_empty(),
+            Some(Part::Literal(lit)) => {
+                return rest.starts_with(lit.as_str()) && self.at(pi + 1, 0, pos + lit.len())
+            }
+            Some(Part::Expr { op, vars }) => (*op, vars),
         };
-        for end in ends {
-            let text = &rest[..end];
-            if text.is_empty() || text.contains(forbidden) {
+        if matches!(op, Op::Query | Op::Cont) {
+            return self.query(pi, op, vars, pos);
+        }
+        if let Some(name) = vars.get(vi) {
+            let name = name.as_str();
+            let (first, sep) = op.lead();
+            let lead = if vi == 0 { first } else { sep };
+            if let Some(after) = rest.strip_prefix(lead) {
+                let start = pos + lead.len();
+                if op != Op::Param {
+                    if self.value(pi, vi, name, start) {
+                        return true;
+                    }
+                } else if let Some(tail) = after.strip_prefix(name) {
+                    let start = start + name.len();
+                    if tail.starts_with('=') && self.value(pi, vi, name, start + 1) {
+                        return true;
+                    }
+                    // `;name` alone: the empty string.
+                    self.found.push((name, ""));
+                    if self.at(pi, vi + 1, start) {
+                        return true;
+                    }
+                    self.found.pop();
+                }
+            }
+            if op == Op::Param {
+                // Parameters are named: skip this one, try the next.
+                return self.at(pi, vi + 1, pos);
+            }
+        }
+        // The expression ends here.
+        !(vi == 0 && op.required()) && self.at(pi + 1, 0, pos)
+    }
+
+    /// Binds variable `vi` of part `pi`, called `name`, to a value starting
+    /// at `start`, shortest first, and matches the rest.
+    fn value(&mut self, pi: usize, vi: usize, name: &'a str, start: usize) -> bool {
+        let (parts, uri) = (self.parts, self.uri);
+        let Some(Part::Expr { op, vars }) = parts.get(pi) else {
+            return false;
+        };
+        let rest = &uri[start..];
+        let several = vars.len() > 1;
+        let limit = rest
+            .find(|c: char| op.forbids(c, several))
+            .unwrap_or(rest.len());
+        let min = usize::from(op.required());
+        let last_var = vi + 1 == vars.len();
+        // Shortcuts: what must follow the value when the expression ends.
+        let next_literal = match parts.get(pi + 1) {
+            Some(Part::Literal(lit)) if last_var => Some(lit.as_str()),
+            _ => None,
+        };
+        let lowest = if last_var && pi + 1 == parts.len() {
+            rest.len().max(min)
+        } else {
+            min
+        };
+        for end in lowest..=limit {
+            if !rest.is_char_boundary(end)
+                || next_literal.is_some_and(|lit| !rest[end..].starts_with(lit))
+            {
                 continue;
             }
-            let pieces: Vec<&str> = if names.len() > 1 {
-                text.split(',').collect()
-            } else {
-                vec![text]
-            };
-            if pieces.len() > names.len() {
-                continue;
-            }
-            let Some(values) = pieces.iter().map(|p| decode(p)).collect::<Option<Vec<_>>>() else {
-                continue;
-            };
-            let before = vars.clone();
-            vars.extend(names.iter().cloned().zip(values));
-            if self.match_from(i + 1, &rest[end..], vars) {
+            self.found.push((name, &rest[..end]));
+            if self.at(pi, vi + 1, start + end) {
                 return true;
             }
-            *vars = before;
+            self.found.pop();
         }
         false
     }
 
-    /// `{.a,b}` / `{/a,b}`: up to one `sep`-led segment per variable,
-    /// as many as the rest of the template allows (most first).
-    fn match_segments(
-        &self,
-        i: usize,
-        sep: char,
-        names: &[String],
-        taken: usize,
-        rest: &str,
-        vars: &mut Vars,
-    ) -> bool {
-        if taken < names.len() {
-            if let Some(r) = rest.strip_prefix(sep) {
-                let end = r.find([sep, '/', '?', '#']).unwrap_or(r.len());
-                if end > 0 {
-                    if let Some(value) = decode(&r[..end]) {
-                        let before = vars.clone();
-                        vars.insert(names[taken].clone(), value);
-                        if self.match_segments(i, sep, names, taken + 1, &r[end..], vars) {
-                            return true;
-                        }
-                        *vars = before;
-                    }
+    /// `{?..}` or `{&..}` at `pos`: the query up to `#` or the end, if any.
+    fn query(&mut self, pi: usize, op: Op, vars: &'a [String], pos: usize) -> bool {
+        let uri = self.uri;
+        let rest = &uri[pos..];
+        if !rest.starts_with(op.lead().0) {
+            return self.at(pi + 1, 0, pos);
+        }
+        let len = rest.find('#').unwrap_or(rest.len());
+        let mark = self.found.len();
+        for pair in rest[1..len].split('&') {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            if let Some(name) = vars.iter().find(|v| v.as_str() == key) {
+                if !self.found[mark..].iter().any(|(n, _)| *n == name.as_str()) {
+                    self.found.push((name.as_str(), value));
                 }
             }
         }
-        self.match_from(i + 1, rest, vars)
+        if self.at(pi + 1, 0, pos + len) {
+            return true;
+        }
+        self.found.truncate(mark);
+        false
     }
 }
 
-/// Percent-decodes `text` (UTF-8); `None` for a broken escape or bytes
-/// that are not UTF-8.
-fn decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
+/// Percent-decodes `raw` as UTF-8; `None` for a bad `%` sequence or UTF-8.
+fn decode(raw: &str) -> Option<String> {
+    fn hex(b: Option<&u8>) -> Option<u8> {
+        (*b? as char).to_digit(16).map(|d| d as u8)
+    }
+    let bytes = raw.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
-            let hex = text.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
+            out.push((hex(bytes.get(i + 1))? << 4) | hex(bytes.get(i + 2))?);
             i += 3;
         } else {
             out.push(bytes[i]);
@@ -316,17 +435,11 @@ fn decode(text: &str) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn vars(t: &str, uri: &str) -> Option<Vec<(String, String)>> {
-        let m = UriTemplate::parse(t).unwrap().matches(uri)?;
-        let mut v: Vec<(String, String)> = m.into_iter().collect();
-        v.sort();
-        Some(v)
-    }
-
-    fn pairs(p: &[(&str, &str)]) -> Option<Vec<(String, String)>> {
+    fn vars(pairs: &[(&str, &str)]) -> Option<HashMap<String, String>> {
         Some(
-            p.iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         )
     }
@@ -340,73 +453,178 @@ mod tests {
         assert!(t.matches("test://template/123/datax").is_none());
         let t = UriTemplate::parse("file:///{+path}").unwrap();
         assert_eq!(t.matches("file:///a/b.txt").unwrap()["path"], "a/b.txt");
-        assert_eq!(vars("a://{id}.txt", "a://x.y.txt"), pairs(&[("id", "x.y")]));
-        assert_eq!(
-            vars("a://{x,y}", "a://1,2"),
-            pairs(&[("x", "1"), ("y", "2")])
-        );
-        assert_eq!(vars("a://{x,y}", "a://1"), pairs(&[("x", "1")]));
-        assert_eq!(vars("a://{id}", "a://a%2Fb"), pairs(&[("id", "a/b")]));
-        assert_eq!(vars("a://{id}", "a://%E2%82%AC"), pairs(&[("id", "€")]));
-        assert_eq!(vars("a://{id}", "a://%zz"), None);
-        assert_eq!(vars("a://{id}", "a://%E2%82"), None);
     }
 
     #[test]
-    fn matches_paths_labels_fragments_and_queries() {
-        let t = "a://tree{/a,b}";
-        assert_eq!(vars(t, "a://tree"), pairs(&[]));
-        assert_eq!(vars(t, "a://tree/x"), pairs(&[("a", "x")]));
-        assert_eq!(vars(t, "a://tree/x/y"), pairs(&[("a", "x"), ("b", "y")]));
-        assert_eq!(vars(t, "a://tree/x/y/z"), None);
-        assert_eq!(vars("a://f{.ext}", "a://f.json"), pairs(&[("ext", "json")]));
-        assert_eq!(
-            vars("a://p{#frag}", "a://p#top/x"),
-            pairs(&[("frag", "top/x")])
-        );
-        assert_eq!(vars("a://p{#frag}", "a://p"), pairs(&[]));
-        let q = "a://s/{id}{?q,lang}";
-        assert_eq!(
-            vars(q, "a://s/1?lang=fr&q=hello%20world"),
-            pairs(&[("id", "1"), ("lang", "fr"), ("q", "hello world")])
-        );
-        assert_eq!(
-            vars(q, "a://s/1?q=a+b&x=9"),
-            pairs(&[("id", "1"), ("q", "a+b")])
-        );
-        assert_eq!(vars(q, "a://s/1"), pairs(&[("id", "1")]));
-        assert_eq!(vars(q, "a://s/1?q=%zz"), None);
-        assert_eq!(
-            vars("a://s{?q}{&page}", "a://s?page=2&q=x"),
-            pairs(&[("page", "2"), ("q", "x")])
-        );
-        assert_eq!(
-            vars("a://s?fixed=1{&x}", "a://s?fixed=1&x=y"),
-            pairs(&[("x", "y")])
-        );
-    }
-
-    #[test]
-    fn rejects_what_it_cannot_match() {
-        for (bad, says) in [
-            ("a://{x", "unclosed"),
-            ("a://x}", "without"),
-            ("a://{}", "empty"),
-            ("a://{x*}", "explode"),
-            ("a://{x:3}", "prefix"),
-            ("a://{;x}", "path-style"),
-            ("a://{=x}", "reserved"),
-            ("a://{|x}", "reserved"),
-            ("a://{x}/{x}", "twice"),
-            ("a://{a}{b}", "literal between"),
-            ("a://{a b}", "variable name"),
-        ] {
-            let e = UriTemplate::parse(bad).unwrap_err();
-            assert!(e.contains(says), "{bad}: {e}");
-        }
+    fn rejects_bad_templates() {
+        assert!(UriTemplate::parse("a://{x").is_err());
+        assert!(UriTemplate::parse("a://{}").is_err());
         assert!(UriTemplate::parse("a://{?q}").is_ok());
-        let t = UriTemplate::parse("a://{x}/{+y}{?z}").unwrap();
-        assert_eq!(t.variables(), ["x", "y", "z"]);
-        assert_eq!(t.as_str(), "a://{x}/{+y}{?z}");
+    }
+
+    #[test]
+    fn several_variables_in_one_expression() {
+        let t = UriTemplate::parse("map://{x,y}/tile").unwrap();
+        assert_eq!(t.matches("map://1,2/tile"), vars(&[("x", "1"), ("y", "2")]));
+        assert_eq!(t.matches("map://1/tile"), vars(&[("x", "1")]));
+        assert!(t.matches("map://1,2,3/tile").is_none());
+        assert!(t.matches("map:///tile").is_none());
+        let t = UriTemplate::parse("x:{+a,b}").unwrap();
+        assert_eq!(t.matches("x:p/q,r/s"), vars(&[("a", "p/q"), ("b", "r/s")]));
+    }
+
+    #[test]
+    fn path_segments_may_be_absent() {
+        let t = UriTemplate::parse("repo://r{/a,b}").unwrap();
+        assert_eq!(t.matches("repo://r"), vars(&[]));
+        assert_eq!(t.matches("repo://r/x"), vars(&[("a", "x")]));
+        assert_eq!(t.matches("repo://r/x/y"), vars(&[("a", "x"), ("b", "y")]));
+        assert!(t.matches("repo://r/x/y/z").is_none());
+        assert!(t.matches("repo://rx").is_none());
+    }
+
+    #[test]
+    fn query_parameters_in_any_order() {
+        let t = UriTemplate::parse("search://s{?q,lang}").unwrap();
+        let both = vars(&[("q", "rust"), ("lang", "en")]);
+        assert_eq!(t.matches("search://s?q=rust&lang=en"), both);
+        assert_eq!(t.matches("search://s?lang=en&q=rust"), both);
+        assert_eq!(t.matches("search://s?lang=en"), vars(&[("lang", "en")]));
+        assert_eq!(t.matches("search://s"), vars(&[]));
+        assert_eq!(
+            t.matches("search://s?page=2&q=rust"),
+            vars(&[("q", "rust")])
+        );
+        assert_eq!(
+            t.matches("search://s?q=hello%20world&lang=%E2%82%AC"),
+            vars(&[("q", "hello world"), ("lang", "€")])
+        );
+        assert_eq!(t.matches("search://s?q=a+b"), vars(&[("q", "a+b")]));
+        assert_eq!(t.matches("search://s?q"), vars(&[("q", "")]));
+        assert!(t.matches("search://s?q=%zz").is_none());
+        assert!(t.matches("search://t?q=x").is_none());
+        let t = UriTemplate::parse("list://items?sort=asc{&page,size}").unwrap();
+        assert_eq!(
+            t.matches("list://items?sort=asc&size=10&page=2"),
+            vars(&[("page", "2"), ("size", "10")])
+        );
+        assert_eq!(t.matches("list://items?sort=asc"), vars(&[]));
+        assert!(t.matches("list://items?sort=desc&page=2").is_none());
+        let t = UriTemplate::parse("x://y{?a}{&b}").unwrap();
+        assert_eq!(t.matches("x://y?b=2&a=1"), vars(&[("a", "1"), ("b", "2")]));
+        let t = UriTemplate::parse("test://items/{id}{?lang,fmt}").unwrap();
+        assert_eq!(
+            t.matches("test://items/a%20b?fmt=json&lang=fr"),
+            vars(&[("id", "a b"), ("fmt", "json"), ("lang", "fr")])
+        );
+        assert!(t.matches("test://items/a/b").is_none());
+    }
+
+    #[test]
+    fn fragment_label_and_path_parameters() {
+        let t = UriTemplate::parse("doc://d{#section}").unwrap();
+        assert_eq!(
+            t.matches("doc://d#intro/part%201"),
+            vars(&[("section", "intro/part 1")])
+        );
+        assert_eq!(t.matches("doc://d"), vars(&[]));
+        assert!(t.matches("doc://dx").is_none());
+        let t = UriTemplate::parse("doc://{page}{#section}").unwrap();
+        assert_eq!(
+            t.matches("doc://p1#s"),
+            vars(&[("page", "p1"), ("section", "s")])
+        );
+        let t = UriTemplate::parse("file:///{name}{.ext}").unwrap();
+        assert_eq!(
+            t.matches("file:///notes.txt"),
+            vars(&[("name", "notes"), ("ext", "txt")])
+        );
+        assert_eq!(t.matches("file:///notes"), vars(&[("name", "notes")]));
+        assert_eq!(
+            t.matches("file:///a.b.c"),
+            vars(&[("name", "a.b"), ("ext", "c")])
+        );
+        let t = UriTemplate::parse("map://m{;x,y}").unwrap();
+        assert_eq!(
+            t.matches("map://m;x=1;y=2"),
+            vars(&[("x", "1"), ("y", "2")])
+        );
+        assert_eq!(t.matches("map://m;x"), vars(&[("x", "")]));
+        assert_eq!(t.matches("map://m;y=2"), vars(&[("y", "2")]));
+        assert_eq!(t.matches("map://m"), vars(&[]));
+        assert!(t.matches("map://m;z=1").is_none());
+    }
+
+    #[test]
+    fn values_are_percent_decoded() {
+        let t = UriTemplate::parse("test://{id}").unwrap();
+        assert_eq!(t.matches("test://a%2Fb"), vars(&[("id", "a/b")]));
+        assert_eq!(t.matches("test://%E2%82%AC"), vars(&[("id", "€")]));
+        assert!(t.matches("test://%zz").is_none());
+        assert!(t.matches("test://%E2%82").is_none());
+        assert!(t.matches("test://50%").is_none());
+        assert!(t.matches("test://%+1").is_none());
+        let t = UriTemplate::parse("file:///{+path}").unwrap();
+        assert_eq!(t.matches("file:///a%20b/c"), vars(&[("path", "a b/c")]));
+    }
+
+    #[test]
+    fn unsupported_forms_are_named_in_the_error() {
+        let e = UriTemplate::parse("a://{var*}").unwrap_err();
+        assert_eq!(
+            e,
+            "unsupported URI template expression {var*} in \"a://{var*}\": \
+             explode modifiers are not supported"
+        );
+        for (template, expr) in [
+            ("a://{x:3}", "{x:3}"),
+            ("a://{=x}", "{=x}"),
+            ("a://{,x}", "{,x}"),
+            ("a://{!x}", "{!x}"),
+            ("a://{@x}", "{@x}"),
+            ("a://{|x}", "{|x}"),
+            ("a://{x", "{x"),
+            ("a://{a{b}", "{a"),
+            ("a://x}", "}"),
+            ("a://{}", "{}"),
+            ("a://{+}", "{+}"),
+            ("a://{a,}", "{a,}"),
+            ("a://{a-b}", "{a-b}"),
+            ("a://{.a.}", "{.a.}"),
+            ("a://{a..b}", "{a..b}"),
+            ("a://{%41}", "{%41}"),
+            ("a://{x}/{x}", "{x}"),
+            ("a://{a,a}", "{a,a}"),
+            ("a://{a}{b}", "{a}{b}"),
+            ("a://{#a}{+b}", "{#a}{+b}"),
+            ("a://{/a}{b}", "{/a}{b}"),
+        ] {
+            let e = UriTemplate::parse(template).expect_err(template);
+            assert!(e.contains(expr) && e.contains(template), "{template}: {e}");
+        }
+        for fine in [
+            "a://{a}{/b}",
+            "a://{a}{.b}",
+            "a://{+a}{?q}{#f}",
+            "a://{a.b_1}",
+        ] {
+            assert!(UriTemplate::parse(fine).is_ok(), "{fine}");
+        }
+    }
+
+    #[test]
+    fn variables_and_text() {
+        let text = "a://{x}/{+y}{/z,w}{?q}{&r}";
+        let t = UriTemplate::parse(text).unwrap();
+        assert_eq!(t.variables(), ["x", "y", "z", "w", "q", "r"]);
+        assert_eq!(t.as_str(), text);
+    }
+
+    #[test]
+    fn a_hostile_uri_is_refused_without_trying_every_split() {
+        // Without the memo of failed states this tries about n^3 splits.
+        let t = UriTemplate::parse("a://{a}-{b}-{c}-{d}.x").unwrap();
+        let uri = format!("a://{}", "-".repeat(1000));
+        assert!(t.matches(&uri).is_none());
     }
 }
