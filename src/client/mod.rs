@@ -1137,15 +1137,13 @@ fn serve_peer_request(shared: &Arc<Shared>, r: Request, related: Option<&Request
     // without `sampling.tools`, a URL elicitation without `elicitation.url`):
     // no callback sees it.
     let params = r.params().map_or(json!({}), |p| Value::Object(p.clone()));
-    if let Some(cap) = crate::protocol::capability_needed(r.method(), &params) {
-        let declared = lock(&shared.init_params)["capabilities"].clone();
-        if !crate::protocol::declares(&declared, cap) {
-            let e = ErrorObject::invalid_params(format!(
-                "{}: this client did not declare {cap}",
-                r.method()
-            ));
-            return reply(shared, Err(e), r.id());
-        }
+    let declared = lock(&shared.init_params)["capabilities"].clone();
+    if let Some(cap) = crate::protocol::undeclared(&declared, r.method(), &params) {
+        let e = ErrorObject::invalid_params(format!(
+            "{}: this client did not declare {cap}",
+            r.method()
+        ));
+        return reply(shared, Err(e), r.id());
     }
     let Some(handler) = peer_handler(shared, r.method(), related) else {
         return reply(

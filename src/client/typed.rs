@@ -143,16 +143,6 @@ impl Client {
         context: &[(&str, &str)],
     ) -> Result<Completion, ClientError> {
         let v = self.complete_with(reference, argument, value, context)?;
-        let c = &v["completion"];
-        let values = c
-            .get("values")
-            .and_then(Value::as_array)
-            .and_then(|a| a.iter().map(|s| s.as_str().map(str::to_owned)).collect())
-            .ok_or_else(|| malformed("completion/complete", &v))?;
-        Ok(Completion {
-            values,
-            total: c.get("total").and_then(Value::as_u64),
-            has_more: c.get("hasMore").and_then(Value::as_bool).unwrap_or(false),
-        })
+        Completion::from_value(&v["completion"]).ok_or_else(|| malformed("completion/complete", &v))
     }
 }

@@ -39,6 +39,19 @@ pub struct Completion {
 pub const MAX_COMPLETION_VALUES: usize = 100;
 
 impl Completion {
+    /// A `completion` object read back (a client's typed view); `None`
+    /// without a `values` array of strings.
+    pub fn from_value(c: &Value) -> Option<Completion> {
+        let values = c.get("values")?.as_array()?;
+        Some(Completion {
+            values: values
+                .iter()
+                .map(|s| s.as_str().map(str::to_owned))
+                .collect::<Option<_>>()?,
+            total: c.get("total").and_then(Value::as_u64),
+            has_more: c.get("hasMore").and_then(Value::as_bool).unwrap_or(false),
+        })
+    }
     /// As the `completion` object of the result.
     pub fn to_value(&self) -> Value {
         let cut = self.values.len() > MAX_COMPLETION_VALUES;

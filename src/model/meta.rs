@@ -271,19 +271,20 @@ pub(crate) fn string(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_owned)
 }
 
-/// Builder methods for a type with a `decorations: Decorations` field.
+/// Builder methods `icon` and `meta` for a type whose [`Decorations`]
+/// are the field (path) given: `decoration_builders!(decorations)`.
 macro_rules! decoration_builders {
-    () => {
+    ($($field:ident).+) => {
         /// Adds an icon (SEP-973; shown by 2025-11-25 clients, left out
         /// for older ones).
         pub fn icon(mut self, icon: $crate::model::Icon) -> Self {
-            self.decorations.icons.push(icon);
+            self.$($field).+.icons.push(icon);
             self
         }
         /// Adds the entry `key` to its `_meta` (free-form; keys under
         /// `modelcontextprotocol.io/` and `mcp.dev/` are the spec's).
         pub fn meta(mut self, key: impl Into<String>, value: serde_json::Value) -> Self {
-            self.decorations.meta.insert(key.into(), value);
+            self.$($field).+.meta.insert(key.into(), value);
             self
         }
     };

@@ -87,6 +87,11 @@ impl ProtocolContext {
     pub fn client_supports(&self, capability: &str) -> bool {
         declares(&self.client_capabilities(), capability)
     }
+    /// The capability the request `method` with `params` needs and the
+    /// client did not declare, if any (see [`capability_needed`]).
+    pub fn undeclared(&self, method: &str, params: &Value) -> Option<&'static str> {
+        undeclared(&self.client_capabilities(), method, params)
+    }
     /// Whether the client declared the extension `id` (in
     /// `capabilities.extensions`).
     pub fn client_extension(&self, id: &str) -> bool {
@@ -466,13 +471,11 @@ impl Context {
     /// answers come in the order asked.
     pub fn inputs(&self, questions: Vec<InputRequest>) -> Result<Vec<Value>, PeerError> {
         for q in &questions {
-            if let Some(cap) = capability_needed(q.method, &q.params) {
-                if !self.protocol.client_supports(cap) {
-                    if let Some(r) = &self.round {
-                        r.missing(cap);
-                    }
-                    return Err(PeerError::NotSupported(cap));
+            if let Some(cap) = self.protocol.undeclared(q.method, &q.params) {
+                if let Some(r) = &self.round {
+                    r.missing(cap);
                 }
+                return Err(PeerError::NotSupported(cap));
             }
         }
         if let Some(task) = self.task() {
@@ -516,13 +519,9 @@ impl Context {
         capability: Option<&'static str>,
         timeout: Duration,
     ) -> Result<Value, PeerError> {
-        for cap in capability
-            .into_iter()
-            .chain(capability_needed(method, &params))
-        {
-            if !self.protocol.client_supports(cap) {
-                return Err(PeerError::NotSupported(cap));
-            }
+        let named = capability.filter(|cap| !self.protocol.client_supports(cap));
+        if let Some(cap) = named.or_else(|| self.protocol.undeclared(method, &params)) {
+            return Err(PeerError::NotSupported(cap));
         }
         if self.protocol.version.is_stateless() || self.task().is_some() {
             let question = match method {
@@ -625,6 +624,13 @@ pub fn declares(capabilities: &Value, capability: &str) -> bool {
         .split('.')
         .try_fold(capabilities, |v, key| v.get(key))
         .is_some()
+}
+
+/// The capability the request `method` with `params` needs that
+/// `capabilities` do not declare, if any: what a server must not send and
+/// a client must refuse.
+pub fn undeclared(capabilities: &Value, method: &str, params: &Value) -> Option<&'static str> {
+    capability_needed(method, params).filter(|cap| !declares(capabilities, cap))
 }
 
 /// The client capability a server-to-client request needs, by its method

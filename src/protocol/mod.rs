@@ -31,8 +31,8 @@ pub mod tasks;
 pub use cancel::CancelToken;
 pub use catalog::{Changes, ListKind, Source};
 pub use context::{
-    capability_for, capability_needed, declares, Context, PeerError, ProtocolContext, ToolContext,
-    DEFAULT_PEER_REQUEST_TIMEOUT,
+    capability_for, capability_needed, declares, undeclared, Context, PeerError, ProtocolContext,
+    ToolContext, DEFAULT_PEER_REQUEST_TIMEOUT,
 };
 pub use input::{InputRequest, StateKey};
 #[cfg(feature = "client")]
@@ -301,7 +301,6 @@ impl Engine {
         self.live_sessions().iter().any(|s| s.id() == session_id)
     }
 
-    /// Leaves the session list and tells the watchers.
     /// Leaves the session list and tells the watchers (and, for a session
     /// whose client `opened` it, the event readers).
     pub(crate) fn forget_session(&self, key: u64, id: &str, opened: bool) {

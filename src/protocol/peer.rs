@@ -3,9 +3,7 @@
 //! it likes, and the [`SessionEvent`]s that tell it when sessions open,
 //! change their roots and close.
 
-use super::context::{
-    capability_needed, log_message, passes, Exchange, PeerError, ProtocolContext,
-};
+use super::context::{log_message, passes, Exchange, PeerError, ProtocolContext};
 use super::outbound::Wait;
 use super::session::{Phase, Session};
 use super::sink::Outgoing;
@@ -93,8 +91,11 @@ impl SessionHandle {
     /// `elicitation_id` has been completed out of band (SEP-1036). Only
     /// for a client that declared `elicitation.url`.
     pub fn elicitation_complete(&self, elicitation_id: &str) -> Result<(), PeerError> {
-        let s = self.live()?;
-        if !s.protocol_context().client_supports("elicitation.url") {
+        if !self
+            .live()?
+            .protocol_context()
+            .client_supports("elicitation.url")
+        {
             return Err(PeerError::NotSupported("elicitation.url"));
         }
         self.notify(
@@ -119,10 +120,8 @@ impl SessionHandle {
         timeout: Duration,
     ) -> Result<Value, PeerError> {
         let s = self.live()?;
-        if let Some(cap) = capability_needed(method, &params) {
-            if !s.protocol_context().client_supports(cap) {
-                return Err(PeerError::NotSupported(cap));
-            }
+        if let Some(cap) = s.protocol_context().undeclared(method, &params) {
+            return Err(PeerError::NotSupported(cap));
         }
         let sink = s.sink().clone();
         let send = move |out: Outgoing| -> Result<(), String> {

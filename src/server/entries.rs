@@ -18,6 +18,17 @@ use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// A tool's `member` schema: a JSON Schema object schema (`"type":
+/// "object"`), compiled.
+fn object_schema(tool: &str, member: &str, schema: &Value) -> Result<Schema, String> {
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        return Err(format!(
+            "tool {tool:?}: {member} must be a JSON Schema object with \"type\": \"object\""
+        ));
+    }
+    Schema::compile(schema).map_err(|e| format!("tool {tool:?}: invalid {member}: {e}"))
+}
+
 /// A tool with its compiled schemas and its definition, built once.
 pub(crate) struct LocalTool {
     tool: Tool,
@@ -29,25 +40,10 @@ pub(crate) struct LocalTool {
 impl LocalTool {
     pub(crate) fn compile(tool: Tool) -> Result<LocalTool, String> {
         crate::model::check_tool_name(&tool.name)?;
-        if tool.input_schema.get("type").and_then(Value::as_str) != Some("object") {
-            return Err(format!(
-                "tool {:?}: inputSchema must be a JSON Schema object with \"type\": \"object\"",
-                tool.name
-            ));
-        }
-        let input = Schema::compile(&tool.input_schema)
-            .map_err(|e| format!("tool {:?}: invalid inputSchema: {e}", tool.name))?;
+        let input = object_schema(&tool.name, "inputSchema", &tool.input_schema)?;
         let output = match &tool.output_schema {
-            Some(s) if s.get("type").and_then(Value::as_str) != Some("object") => {
-                return Err(format!(
-                    "tool {:?}: outputSchema must be a JSON Schema object with \"type\": \"object\" (structuredContent is an object)",
-                    tool.name
-                ))
-            }
-            Some(s) => Some(
-                Schema::compile(s)
-                    .map_err(|e| format!("tool {:?}: invalid outputSchema: {e}", tool.name))?,
-            ),
+            // structuredContent is an object: so is what describes it.
+            Some(s) => Some(object_schema(&tool.name, "outputSchema", s)?),
             None => None,
         };
         let definition = tool.listing();

@@ -86,7 +86,7 @@ impl Prompt {
         self.arguments.push(argument);
         self
     }
-    decoration_builders!();
+    decoration_builders!(decorations);
 }
 
 impl crate::server::entries::Listable for Prompt {

@@ -2,7 +2,7 @@
 
 use super::tool::ToolError;
 use super::uri_template::UriTemplate;
-use crate::model::{insert_opt, Annotations, Decorations, ResourceContents};
+use crate::model::{decoration_builders, insert_opt, Annotations, Decorations, ResourceContents};
 use crate::protocol::Context;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -58,16 +58,7 @@ macro_rules! meta_builders {
             self.meta.decorations.annotations = Some(annotations);
             self
         }
-        /// Adds an icon (SEP-973; left out for clients older than 2025-11-25).
-        pub fn icon(mut self, icon: crate::model::Icon) -> Self {
-            self.meta.decorations.icons.push(icon);
-            self
-        }
-        /// Adds the entry `key` to its `_meta` (free-form).
-        pub fn meta(mut self, key: impl Into<String>, value: serde_json::Value) -> Self {
-            self.meta.decorations.meta.insert(key.into(), value);
-            self
-        }
+        decoration_builders!(meta.decorations);
     };
 }
 

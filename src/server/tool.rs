@@ -61,7 +61,7 @@ impl Tool {
         self.description = Some(description.into());
         self
     }
-    decoration_builders!();
+    decoration_builders!(decorations);
     /// A schema that `structuredContent` of every successful result must
     /// satisfy; an object schema (`"type": "object"`), as the spec asks
     /// (checked at build).
