@@ -78,14 +78,13 @@ impl Server {
 
 /// Builds `examples/echo` and both baselines (release).
 fn build() {
-    let cargo = env!("CARGO");
-    let ours = Command::new(cargo)
+    let ours = common::cargo()
         .args(["build", "--release", "--quiet", "--example", "echo"])
         .status()
         .expect("cargo");
     assert!(ours.success(), "building examples/echo failed");
     for project in ["rmcp-echo", "raw-echo"] {
-        let status = Command::new(cargo)
+        let status = common::cargo()
             .args(["build", "--release", "--quiet", "--manifest-path"])
             .arg(format!("{ROOT}/benches/baselines/{project}/Cargo.toml"))
             .arg("--target-dir")

@@ -168,7 +168,7 @@ fn main() {
             _ => {} // cargo bench passes --bench
         }
     }
-    let status = Command::new(env!("CARGO"))
+    let status = common::cargo()
         .args(["build", "--release", "--quiet", "--example", "echo"])
         .status()
         .expect("cargo");

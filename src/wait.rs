@@ -8,6 +8,7 @@
 
 use crossbeam_channel::{Receiver, TryRecvError};
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long an accept loop waits for a connection before it looks at its
@@ -45,25 +46,60 @@ pub(crate) fn readable(
 /// How long a thread polls before it parks.
 pub(crate) const SPIN_BEFORE_PARK: Duration = Duration::from_micros(200);
 
-/// Polls `rx` for up to [`SPIN_BEFORE_PARK`]; `Err(Empty)` means park now.
-pub(crate) fn spin<T>(rx: &Receiver<T>) -> Result<T, TryRecvError> {
-    let start = Instant::now();
-    loop {
-        match rx.try_recv() {
-            Err(TryRecvError::Empty) if start.elapsed() < SPIN_BEFORE_PARK => {
-                std::thread::yield_now()
-            }
-            other => return other,
+/// Whether a waiting thread should poll before it parks: only while what
+/// it waits for has been arriving within [`SPIN_BEFORE_PARK`]. Under steady
+/// traffic the next message comes within the spin and the wake-up is
+/// saved; once a wait runs longer (traffic stopped), the thread parks at
+/// once until a wait is short again, so an idle server burns nothing.
+pub(crate) struct Spin {
+    // The last wait ended within SPIN_BEFORE_PARK.
+    short: AtomicBool,
+}
+
+impl Default for Spin {
+    fn default() -> Self {
+        Spin {
+            short: AtomicBool::new(true),
         }
     }
 }
 
-/// Receives with a short spin before blocking; `None` once the channel closed.
-pub(crate) fn recv<T>(rx: &Receiver<T>) -> Option<T> {
-    match spin(rx) {
-        Ok(v) => Some(v),
-        Err(TryRecvError::Disconnected) => None,
-        Err(TryRecvError::Empty) => rx.recv().ok(),
+impl Spin {
+    /// Whether to poll before parking.
+    pub(crate) fn worthwhile(&self) -> bool {
+        self.short.load(Ordering::Relaxed)
+    }
+
+    /// Polls `rx` for up to [`SPIN_BEFORE_PARK`]; `Err(Empty)` means park now.
+    pub(crate) fn poll<T>(&self, rx: &Receiver<T>) -> Result<T, TryRecvError> {
+        let start = Instant::now();
+        loop {
+            match rx.try_recv() {
+                Err(TryRecvError::Empty) if start.elapsed() < SPIN_BEFORE_PARK => {
+                    std::thread::yield_now()
+                }
+                Err(TryRecvError::Empty) => {
+                    self.short.store(false, Ordering::Relaxed);
+                    return Err(TryRecvError::Empty);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Polls `rx` if worthwhile (see [`Spin::poll`]); else `Err(Empty)`.
+    pub(crate) fn poll_if_worthwhile<T>(&self, rx: &Receiver<T>) -> Result<T, TryRecvError> {
+        if self.worthwhile() {
+            self.poll(rx)
+        } else {
+            rx.try_recv()
+        }
+    }
+
+    /// The thread parked at `since` and woke now.
+    pub(crate) fn parked(&self, since: Instant) {
+        self.short
+            .store(since.elapsed() < SPIN_BEFORE_PARK, Ordering::Relaxed);
     }
 }
 

@@ -8,10 +8,35 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A `cargo` command for a build from inside a bench. What cargo set for
+/// the bench itself (`CARGO_PKG_NAME`, `CARGO_MANIFEST_DIR` …) is removed:
+/// build scripts that read those (ring's) would otherwise see them change
+/// and rebuild on every switch between `cargo bench` and this build.
+pub fn cargo() -> Command {
+    let mut c = Command::new(env!("CARGO"));
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let set_for_us = [
+            "CARGO_PKG_",
+            "CARGO_MANIFEST_",
+            "CARGO_CRATE_",
+            "CARGO_BIN_",
+        ]
+        .iter()
+        .any(|p| name.starts_with(p))
+            || name == "CARGO_PRIMARY_PACKAGE"
+            || name == "CARGO_TARGET_TMPDIR";
+        if set_for_us {
+            c.env_remove(&*name);
+        }
+    }
+    c
+}
+
 /// Builds `examples/echo` in release and starts it with `args`; returns the
 /// child and what its first line says after "listening on ".
 pub fn spawn_echo(args: &[&str]) -> (Child, String) {
-    let status = Command::new(env!("CARGO"))
+    let status = cargo()
         .args(["build", "--release", "--quiet", "--example", "echo"])
         .status()
         .expect("cargo");

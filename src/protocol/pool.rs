@@ -1,13 +1,13 @@
 //! Bounded pools of named threads: the engine's handler pool, and the
 //! client's pool for callbacks the server asks for.
 
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::sync::Once;
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Once};
 use std::thread;
+use std::time::{Duration, Instant};
 
 /// Name prefix of the engine's handler threads (`mcpvisor-handler-N`).
 pub(crate) const HANDLER_THREADS: &str = "mcpvisor-handler-";
@@ -55,16 +55,39 @@ pub(crate) fn take_panic_report() -> String {
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
+/// How often the pool's watchdog looks for queued jobs that no thread
+/// took (every running thread blocked in a handler).
+pub(crate) const WATCH_TICK: Duration = Duration::from_micros(500);
+/// The watchdog parks after this many ticks with nothing queued (100 ms).
+const WATCH_IDLE_TICKS: u32 = 200;
+
 /// Up to a fixed number of named threads fed by a bounded crossbeam
-/// channel. Threads start when work needs them (a job is queued and no
-/// thread is idle) and then stay: a server that is never called starts
-/// none, and the first answer is not delayed by starting them all.
+/// channel. Threads start when work needs them and then stay: a server
+/// that is never called starts none, and the first answer is not delayed
+/// by starting them all.
+///
+/// Every wake-up of a parked thread costs microseconds, and a thread that
+/// runs beside as many others as there are cores only takes CPU from
+/// them. So:
+/// - at most one idle thread spins (polls the queue for a moment before it
+///   parks, and only while jobs have been arriving within that moment, see
+///   [`crate::wait::Spin`]); a job queued while one spins wakes nobody;
+/// - otherwise a queued job wakes (or starts) a thread only while fewer
+///   threads than cores are running jobs; a thread that takes a job and
+///   sees more waiting applies the same rule, so a burst spreads over the
+///   cores one wake-up at a time;
+/// - beyond that, the running threads take the queued jobs as they finish
+///   theirs, and a watchdog makes sure they do: when the queue has not
+///   moved for a [`WATCH_TICK`] (handlers that block rather than compute),
+///   it wakes or starts one more thread, up to the pool's size. The
+///   watchdog runs only while there is traffic and parks after 100 ms
+///   without, so an idle pool uses no CPU at all.
 ///
 /// Jobs catch their own panics (the engine turns them into -32603 errors);
 /// the pool catches any that escape too, so a thread never dies of one.
 pub(crate) struct Pool {
     // Owned by the pool; capacity = the queue bound. Dropping it stops the threads.
-    tx: Sender<Job>,
+    tx: Option<Sender<Job>>,
     inner: Arc<Inner>,
 }
 
@@ -73,9 +96,36 @@ struct Inner {
     rx: Receiver<Job>,
     prefix: String,
     max: usize,
+    cores: usize,
     started: AtomicUsize,
-    // Threads waiting for a job.
-    idle: AtomicUsize,
+    // Threads polling the queue before they park (at most one).
+    spinning: AtomicUsize,
+    // Threads started that have not yet looked at the queue.
+    starting: AtomicUsize,
+    // Threads parked on `wake`; changed under `state`'s lock.
+    parked: AtomicUsize,
+    // Threads running a job.
+    running: AtomicUsize,
+    // Jobs taken so far: the watchdog's measure of progress.
+    taken: AtomicU64,
+    // The watchdog is awake (mirrors `State::watchdog` for a lock-free look).
+    watching: AtomicBool,
+    state: Mutex<State>,
+    wake: Condvar,
+    watch: Condvar,
+}
+
+struct State {
+    // The pool was dropped: threads end once the queue is empty.
+    stopped: bool,
+    watchdog: Watchdog,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Watchdog {
+    NotStarted,
+    Parked,
+    Watching,
 }
 
 impl Pool {
@@ -88,27 +138,38 @@ impl Pool {
             rx,
             prefix: prefix.to_owned(),
             max: threads.max(1),
+            cores: thread::available_parallelism().map_or(1, |n| n.get()),
             started: AtomicUsize::new(0),
-            idle: AtomicUsize::new(0),
+            spinning: AtomicUsize::new(0),
+            starting: AtomicUsize::new(0),
+            parked: AtomicUsize::new(0),
+            running: AtomicUsize::new(0),
+            taken: AtomicU64::new(0),
+            watching: AtomicBool::new(false),
+            state: Mutex::new(State {
+                stopped: false,
+                watchdog: Watchdog::NotStarted,
+            }),
+            wake: Condvar::new(),
+            watch: Condvar::new(),
         });
-        Ok(Pool { tx, inner })
+        Ok(Pool {
+            tx: Some(tx),
+            inner,
+        })
     }
 
     /// Queues a job; gives it back when the queue is full (or no thread
     /// can run it).
     pub(crate) fn try_submit(&self, job: Job) -> Result<(), Job> {
-        // One more job than idle threads: start a thread for it.
-        if !Inner::grow(&self.inner, 1) {
+        let Some(tx) = &self.tx else { return Err(job) };
+        if self.inner.started.load(Ordering::SeqCst) == 0 && !self.inner.start_thread() {
             return Err(job);
         }
-        self.tx.try_send(job).map_err(|e| match e {
+        tx.try_send(job).map_err(|e| match e {
             TrySendError::Full(j) | TrySendError::Disconnected(j) => j,
         })?;
-        // An idle thread counted above may have taken another job since:
-        // look again now that this one is queued (a thread that takes a
-        // job looks too, after it stops counting as idle; one of the two
-        // sees this job waiting).
-        Inner::grow(&self.inner, 0);
+        self.inner.dispatch(false);
         Ok(())
     }
 
@@ -119,56 +180,149 @@ impl Pool {
     }
 }
 
+impl Drop for Pool {
+    /// Stops the threads (and the watchdog) once the queue is empty.
+    fn drop(&mut self) {
+        self.tx = None;
+        self.inner.lock().stopped = true;
+        self.inner.wake.notify_all();
+        self.inner.watch.notify_all();
+    }
+}
+
 impl Inner {
-    /// Starts one more thread if the queue (plus `coming` jobs about to be
-    /// queued) holds more jobs than there are idle threads and the pool is
-    /// not at its size. False when no thread runs and none could start.
-    fn grow(this: &Arc<Inner>, coming: usize) -> bool {
-        let started = this.started.load(Ordering::SeqCst);
-        let wanted = this.rx.len() + coming > this.idle.load(Ordering::SeqCst);
-        if !wanted || started >= this.max {
-            return started > 0;
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A job is queued: a spinning thread will take it; else wake a parked
+    /// thread or start one, while fewer than `cores` run jobs (or when
+    /// `force`d by the watchdog); else leave it to the running threads and
+    /// the watchdog.
+    fn dispatch(self: &Arc<Self>, force: bool) {
+        // Pairs with the fences in `park`, `work` and `watchdog`: either
+        // they see the job, or this sees them parked, spinning or not
+        // watching.
+        fence(Ordering::SeqCst);
+        if self.spinning.load(Ordering::SeqCst) + self.starting.load(Ordering::SeqCst) > 0 {
+            return;
         }
-        if this
-            .started
-            .compare_exchange(started, started + 1, Ordering::SeqCst, Ordering::SeqCst)
-            .is_err()
-        {
-            // Another caller is starting one right now.
+        if !force && self.running.load(Ordering::SeqCst) >= self.cores {
+            return self.watch();
+        }
+        if self.parked.load(Ordering::SeqCst) > 0 {
+            let _held = self.lock();
+            self.wake.notify_one();
+        } else if self.started.load(Ordering::SeqCst) < self.max && !self.rx.is_empty() {
+            self.start_thread();
+        } else if !force {
+            // At the pool's size: the next thread to finish takes it.
+            self.watch();
+        }
+    }
+
+    /// Makes sure the watchdog is awake.
+    fn watch(self: &Arc<Self>) {
+        if self.watching.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut state = self.lock();
+        match state.watchdog {
+            Watchdog::Watching => return,
+            Watchdog::Parked => self.watch.notify_one(),
+            Watchdog::NotStarted => {
+                let inner = self.clone();
+                let spawned = thread::Builder::new()
+                    .name(format!("{}watchdog", self.prefix))
+                    .spawn(move || inner.watchdog());
+                if let Err(e) = spawned {
+                    // The running threads still take every job, later.
+                    log::error!("cannot start the watchdog of {}: {e}", self.prefix);
+                    return;
+                }
+            }
+        }
+        state.watchdog = Watchdog::Watching;
+        self.watching.store(true, Ordering::SeqCst);
+    }
+
+    /// Every [`WATCH_TICK`]: if jobs are queued and none was taken since
+    /// the last tick, wake or start one more thread. Parks after
+    /// [`WATCH_IDLE_TICKS`] ticks with nothing queued.
+    fn watchdog(self: Arc<Self>) {
+        let (mut last, mut idle) = (self.taken.load(Ordering::SeqCst), 0);
+        let mut state = self.lock();
+        while !state.stopped {
+            state = self
+                .watch
+                .wait_timeout(state, WATCH_TICK)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            let taken = self.taken.load(Ordering::SeqCst);
+            if !self.rx.is_empty() {
+                idle = 0;
+                if taken == last {
+                    drop(state);
+                    self.dispatch(true);
+                    state = self.lock();
+                }
+            } else if idle + 1 < WATCH_IDLE_TICKS {
+                idle += 1;
+            } else {
+                idle = 0;
+                state.watchdog = Watchdog::Parked;
+                self.watching.store(false, Ordering::SeqCst);
+                fence(Ordering::SeqCst);
+                if !self.rx.is_empty() {
+                    state.watchdog = Watchdog::Watching;
+                    self.watching.store(true, Ordering::SeqCst);
+                }
+                while state.watchdog == Watchdog::Parked && !state.stopped {
+                    state = self.watch.wait(state).unwrap_or_else(|e| e.into_inner());
+                }
+            }
+            last = taken;
+        }
+    }
+
+    /// Starts one more thread unless the pool is at its size; false when
+    /// none runs and none could start.
+    fn start_thread(self: &Arc<Self>) -> bool {
+        let started = self.started.fetch_add(1, Ordering::SeqCst);
+        if started >= self.max {
+            self.started.fetch_sub(1, Ordering::SeqCst);
             return true;
         }
-        // The new thread counts as idle from now: it is about to wait.
-        this.idle.fetch_add(1, Ordering::SeqCst);
-        let inner = this.clone();
+        let inner = self.clone();
+        self.starting.fetch_add(1, Ordering::SeqCst);
         let spawned = thread::Builder::new()
-            .name(format!("{}{started}", this.prefix))
+            .name(format!("{}{started}", self.prefix))
             .spawn(move || inner.work());
         match spawned {
             Ok(_) => true,
             Err(e) => {
-                log::error!("cannot start a thread for {}: {e}", this.prefix);
-                this.idle.fetch_sub(1, Ordering::SeqCst);
-                this.started.fetch_sub(1, Ordering::SeqCst);
-                started > 0
+                log::error!("cannot start a thread for {}: {e}", self.prefix);
+                self.starting.fetch_sub(1, Ordering::SeqCst);
+                self.started.fetch_sub(1, Ordering::SeqCst) > 1
             }
         }
     }
 
     fn work(self: Arc<Self>) {
         POOL_THREAD.with(|p| p.set(true));
-        // `grow` counted this thread as idle when it started it.
-        let mut counted = true;
-        loop {
-            if !std::mem::replace(&mut counted, false) {
-                self.idle.fetch_add(1, Ordering::SeqCst);
-            }
-            let job = crate::wait::recv(&self.rx);
-            self.idle.fetch_sub(1, Ordering::SeqCst);
-            let Some(job) = job else { break };
-            // A job queued while this thread still counted as idle has no
-            // thread yet: start one, so it never waits behind this job.
+        let spin = crate::wait::Spin::default();
+        // From here on this thread looks at the queue before it parks.
+        self.starting.fetch_sub(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        while let Some(job) = self.next(&spin) {
+            self.taken.fetch_add(1, Ordering::SeqCst);
+            self.running.fetch_add(1, Ordering::SeqCst);
+            // More waiting: get the next thread going before this one is
+            // busy (the fence pairs with `dispatch`'s: a job queued while
+            // this thread still counted as spinning is seen here).
+            fence(Ordering::SeqCst);
             if !self.rx.is_empty() {
-                Inner::grow(&self, 0);
+                self.dispatch(false);
             }
             if catch_unwind(AssertUnwindSafe(job)).is_err() {
                 log::error!(
@@ -176,7 +330,49 @@ impl Inner {
                     take_panic_report()
                 );
             }
+            self.running.fetch_sub(1, Ordering::SeqCst);
         }
+    }
+
+    /// The next job: queued now, or within a spin (if no other thread
+    /// spins), or after parking. `None` once the pool is dropped and the
+    /// queue is empty.
+    fn next(&self, spin: &crate::wait::Spin) -> Option<Job> {
+        loop {
+            match self.rx.try_recv() {
+                Ok(job) => return Some(job),
+                Err(TryRecvError::Disconnected) => return None,
+                Err(TryRecvError::Empty) => {}
+            }
+            if spin.worthwhile()
+                && self
+                    .spinning
+                    .compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+            {
+                let got = spin.poll(&self.rx);
+                self.spinning.store(0, Ordering::SeqCst);
+                match got {
+                    Ok(job) => return Some(job),
+                    Err(TryRecvError::Disconnected) => return None,
+                    Err(TryRecvError::Empty) => {}
+                }
+            }
+            self.park(spin);
+        }
+    }
+
+    /// Sleeps until a job is queued (or the pool is dropped).
+    fn park(&self, spin: &crate::wait::Spin) {
+        let mut state = self.lock();
+        self.parked.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        let since = Instant::now();
+        while self.rx.is_empty() && !state.stopped {
+            state = self.wake.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        self.parked.fetch_sub(1, Ordering::SeqCst);
+        spin.parked(since);
     }
 }
 
@@ -186,7 +382,10 @@ mod tests {
 
     #[test]
     fn threads_start_as_work_needs_them_and_never_beyond_the_size() {
-        let pool = Pool::new("mcpvisor-test-pool-", 3, 64).unwrap();
+        // More than the cores: the threads past them are started by the
+        // watchdog, seeing the running ones blocked.
+        let size = thread::available_parallelism().map_or(1, |n| n.get()) + 2;
+        let pool = Pool::new("mcpvisor-test-pool-", size, 64).unwrap();
         assert_eq!(pool.threads(), 0, "nothing started before the first job");
         let (done_tx, done) = crossbeam_channel::unbounded();
         let d = done_tx.clone();
@@ -195,24 +394,34 @@ mod tests {
             .is_ok());
         done.recv().unwrap();
         assert_eq!(pool.threads(), 1);
-        // Jobs that block: each one that finds no idle thread starts one, up to 3.
+        // Jobs that block: while one waits and the pool is below its size,
+        // a thread starts for it, up to the size.
         let (release_tx, release) = crossbeam_channel::unbounded::<()>();
+        let (running_tx, running) = crossbeam_channel::unbounded::<()>();
         for _ in 0..10 {
-            let (r, d) = (release.clone(), done_tx.clone());
+            let (r, d, s) = (release.clone(), done_tx.clone(), running_tx.clone());
             assert!(pool
                 .try_submit(Box::new(move || {
+                    s.send(()).unwrap();
                     let _ = r.recv();
                     d.send(()).unwrap();
                 }))
                 .is_ok());
         }
-        assert_eq!(pool.threads(), 3);
+        for _ in 0..size {
+            running.recv().unwrap();
+        }
+        assert_eq!(pool.threads(), size);
+        assert!(
+            running.try_recv().is_err(),
+            "more jobs ran than the pool has threads"
+        );
         for _ in 0..10 {
             release_tx.send(()).unwrap();
         }
         for _ in 0..10 {
             done.recv().unwrap();
         }
-        assert_eq!(pool.threads(), 3);
+        assert_eq!(pool.threads(), size);
     }
 }

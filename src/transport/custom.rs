@@ -93,6 +93,8 @@ pub struct Outbox {
     rx: Receiver<Vec<u8>>,
     stop: Receiver<()>,
     overflow: Arc<Overflow>,
+    // Whether to poll before parking (the writer's traffic so far).
+    spin: crate::wait::Spin,
 }
 
 /// Serializes each outgoing message into the outbox.
@@ -166,6 +168,7 @@ impl ServerConnection {
                 rx,
                 stop: stop_rx,
                 overflow,
+                spin: crate::wait::Spin::default(),
             },
         )
     }
@@ -288,13 +291,16 @@ impl Outbox {
         if self.overflowed() {
             return None;
         }
-        if let Ok(m) = crate::wait::spin(&self.rx) {
+        if let Ok(m) = self.spin.poll_if_worthwhile(&self.rx) {
             return Some(m);
         }
-        crossbeam_channel::select! {
+        let since = std::time::Instant::now();
+        let m = crossbeam_channel::select! {
             recv(self.rx) -> m => m.ok(),
             recv(self.stop) -> _ => self.try_recv(),
-        }
+        };
+        self.spin.parked(since);
+        m
     }
 
     /// The next message if one is queued now.
