@@ -25,6 +25,9 @@
 
 #[cfg(feature = "client")]
 pub mod client;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod jsonrpc;
 pub mod model;
 pub mod protocol;

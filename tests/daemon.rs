@@ -408,7 +408,7 @@ fn shells_of(parent: u32) -> usize {
 }
 
 #[test]
-fn sigterm_answers_the_50_calls_in_flight_then_exits_0() {
+fn sigterm_answers_the_100_calls_in_flight_then_exits_0() {
     let dir = scratch("drain");
     // The commands run until the test opens the gate, after SIGTERM.
     let gate = dir.join("gate");
@@ -423,18 +423,27 @@ fn sigterm_answers_the_50_calls_in_flight_then_exits_0() {
     cmd.env("NOTIFY_SOCKET", &manager.1);
     let d = Daemon::start(cmd);
     assert!(manager.recv().starts_with("READY=1"));
-    let c = Client::connect(Connection::http(&d.url).unwrap(), ClientOptions::default()).unwrap();
+    // Two sessions (one may have 64 requests in flight).
+    let clients: Vec<Client> = (0..2)
+        .map(|_| {
+            Client::connect(Connection::http(&d.url).unwrap(), ClientOptions::default()).unwrap()
+        })
+        .collect();
     let pid = d.child.id();
     let results = std::thread::scope(|s| {
-        let calls: Vec<_> = (0..50)
-            .map(|_| s.spawn(|| c.call_tool("nap", json!({}))))
+        // 100 calls: 64 run (the handler threads), 36 wait in the queue.
+        let calls: Vec<_> = (0..100)
+            .map(|i| {
+                let c = &clients[i % 2];
+                s.spawn(move || c.call_tool("nap", json!({})))
+            })
             .collect();
-        // The fact to wait for: all 50 commands run.
+        // The fact to wait for: 64 commands run.
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while shells_of(pid) < 50 {
+        while shells_of(pid) < 64 {
             assert!(
                 std::time::Instant::now() < deadline,
-                "50 commands never ran"
+                "64 commands never ran"
             );
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -446,6 +455,7 @@ fn sigterm_answers_the_50_calls_in_flight_then_exits_0() {
             .map(|h| h.join().unwrap())
             .collect::<Vec<_>>()
     });
+    assert_eq!(results.len(), 100);
     for r in &results {
         let r = r.as_ref().expect("every call in flight is answered");
         assert_ne!(r["isError"], true, "{r}");

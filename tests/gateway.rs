@@ -1069,3 +1069,101 @@ fn a_relayed_call_runs_as_a_task_and_the_upstream_s_question_waits_in_it() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// SIGKILL of one upstream in the middle of a load on two: calls to the
+/// other are all answered, calls to the killed one fail (or reach its
+/// replacement) and none hangs (each has a 10 s timeout).
+#[test]
+fn killing_one_upstream_under_load_fails_only_its_calls() {
+    let dir = scratch("gateway-kill-load");
+    let echo = common::example("echo");
+    // The markers tell the two children apart in /proc.
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "mcpServers": {
+            "a": {"command": echo, "args": ["--max-sessions", "1111"]},
+            "b": {"command": echo, "args": ["--max-sessions", "2222"]},
+        },
+    });
+    let g = start(&dir, &config);
+    let options = ClientOptions {
+        request_timeout: Duration::from_secs(10),
+        ..Default::default()
+    };
+    let c = Client::connect(Connection::http(&g.url).unwrap(), options).unwrap();
+    until(&c, "both upstreams", |n| {
+        ["a__echo", "b__echo"]
+            .iter()
+            .all(|t| n.iter().any(|x| x == t))
+    });
+    let victim = upstream_pids(g.child.id(), "1111");
+    assert_eq!(victim.len(), 1, "{victim:?}");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (warm_tx, warm) = crossbeam_channel::unbounded();
+    let (a_failed, b_calls) = std::thread::scope(|s| {
+        let load = |tool: &'static str| {
+            let (c, stop, warm) = (&c, &stop, warm_tx.clone());
+            s.spawn(move || {
+                let (mut ok, mut failed) = (0, 0);
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    let says = format!("{tool} {ok}");
+                    match c.call_tool(tool, json!({"message": says})) {
+                        Ok(r) if r["isError"] != true && text(&r) == says => ok += 1,
+                        Ok(r) => {
+                            assert_eq!(tool, "a__echo", "{r}");
+                            failed += 1;
+                        }
+                        Err(e) => {
+                            assert_eq!(tool, "a__echo", "{e}");
+                            failed += 1;
+                        }
+                    }
+                    if ok == 20 && failed == 0 {
+                        let _ = warm.send(());
+                    }
+                }
+                (ok, failed)
+            })
+        };
+        let threads: Vec<_> = ["a__echo", "b__echo"]
+            .iter()
+            .cycle()
+            .take(6)
+            .map(|t| (*t, load(t)))
+            .collect();
+        for _ in 0..6 {
+            warm.recv().unwrap();
+        }
+        // SAFETY: kill(2) on a process of this test's daemon.
+        unsafe { libc::kill(victim[0], libc::SIGKILL) };
+        // Load on, until `a` is back in a new process.
+        let back = eventually("a restarted", || {
+            let now = upstream_pids(g.child.id(), "1111");
+            if now.len() == 1 && now != victim {
+                Ok(now)
+            } else {
+                Err(format!("{now:?}"))
+            }
+        });
+        until(&c, "a served again", |n| n.iter().any(|x| x == "a__echo"));
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert_ne!(back, victim);
+        let mut a_failed = 0;
+        let mut b_calls = 0;
+        for (tool, t) in threads {
+            let (ok, failed) = t.join().unwrap();
+            if tool == "a__echo" {
+                a_failed += failed;
+            } else {
+                b_calls += ok;
+            }
+        }
+        (a_failed, b_calls)
+    });
+    assert!(b_calls >= 60, "b was served throughout: {b_calls} calls");
+    // Calls in flight when `a` died failed; every failure was `a`'s (the
+    // threads assert that). There may be none if no call was in flight.
+    eprintln!("{a_failed} calls to the killed upstream failed");
+    c.close();
+    let _ = std::fs::remove_dir_all(&dir);
+}

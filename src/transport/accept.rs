@@ -42,6 +42,8 @@ pub(crate) struct Acceptor {
     /// Set by [`Acceptor::stop_accepting`]: the loop ends and is not
     /// restarted; pending connections stay in the socket's backlog.
     closed: AtomicBool,
+    /// Test hook: the accept loop panics at its next turn.
+    panic_next: AtomicBool,
 }
 
 /// Decrements the connection count however a connection thread ends.
@@ -83,6 +85,7 @@ impl Acceptor {
             socket: Mutex::new(None),
             keep_socket: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            panic_next: AtomicBool::new(false),
         }
     }
 
@@ -100,6 +103,9 @@ impl Acceptor {
                 || self.closed.load(Ordering::SeqCst)
             {
                 return Ok(());
+            }
+            if self.panic_next.swap(false, Ordering::SeqCst) {
+                panic!("{}: a fault injected by a test", self.name);
             }
             if !crate::wait::readable(listener, crate::wait::STOP_CHECK)? {
                 continue;
@@ -206,6 +212,14 @@ impl Acceptor {
     /// the connections already open go on; new ones wait in the backlog.
     pub(crate) fn stop_accepting(&self) {
         self.closed.store(true, Ordering::SeqCst);
+    }
+
+    /// Makes the accept loop panic at its next turn (within
+    /// [`crate::wait::STOP_CHECK`]), to prove that the supervisor restarts
+    /// it on the same socket while connections go on.
+    #[cfg(feature = "http")]
+    pub(crate) fn panic_for_tests(&self) {
+        self.panic_next.store(true, Ordering::SeqCst);
     }
 
     /// Makes the listening socket fail (accept() then returns EINVAL), to

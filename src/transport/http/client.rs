@@ -708,36 +708,68 @@ impl Target {
     /// (last event id, retry, whether a response came).
     fn read_events(
         &self,
-        mut r: impl BufRead,
+        r: impl BufRead,
         request: Option<&RequestId>,
     ) -> (Option<String>, Option<Duration>, bool) {
-        let (mut last_id, mut retry, mut answered) = (None, None, false);
+        let mut events = SseReader::new(r);
+        let mut answered = false;
+        while let Some(msg) = events.next_data() {
+            answered |= serde_json::from_str::<Value>(&msg)
+                .is_ok_and(|v| v.get("method").is_none() && v.get("id").is_some());
+            self.deliver(msg.into_bytes(), request.cloned());
+        }
+        (events.last_id, events.retry, answered)
+    }
+}
+
+/// The events of a `text/event-stream` as the client reads them: each
+/// event's data (its `data:` lines joined), remembering the last `id:` and
+/// `retry:`. Lines and events are bounded by
+/// [`DEFAULT_MAX_MESSAGE_BYTES`]; past that the stream ends.
+pub(crate) struct SseReader<R> {
+    r: R,
+    line: String,
+    /// The last event id seen (to resume from).
+    pub(crate) last_id: Option<String>,
+    /// The last reconnection delay the server asked for.
+    pub(crate) retry: Option<Duration>,
+}
+
+impl<R: BufRead> SseReader<R> {
+    pub(crate) fn new(r: R) -> Self {
+        SseReader {
+            r,
+            line: String::new(),
+            last_id: None,
+            retry: None,
+        }
+    }
+
+    /// The next event's data; `None` at the end of the stream (or on a
+    /// read error, or an event over the limit).
+    pub(crate) fn next_data(&mut self) -> Option<String> {
         let mut data = String::new();
-        let mut line = String::new();
         loop {
-            line.clear();
-            match read_line(&mut r, &mut line) {
-                Ok(0) | Err(_) => return (last_id, retry, answered),
+            self.line.clear();
+            match read_line(&mut self.r, &mut self.line) {
+                Ok(0) | Err(_) => return None,
                 Ok(_) => {}
             }
-            let l = line.trim_end_matches(['\r', '\n']);
+            let l = self.line.trim_end_matches(['\r', '\n']);
             if l.is_empty() {
                 if !data.is_empty() {
-                    let msg = std::mem::take(&mut data);
-                    answered |= serde_json::from_str::<Value>(&msg)
-                        .is_ok_and(|v| v.get("method").is_none() && v.get("id").is_some());
-                    self.deliver(msg.into_bytes(), request.cloned());
+                    return Some(data);
                 }
                 continue;
             }
             if let Some(v) = l.strip_prefix("id:") {
-                last_id = Some(v.trim().to_owned());
+                self.last_id = Some(v.trim().to_owned());
             } else if let Some(v) = l.strip_prefix("retry:") {
-                retry = v.trim().parse().ok().map(Duration::from_millis);
+                self.retry = v.trim().parse().ok().map(Duration::from_millis);
             } else if let Some(v) = l.strip_prefix("data:") {
                 if data.len() + v.len() > DEFAULT_MAX_MESSAGE_BYTES {
                     log::warn!("client: an event over {DEFAULT_MAX_MESSAGE_BYTES} bytes; the stream is dropped");
-                    return (last_id, retry, answered);
+                    return None;
                 }
                 if !data.is_empty() {
                     data.push('\n');

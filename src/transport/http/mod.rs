@@ -15,7 +15,7 @@ mod listener;
 mod socket;
 mod stateless;
 mod streams;
-mod wire;
+pub(crate) mod wire;
 
 pub use checks::AllowList;
 pub use wire::WireLimits;
@@ -298,6 +298,13 @@ impl HttpListener {
     #[doc(hidden)]
     pub fn break_listener_for_tests(&self) {
         self.acceptor.break_socket();
+    }
+
+    /// Test hook: makes the accept loop panic, so that the supervisor must
+    /// restart it (on the same socket).
+    #[doc(hidden)]
+    pub fn panic_listener_for_tests(&self) {
+        self.acceptor.panic_for_tests();
     }
 }
 

@@ -1,0 +1,51 @@
+#!/bin/sh
+# Coverage-guided fuzzing with libFuzzer on the stable toolchain (no
+# cargo-fuzz, no nightly: the coverage instrumentation is plain -C flags).
+#
+#   fuzz/run.sh TARGET [libFuzzer options]   e.g. fuzz/run.sh jsonrpc -runs=10000000
+#   fuzz/run.sh --list                       the targets
+#   fuzz/run.sh --smoke [SECONDS]            every target for SECONDS (default 8) each
+#
+# Seeds are fuzz/corpus/TARGET (real messages, read only); what the fuzzer
+# finds goes to fuzz/target/corpus/TARGET, crashes to fuzz/target/artifacts/.
+# Limits: an input runs at most 10 s (a hang), allocates at most 512 MiB at
+# once and the process at most 2 GiB (unbounded allocation).
+set -eu
+cd "$(dirname "$0")"
+TARGETS="jsonrpc http_request sse lines amqp_delivery config uri_template"
+if [ "${1:-}" = "--list" ]; then echo "$TARGETS"; exit 0; fi
+
+HOST=$(rustc -vV | sed -n 's/^host: //p')
+# With --target, RUSTFLAGS reach only the target's crates (not build
+# scripts or proc macros).
+RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
+-Cllvm-args=-sanitizer-coverage-inline-8bit-counters \
+-Cllvm-args=-sanitizer-coverage-pc-table \
+-Cllvm-args=-sanitizer-coverage-trace-compares \
+--cfg fuzzing -Cdebug-assertions -Coverflow-checks" \
+    cargo build --quiet --release --target "$HOST" --bins
+BIN=target/$HOST/release
+
+run() {
+    target=$1
+    shift
+    mkdir -p "target/corpus/$target" target/artifacts
+    "$BIN/$target" -max_len=65536 -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=512 \
+        -artifact_prefix="target/artifacts/$target-" -print_final_stats=1 \
+        "$@" "target/corpus/$target" "corpus/$target"
+}
+
+if [ "${1:-}" = "--smoke" ]; then
+    for t in $TARGETS; do
+        echo "== $t"
+        run "$t" -max_total_time="${2:-8}" 2>&1 | grep -E "^stat::number_of_executed_units|^==|ERROR|panicked" || true
+        # A finding leaves an artifact: fail.
+        if ls target/artifacts/"$t"-* >/dev/null 2>&1; then
+            echo "fuzz target $t found a failing input:" target/artifacts/"$t"-*
+            exit 1
+        fi
+    done
+    exit 0
+fi
+[ $# -ge 1 ] || { echo "usage: fuzz/run.sh TARGET [options] | --list | --smoke [SECONDS]" >&2; exit 2; }
+run "$@"
