@@ -55,9 +55,11 @@ pub(crate) fn take_panic_report() -> String {
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
-/// How often the pool's watchdog looks for queued jobs that no thread
-/// took (every running thread blocked in a handler).
+/// How often the pool's watchdog looks for a queued job that waited a
+/// whole tick (the running threads block in handlers).
 pub(crate) const WATCH_TICK: Duration = Duration::from_micros(500);
+/// Name of a pool's watchdog thread.
+pub(crate) const WATCHDOG_THREAD: &str = "mcpvisor-pool-watchdog";
 /// The watchdog parks after this many ticks with nothing queued (100 ms).
 const WATCH_IDLE_TICKS: u32 = 200;
 
@@ -77,9 +79,9 @@ const WATCH_IDLE_TICKS: u32 = 200;
 ///   sees more waiting applies the same rule, so a burst spreads over the
 ///   cores one wake-up at a time;
 /// - beyond that, the running threads take the queued jobs as they finish
-///   theirs, and a watchdog makes sure they do: when the queue has not
-///   moved for a [`WATCH_TICK`] (handlers that block rather than compute),
-///   it wakes or starts one more thread, up to the pool's size. The
+///   theirs, and a watchdog makes sure they do: when a queued job waited a
+///   whole [`WATCH_TICK`] (handlers that block rather than compute), it
+///   wakes or starts one more thread, up to the pool's size. The
 ///   watchdog runs only while there is traffic and parks after 100 ms
 ///   without, so an idle pool uses no CPU at all.
 ///
@@ -110,6 +112,8 @@ struct Inner {
     taken: AtomicU64,
     // The watchdog is awake (mirrors `State::watchdog` for a lock-free look).
     watching: AtomicBool,
+    // Starting the watchdog failed (logged once).
+    watchdog_failed: AtomicBool,
     state: Mutex<State>,
     wake: Condvar,
     watch: Condvar,
@@ -146,6 +150,7 @@ impl Pool {
             running: AtomicUsize::new(0),
             taken: AtomicU64::new(0),
             watching: AtomicBool::new(false),
+            watchdog_failed: AtomicBool::new(false),
             state: Mutex::new(State {
                 stopped: false,
                 watchdog: Watchdog::NotStarted,
@@ -163,7 +168,10 @@ impl Pool {
     /// can run it).
     pub(crate) fn try_submit(&self, job: Job) -> Result<(), Job> {
         let Some(tx) = &self.tx else { return Err(job) };
-        if self.inner.started.load(Ordering::SeqCst) == 0 && !self.inner.start_thread() {
+        if self.inner.started.load(Ordering::SeqCst) == 0
+            && !self.inner.start_thread()
+            && self.inner.started.load(Ordering::SeqCst) == 0
+        {
             return Err(job);
         }
         tx.try_send(job).map_err(|e| match e {
@@ -177,6 +185,15 @@ impl Pool {
     #[cfg(test)]
     pub(crate) fn threads(&self) -> usize {
         self.inner.started.load(Ordering::SeqCst)
+    }
+}
+
+/// Counts a thread out of `running` however its job ends.
+struct Running<'a>(&'a AtomicUsize);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -214,7 +231,11 @@ impl Inner {
             let _held = self.lock();
             self.wake.notify_one();
         } else if self.started.load(Ordering::SeqCst) < self.max && !self.rx.is_empty() {
-            self.start_thread();
+            if !self.start_thread() {
+                // At the size after all, or no thread could start: the
+                // watchdog tries again.
+                self.watch();
+            }
         } else if !force {
             // At the pool's size: the next thread to finish takes it.
             self.watch();
@@ -233,11 +254,14 @@ impl Inner {
             Watchdog::NotStarted => {
                 let inner = self.clone();
                 let spawned = thread::Builder::new()
-                    .name(format!("{}watchdog", self.prefix))
+                    .name(WATCHDOG_THREAD.to_owned())
                     .spawn(move || inner.watchdog());
                 if let Err(e) = spawned {
-                    // The running threads still take every job, later.
-                    log::error!("cannot start the watchdog of {}: {e}", self.prefix);
+                    // The running threads still take every job, later;
+                    // the next job that needs the watchdog tries again.
+                    if !self.watchdog_failed.swap(true, Ordering::SeqCst) {
+                        log::error!("cannot start the watchdog of {}: {e}", self.prefix);
+                    }
                     return;
                 }
             }
@@ -250,7 +274,9 @@ impl Inner {
     /// the last tick, wake or start one more thread. Parks after
     /// [`WATCH_IDLE_TICKS`] ticks with nothing queued.
     fn watchdog(self: Arc<Self>) {
-        let (mut last, mut idle) = (self.taken.load(Ordering::SeqCst), 0);
+        // Jobs taken so far and jobs queued, at the last tick.
+        let (mut taken_then, mut queued_then) = (self.taken.load(Ordering::SeqCst), 0);
+        let mut idle = 0;
         let mut state = self.lock();
         while !state.stopped {
             state = self
@@ -259,9 +285,13 @@ impl Inner {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
             let taken = self.taken.load(Ordering::SeqCst);
-            if !self.rx.is_empty() {
+            let queued = self.rx.len();
+            if queued > 0 {
                 idle = 0;
-                if taken == last {
+                // Fewer jobs taken since the last tick than were waiting
+                // then: one of them waited a whole tick (the running
+                // threads block rather than compute). One more thread.
+                if taken.wrapping_sub(taken_then) < queued_then as u64 {
                     drop(state);
                     self.dispatch(true);
                     state = self.lock();
@@ -280,18 +310,21 @@ impl Inner {
                 while state.watchdog == Watchdog::Parked && !state.stopped {
                     state = self.watch.wait(state).unwrap_or_else(|e| e.into_inner());
                 }
+                // What happened while parked is not this tick's business.
+                (taken_then, queued_then) = (self.taken.load(Ordering::SeqCst), self.rx.len());
+                continue;
             }
-            last = taken;
+            (taken_then, queued_then) = (taken, queued);
         }
     }
 
     /// Starts one more thread unless the pool is at its size; false when
-    /// none runs and none could start.
+    /// none started.
     fn start_thread(self: &Arc<Self>) -> bool {
         let started = self.started.fetch_add(1, Ordering::SeqCst);
         if started >= self.max {
             self.started.fetch_sub(1, Ordering::SeqCst);
-            return true;
+            return false;
         }
         let inner = self.clone();
         self.starting.fetch_add(1, Ordering::SeqCst);
@@ -303,7 +336,8 @@ impl Inner {
             Err(e) => {
                 log::error!("cannot start a thread for {}: {e}", self.prefix);
                 self.starting.fetch_sub(1, Ordering::SeqCst);
-                self.started.fetch_sub(1, Ordering::SeqCst) > 1
+                self.started.fetch_sub(1, Ordering::SeqCst);
+                false
             }
         }
     }
@@ -324,13 +358,13 @@ impl Inner {
             if !self.rx.is_empty() {
                 self.dispatch(false);
             }
+            let _running = Running(&self.running);
             if catch_unwind(AssertUnwindSafe(job)).is_err() {
                 log::error!(
                     "a pool job panicked outside its guard: {}",
                     take_panic_report()
                 );
             }
-            self.running.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
@@ -382,6 +416,10 @@ mod tests {
 
     #[test]
     fn threads_start_as_work_needs_them_and_never_beyond_the_size() {
+        let wait = |rx: &crossbeam_channel::Receiver<()>| {
+            rx.recv_timeout(std::time::Duration::from_secs(10))
+                .expect("within 10 s")
+        };
         // More than the cores: the threads past them are started by the
         // watchdog, seeing the running ones blocked.
         let size = thread::available_parallelism().map_or(1, |n| n.get()) + 2;
@@ -392,13 +430,14 @@ mod tests {
         assert!(pool
             .try_submit(Box::new(move || d.send(()).unwrap()))
             .is_ok());
-        done.recv().unwrap();
+        wait(&done);
         assert_eq!(pool.threads(), 1);
         // Jobs that block: while one waits and the pool is below its size,
         // a thread starts for it, up to the size.
         let (release_tx, release) = crossbeam_channel::unbounded::<()>();
         let (running_tx, running) = crossbeam_channel::unbounded::<()>();
-        for _ in 0..10 {
+        let jobs = size + 5;
+        for _ in 0..jobs {
             let (r, d, s) = (release.clone(), done_tx.clone(), running_tx.clone());
             assert!(pool
                 .try_submit(Box::new(move || {
@@ -409,19 +448,55 @@ mod tests {
                 .is_ok());
         }
         for _ in 0..size {
-            running.recv().unwrap();
+            wait(&running);
         }
         assert_eq!(pool.threads(), size);
-        assert!(
-            running.try_recv().is_err(),
-            "more jobs ran than the pool has threads"
-        );
-        for _ in 0..10 {
+        // The other 5 wait for a thread: each job released lets one run.
+        assert!(running.try_recv().is_err(), "more jobs ran than threads");
+        for _ in 0..5 {
             release_tx.send(()).unwrap();
+            wait(&done);
+            wait(&running);
         }
-        for _ in 0..10 {
-            done.recv().unwrap();
+        for _ in 0..size {
+            release_tx.send(()).unwrap();
+            wait(&done);
         }
         assert_eq!(pool.threads(), size);
+    }
+
+    /// Names of this process's threads.
+    fn thread_names() -> Vec<String> {
+        std::fs::read_dir("/proc/self/task")
+            .map(|d| {
+                d.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                    .map(|n| n.trim().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn dropping_the_pool_ends_its_threads() {
+        let prefix = "mcpvisor-drop-";
+        let pool = Pool::new(prefix, 4, 64).unwrap();
+        let (done_tx, done) = crossbeam_channel::unbounded();
+        for _ in 0..8 {
+            let d = done_tx.clone();
+            assert!(pool
+                .try_submit(Box::new(move || d.send(()).unwrap()))
+                .is_ok());
+        }
+        for _ in 0..8 {
+            done.recv_timeout(std::time::Duration::from_secs(10))
+                .unwrap();
+        }
+        assert!(thread_names().iter().any(|n| n.starts_with(prefix)));
+        drop(pool);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while thread_names().iter().any(|n| n.starts_with(prefix)) {
+            assert!(std::time::Instant::now() < deadline, "{:?}", thread_names());
+            std::thread::yield_now();
+        }
     }
 }

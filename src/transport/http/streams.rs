@@ -73,6 +73,10 @@ impl Stream {
 #[derive(Default)]
 struct Streams {
     next_id: u64,
+    // The standalone stream (`None` once the session ended): a field of
+    // its own, so that an idle session allocates no map.
+    standalone: Option<Stream>,
+    // The request streams.
     map: HashMap<u64, Stream>,
     // (stream, seq) in logging order, for evicting the oldest events.
     order: VecDeque<(u64, u64)>,
@@ -131,7 +135,7 @@ impl SessionStreams {
         });
         {
             let mut st = s.lock();
-            st.map.insert(STANDALONE, Stream::new());
+            st.standalone = Some(Stream::new());
             st.next_id = STANDALONE + 1;
         }
         let sink: Arc<dyn Sink> = Arc::new(StreamSink {
@@ -187,7 +191,7 @@ impl SessionStreams {
         let (tx, rx) = crossbeam_channel::bounded(LIVE_QUEUE);
         let token = TOKENS.fetch_add(1, Ordering::Relaxed);
         let mut st = self.lock();
-        let s = st.map.get_mut(&stream).ok_or(ResumeError::UnknownStream)?;
+        let s = st.get_mut(stream).ok_or(ResumeError::UnknownStream)?;
         if stream == STANDALONE && s.live.is_some() {
             // One connection at a time, resuming or not.
             return Err(ResumeError::InUse);
@@ -229,7 +233,7 @@ impl SessionStreams {
     /// session is no longer busy with it.
     pub fn release(&self, stream: u64, token: u64) {
         let mut st = self.lock();
-        if let Some(s) = st.map.get_mut(&stream) {
+        if let Some(s) = st.get_mut(stream) {
             if s.live.as_ref().is_some_and(|(t, _)| *t == token) {
                 s.live = None;
             }
@@ -240,7 +244,7 @@ impl SessionStreams {
     /// (until then it stays resumable).
     pub fn forget(&self, stream: u64) {
         let mut st = self.lock();
-        if st.map.get(&stream).is_some_and(|s| s.finished) {
+        if st.get(stream).is_some_and(|s| s.finished) {
             st.remove(stream);
         }
     }
@@ -251,7 +255,7 @@ impl SessionStreams {
         }
         let mut st = self.lock();
         let capacity = self.capacity;
-        let Some(s) = st.map.get_mut(&stream) else {
+        let Some(s) = st.get_mut(stream) else {
             return;
         };
         let frame = match out {
@@ -296,8 +300,7 @@ impl SessionStreams {
     fn request_without_stream(&self, request: serde_json::Value) {
         let listening = self
             .lock()
-            .map
-            .get(&STANDALONE)
+            .get(STANDALONE)
             .is_some_and(|s| s.live.is_some());
         if listening {
             return self.push(STANDALONE, Outgoing::Request(request));
@@ -318,14 +321,29 @@ impl SessionStreams {
     /// connection writes it, so a client that holds its answer never finds
     /// the session still busy with it.
     fn has_activity(&self) -> bool {
-        self.lock()
-            .map
-            .iter()
-            .any(|(id, s)| s.live.is_some() || (*id != STANDALONE && !s.finished))
+        let st = self.lock();
+        st.standalone.as_ref().is_some_and(|s| s.live.is_some())
+            || st.map.values().any(|s| s.live.is_some() || !s.finished)
     }
 }
 
 impl Streams {
+    fn get(&self, stream: u64) -> Option<&Stream> {
+        if stream == STANDALONE {
+            self.standalone.as_ref()
+        } else {
+            self.map.get(&stream)
+        }
+    }
+
+    fn get_mut(&mut self, stream: u64) -> Option<&mut Stream> {
+        if stream == STANDALONE {
+            self.standalone.as_mut()
+        } else {
+            self.map.get_mut(&stream)
+        }
+    }
+
     /// Forgets a request stream and its logged events.
     fn remove(&mut self, stream: u64) {
         if stream != STANDALONE && self.map.remove(&stream).is_some() {
@@ -340,7 +358,7 @@ impl Streams {
             self.order = VecDeque::new();
         }
         self.map.shrink_to_fit();
-        for s in self.map.values_mut() {
+        for s in self.map.values_mut().chain(self.standalone.as_mut()) {
             if s.log.is_empty() {
                 s.log = VecDeque::new();
             }
@@ -352,7 +370,7 @@ impl Streams {
             let Some((sid, seq)) = self.order.pop_front() else {
                 break;
             };
-            let remove = match self.map.get_mut(&sid) {
+            let remove = match self.get_mut(sid) {
                 Some(s) => {
                     if s.log.front().is_some_and(|(q, _, _)| *q == seq) {
                         s.log.pop_front();
@@ -381,6 +399,7 @@ impl Expirable for SessionStreams {
             st.closed = true;
             // Dropping the senders ends every attached connection's stream.
             st.map.clear();
+            st.standalone = None;
             st.order.clear();
         }
         self.mcp().close();
