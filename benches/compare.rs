@@ -18,14 +18,13 @@
 mod common;
 
 use common::keepalive::{parse_url, Conn};
+use common::{INIT, INITIALIZED};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}"#;
-const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 const ECHO_CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello world"}}}"#;
 
 /// A server under test.
@@ -115,16 +114,6 @@ fn cpu(pid: u32) -> Duration {
     Duration::from_nanos(ticks * 1_000_000_000 / hz)
 }
 
-/// Peak resident set size in KiB.
-fn peak_rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0)
-}
-
 /// What one run measured.
 #[derive(Clone, Copy, Default)]
 struct Sample {
@@ -144,42 +133,48 @@ fn measure(
     window: Duration,
     load: impl FnOnce(&Window) -> Vec<u64>,
 ) -> Sample {
+    let now = Instant::now();
     let w = Window {
         warmup,
         window,
-        cpu: std::sync::Mutex::new((Duration::ZERO, Duration::ZERO)),
+        marks: std::sync::Mutex::new([(Duration::ZERO, now); 2]),
         pid: child.id(),
     };
-    let mut lat = load(&w);
-    let (cpu_from, cpu_to) = *w.cpu.lock().unwrap();
-    lat.sort_unstable();
-    let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)] as f64 / 1000.0;
+    let lat = load(&w);
+    let [(cpu_from, from), (cpu_to, to)] = *w.marks.lock().unwrap();
     let calls = lat.len() as f64;
     let cpu_secs = (cpu_to - cpu_from).as_secs_f64().max(1e-3);
+    // The window as it passed (a late wake-up makes it longer than asked).
+    let elapsed = to.duration_since(from);
+    let stats = common::stats(lat, elapsed);
     Sample {
-        calls_per_sec: calls / window.as_secs_f64(),
-        p50_us: pct(0.5),
-        p99_us: pct(0.99),
+        calls_per_sec: stats.calls_per_sec,
+        p50_us: stats.p50_us,
+        p99_us: stats.p99_us,
         calls_per_cpu_sec: calls / cpu_secs,
-        rss_kib: peak_rss_kib(child.id()),
+        rss_kib: common::proc_status(child.id(), "VmHWM:"),
     }
 }
 
 /// The timing of one run: warm-up, then the measured window, whose start
-/// and end also read the server's CPU time.
+/// and end read the clock and the server's CPU time.
 struct Window {
     warmup: Duration,
     window: Duration,
-    cpu: std::sync::Mutex<(Duration, Duration)>,
+    // (CPU, clock) at the start and at the end.
+    marks: std::sync::Mutex<[(Duration, Instant); 2]>,
     pid: u32,
 }
 
 impl Window {
+    fn mark(&self, i: usize) {
+        self.marks.lock().unwrap()[i] = (cpu(self.pid), Instant::now());
+    }
     fn start(&self) {
-        self.cpu.lock().unwrap().0 = cpu(self.pid);
+        self.mark(0);
     }
     fn end(&self) {
-        self.cpu.lock().unwrap().1 = cpu(self.pid);
+        self.mark(1);
     }
 }
 
@@ -206,11 +201,13 @@ fn stdio_run(server: Server, inflight: usize, warmup: Duration, window: Duration
     stdout.read_line(&mut line).unwrap();
     writeln!(w, "{INITIALIZED}").unwrap();
     let sample = measure(&child, warmup, window, |t| {
-        // Slot i holds the send time of the request whose id is ≡ i.
-        let mut sent_at = vec![Instant::now(); inflight];
+        // The send time of request `id` is `sent_at[id - 1]` (answers may
+        // come in any order).
+        let mut sent_at = Vec::with_capacity(1 << 20);
         let mut next = 1usize;
         let send = |w: &mut std::io::BufWriter<_>, id: usize, sent_at: &mut Vec<Instant>| {
-            sent_at[id % inflight] = Instant::now();
+            debug_assert_eq!(sent_at.len(), id - 1);
+            sent_at.push(Instant::now());
             writeln!(w, r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"message":"hello world"}}}}}}"#).unwrap();
         };
         for _ in 0..inflight {
@@ -229,7 +226,7 @@ fn stdio_run(server: Server, inflight: usize, warmup: Duration, window: Duration
             assert!(line.contains("hello world"), "not an echo: {line}");
             let now = Instant::now();
             if measuring && !stop {
-                lat.push((now - sent_at[id % inflight]).as_nanos() as u64);
+                lat.push((now - sent_at[id - 1]).as_nanos() as u64);
             }
             let elapsed = now - begin;
             if !measuring && elapsed >= t.warmup {

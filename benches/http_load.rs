@@ -68,16 +68,6 @@ fn load(addr: SocketAddr, path: &str, sessions: usize, calls_per_session: usize)
     )
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap()
-}
-
 fn idle_sessions(addr: SocketAddr, n: usize) {
     let threads = 8;
     std::thread::scope(|scope| {
@@ -155,9 +145,9 @@ fn main() {
     }
     if idle > 0 {
         std::thread::sleep(Duration::from_millis(200)); // let the load's connections close
-        let before = rss_kib(child.id());
+        let before = common::proc_status(child.id(), "VmRSS:");
         idle_sessions(addr, idle);
-        let after = rss_kib(child.id());
+        let after = common::proc_status(child.id(), "VmRSS:");
         println!(
             "idle sessions: {idle}, RSS {before} KiB -> {after} KiB, {:.0} bytes per session",
             (after.saturating_sub(before) * 1024) as f64 / idle as f64

@@ -23,7 +23,7 @@ cargo bench --quiet --bench gateway_hop > "$out/gateway_hop.txt"
 cargo bench --quiet -p supervisor --bench restart > "$out/restart.txt"
 
 {
-    sed "/^$marker\$/,\$d" PERFORMANCE.md
+    awk -v m="$marker" '$0 == m { exit } { print }' PERFORMANCE.md
     echo "$marker"
     echo
     echo "## Latest run ($(date -u +%Y-%m-%d), $(nproc) cores, $(uname -r))"

@@ -53,18 +53,22 @@ fn step(c: &Client, k: u64, tally: &Tally) {
 /// until `stop`.
 fn churn(
     what: &str,
-    connect: impl Fn() -> Connection,
+    connect: impl Fn() -> std::io::Result<Connection>,
     options: ClientOptions,
     stop: &AtomicBool,
     tally: &Tally,
 ) {
     let mut k = 0;
     while !stop.load(Ordering::Relaxed) {
-        let c = match Client::connect(connect(), options.clone()) {
+        let connected = connect()
+            .map_err(|e| e.to_string())
+            .and_then(|c| Client::connect(c, options.clone()).map_err(|e| e.to_string()));
+        let c = match connected {
             Ok(c) => c,
             Err(e) => {
                 tally.errors.fetch_add(1, Ordering::Relaxed);
                 eprintln!("soak: {what}: connect: {e}");
+                std::thread::sleep(Duration::from_millis(100));
                 continue;
             }
         };
@@ -82,16 +86,12 @@ fn churn(
 
 /// (RSS KiB, threads, open descriptors) of `pid`.
 fn footprint(pid: u32) -> (u64, u64, usize) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-            .unwrap_or(0)
-    };
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
-    (field("VmRSS:"), field("Threads:"), fds)
+    (
+        common::proc_status(pid, "VmRSS:"),
+        common::proc_status(pid, "Threads:"),
+        fds,
+    )
 }
 
 fn main() {
@@ -178,7 +178,7 @@ fn main() {
             s.spawn(move || {
                 churn(
                     "tcp",
-                    || Connection::tcp(tcp_addr).unwrap(),
+                    || Connection::tcp(tcp_addr),
                     ClientOptions::default(),
                     stop,
                     tally,
@@ -187,7 +187,7 @@ fn main() {
             s.spawn(move || {
                 churn(
                     "http",
-                    || Connection::http(http).unwrap(),
+                    || Connection::http(http),
                     ClientOptions::default(),
                     stop,
                     tally,
@@ -198,7 +198,7 @@ fn main() {
         s.spawn(move || {
             churn(
                 "stateless http",
-                || Connection::http(http).unwrap(),
+                || Connection::http(http),
                 stateless2,
                 stop,
                 tally,
@@ -207,7 +207,7 @@ fn main() {
         s.spawn(move || {
             churn(
                 "amqp",
-                || Connection::amqp(amqp).unwrap(),
+                || Connection::amqp(amqp),
                 ClientOptions::default(),
                 stop,
                 tally,

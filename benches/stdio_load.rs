@@ -41,7 +41,7 @@ fn run(command: &[String], inflight: usize, calls: usize) -> Stats {
     let mut child = spawn(command);
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"bench","version":"0"}}}}}}"#).unwrap();
+    writeln!(stdin, "{}", common::INIT).unwrap();
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
     writeln!(
@@ -124,7 +124,7 @@ fn run_tcp(echo: &str, connections: usize, calls: usize) -> Stats {
             let mut w = s.try_clone().unwrap();
             let mut r = BufReader::new(s);
             let mut line = String::new();
-            writeln!(w, r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"bench","version":"0"}}}}}}"#).unwrap();
+            writeln!(w, "{}", common::INIT).unwrap();
             r.read_line(&mut line).unwrap();
             writeln!(
                 w,

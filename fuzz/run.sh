@@ -7,9 +7,10 @@
 #   fuzz/run.sh --smoke [SECONDS]            every target for SECONDS (default 8) each
 #
 # Seeds are fuzz/corpus/TARGET (real messages, read only); what the fuzzer
-# finds goes to fuzz/target/corpus/TARGET, crashes to fuzz/target/artifacts/.
-# Limits: an input runs at most 10 s (a hang), allocates at most 512 MiB at
-# once and the process at most 2 GiB (unbounded allocation).
+# finds goes to fuzz/target/corpus/TARGET, failing inputs to
+# fuzz/target/artifacts/ (fuzz/target/smoke/ for --smoke). Limits: an input
+# runs at most 10 s (a hang); one allocation past 512 MiB aborts (limit.rs)
+# and the process may hold at most 2 GiB (unbounded allocation).
 set -eu
 cd "$(dirname "$0")"
 TARGETS="jsonrpc http_request sse lines amqp_delivery config uri_template"
@@ -23,25 +24,30 @@ RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares \
 --cfg fuzzing -Cdebug-assertions -Coverflow-checks" \
-    cargo build --quiet --release --target "$HOST" --bins
+    cargo build --quiet --release --target "$HOST" --target-dir target --bins
 BIN=target/$HOST/release
+ARTIFACTS=target/artifacts
 
 run() {
     target=$1
     shift
-    mkdir -p "target/corpus/$target" target/artifacts
-    "$BIN/$target" -max_len=65536 -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=512 \
-        -artifact_prefix="target/artifacts/$target-" -print_final_stats=1 \
+    mkdir -p "target/corpus/$target" "$ARTIFACTS"
+    "$BIN/$target" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+        -artifact_prefix="$ARTIFACTS/$target-" -print_final_stats=1 \
         "$@" "target/corpus/$target" "corpus/$target"
 }
 
 if [ "${1:-}" = "--smoke" ]; then
+    ARTIFACTS=target/smoke
+    rm -rf "$ARTIFACTS"
     for t in $TARGETS; do
         echo "== $t"
-        run "$t" -max_total_time="${2:-8}" 2>&1 | grep -E "^stat::number_of_executed_units|^==|ERROR|panicked" || true
-        # A finding leaves an artifact: fail.
-        if ls target/artifacts/"$t"-* >/dev/null 2>&1; then
-            echo "fuzz target $t found a failing input:" target/artifacts/"$t"-*
+        status=0
+        run "$t" -max_total_time="${2:-8}" > target/smoke.log 2>&1 || status=$?
+        grep -E "^stat::number_of_executed_units|ERROR|panicked" target/smoke.log || true
+        if [ "$status" -ne 0 ]; then
+            tail -20 target/smoke.log
+            echo "fuzz target $t failed (exit $status); inputs in $ARTIFACTS/"
             exit 1
         fi
     done

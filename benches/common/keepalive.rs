@@ -87,9 +87,9 @@ impl Conn {
 
     /// `initialize` and `notifications/initialized`.
     pub fn initialize(&mut self) {
-        let answer = self.post(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}"#);
+        let answer = self.post(super::INIT);
         assert!(answer.contains("\"result\""), "initialize failed: {answer}");
-        self.post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        self.post(super::INITIALIZED);
     }
 }
 

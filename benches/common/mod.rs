@@ -58,6 +58,22 @@ pub fn spawn_echo(args: &[&str]) -> (Child, String) {
     (child, what)
 }
 
+/// The `initialize` request every bench client sends.
+pub const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}"#;
+/// The notification that ends the handshake.
+pub const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+
+/// A number of KiB (or a count) from `/proc/PID/status`, e.g. `VmRSS:`,
+/// `VmHWM:`, `Threads:`; 0 if the process is gone.
+pub fn proc_status(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Throughput and latency of one run.
 #[derive(Default)]
 pub struct Stats {

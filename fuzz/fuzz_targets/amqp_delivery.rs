@@ -1,2 +1,3 @@
 #![no_main]
+include!("../limit.rs");
 libfuzzer_sys::fuzz_target!(|data: &[u8]| mcpvisor::fuzzing::amqp_delivery(data));

@@ -144,17 +144,23 @@ impl<R: Read> LineReader<R> {
                 if let Some(dropped) = self.discarding.take() {
                     return Ok(Some(Found::TooLong(dropped + (b - a))));
                 }
+                // Too long counts every byte before the newline, as when
+                // the line is dropped piecemeal.
+                let raw = b - a;
                 if b > a && self.buf[b - 1] == b'\r' {
                     b -= 1;
                 }
                 if b - a > self.max {
-                    return Ok(Some(Found::TooLong(b - a)));
+                    return Ok(Some(Found::TooLong(raw)));
                 }
                 return Ok(Some(Found::Line(a, b)));
             }
             self.scanned = self.end;
             let pending = self.end - self.start;
-            if pending > self.max || self.discarding.is_some() {
+            // A `\r` at the end may be the first half of a `\r\n`: not
+            // part of the line, so not counted against the limit.
+            let cr = usize::from(pending > 0 && self.buf[self.end - 1] == b'\r');
+            if pending > self.max + cr || self.discarding.is_some() {
                 // Over the limit with no newline yet: drop what we hold.
                 *self.discarding.get_or_insert(0) += pending;
                 self.start = 0;
@@ -217,6 +223,32 @@ impl<R> Drop for LineReader<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reads one byte at a time.
+    struct Trickle<'a>(&'a [u8]);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.0.len().min(buf.len()).min(1);
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_line_at_the_limit_ending_in_crlf_is_a_line_however_the_reads_fall() {
+        // A read ending between the \r and the \n once made it too long.
+        let input = b"12345678\r\nabc\n";
+        for reader in [
+            Box::new(&input[..]) as Box<dyn Read>,
+            Box::new(Trickle(input)),
+        ] {
+            let mut r = LineReader::new(reader, 8);
+            assert!(matches!(r.next_frame().unwrap(), Some(Frame::Line(l)) if l == b"12345678"));
+            assert!(matches!(r.next_frame().unwrap(), Some(Frame::Line(l)) if l == b"abc"));
+        }
+    }
 
     #[test]
     fn partial_lines_of_many_readers_share_one_budget() {
