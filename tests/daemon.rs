@@ -413,9 +413,11 @@ fn sigterm_answers_the_100_calls_in_flight_then_exits_0() {
     // The commands run until the test opens the gate, after SIGTERM.
     let gate = dir.join("gate");
     let wait = format!("while [ ! -e {} ]; do sleep 0.05; done", gate.display());
+    let control = dir.join("control");
     let text = json!({
         "listen": ["http://127.0.0.1:0/mcp"],
         "handlerThreads": 64,
+        "control": control,
         "commands": {"nap": {"argv": ["/bin/sh", "-c", wait]}},
     });
     let manager = Manager::new(&dir);
@@ -430,7 +432,16 @@ fn sigterm_answers_the_100_calls_in_flight_then_exits_0() {
         })
         .collect();
     let pid = d.child.id();
+    // Opens the gate however the scope ends, so a failed check cannot
+    // leave 100 calls waiting for ever.
+    struct Gate<'a>(&'a std::path::Path);
+    impl Drop for Gate<'_> {
+        fn drop(&mut self) {
+            let _ = std::fs::write(self.0, "");
+        }
+    }
     let results = std::thread::scope(|s| {
+        let _gate = Gate(&gate);
         // 100 calls: 64 run (the handler threads), 36 wait in the queue.
         let calls: Vec<_> = (0..100)
             .map(|i| {
@@ -438,12 +449,13 @@ fn sigterm_answers_the_100_calls_in_flight_then_exits_0() {
                 s.spawn(move || c.call_tool("nap", json!({})))
             })
             .collect();
-        // The fact to wait for: 64 commands run.
+        // The facts to wait for: 64 commands run and all 100 requests
+        // reached the daemon (36 of them queued).
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while shells_of(pid) < 64 {
+        while shells_of(pid) < 64 || status_json(&control)["requestsInFlight"] != 100 {
             assert!(
                 std::time::Instant::now() < deadline,
-                "64 commands never ran"
+                "64 commands never ran with 100 requests in flight"
             );
             std::thread::sleep(Duration::from_millis(10));
         }

@@ -16,7 +16,18 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+/// Sets its flag when dropped (also when a check fails), so that load
+/// threads waiting for it stop and a failing test fails instead of hanging.
+struct Release<'a>(&'a AtomicBool);
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
 
 /// `work` answers its `n`; it panics when `n % 50 == 7`.
 fn server() -> Server {
@@ -40,9 +51,14 @@ const SESSIONS: i64 = 8;
 const CALLS: i64 = 300;
 const IN_FLIGHT: i64 = 16;
 
-/// One TCP session sending `CALLS` calls with `IN_FLIGHT` outstanding;
+/// One TCP session sending `CALLS` calls with `in_flight` outstanding;
 /// returns each id's answer.
-fn session(addr: std::net::SocketAddr, first: i64) -> HashMap<i64, Value> {
+fn session(
+    addr: std::net::SocketAddr,
+    first: i64,
+    in_flight: i64,
+    calls: i64,
+) -> HashMap<i64, Value> {
     let s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut w = s.try_clone().unwrap();
@@ -57,12 +73,12 @@ fn session(addr: std::net::SocketAddr, first: i64) -> HashMap<i64, Value> {
     .unwrap();
     let mut answers = HashMap::new();
     let mut next = first;
-    let end = first + CALLS;
-    while next < first + IN_FLIGHT {
+    let end = first + calls;
+    while next < first + in_flight {
         writeln!(w, "{}", call(next)).unwrap();
         next += 1;
     }
-    while answers.len() < CALLS as usize {
+    while answers.len() < calls as usize {
         line.clear();
         r.read_line(&mut line).expect("an answer within 10 s");
         let v: Value = serde_json::from_str(&line).unwrap();
@@ -85,7 +101,7 @@ fn handlers_that_panic_under_load_cost_exactly_their_own_requests() {
     let addr = tcp.local_addr();
     let all: Vec<HashMap<i64, Value>> = std::thread::scope(|s| {
         let sessions: Vec<_> = (0..SESSIONS)
-            .map(|i| s.spawn(move || session(addr, 1 + i * CALLS)))
+            .map(|i| s.spawn(move || session(addr, 1 + i * CALLS, IN_FLIGHT, CALLS)))
             .collect();
         sessions.into_iter().map(|h| h.join().unwrap()).collect()
     });
@@ -94,6 +110,10 @@ fn handlers_that_panic_under_load_cost_exactly_their_own_requests() {
         if id % 50 == 7 {
             panicked += 1;
             assert_eq!(v["error"]["code"], -32603, "{v}");
+            assert!(
+                v["error"]["message"].as_str().unwrap().contains("panicked"),
+                "{v}"
+            );
         } else {
             assert_eq!(v["result"]["content"][0]["text"], id.to_string(), "{v}");
         }
@@ -103,6 +123,29 @@ fn handlers_that_panic_under_load_cost_exactly_their_own_requests() {
         (SESSIONS * CALLS) as usize
     );
     assert_eq!(panicked, SESSIONS * CALLS / 50);
+    tcp.shutdown().unwrap();
+}
+
+/// A client that keeps exactly the session's limit of requests in flight
+/// sends the next one as soon as it reads an answer, before the server has
+/// taken the answered one off its table: it is never refused.
+#[test]
+fn a_client_at_the_in_flight_limit_is_never_refused() {
+    let server = server();
+    let tcp = server
+        .start_tcp(TcpOptions::default().with_bind("127.0.0.1:0".parse().unwrap()))
+        .unwrap();
+    let limit = mcpvisor::protocol::DEFAULT_MAX_INFLIGHT_PER_SESSION as i64;
+    // The window (between an answer queued and its request leaving the
+    // table) is short; the unit test in src/server/tests.rs forces it.
+    let answers = session(tcp.local_addr(), 1, limit, 2_000);
+    for (id, v) in &answers {
+        let refused = v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("too many"));
+        assert!(!refused, "call {id}: {v}");
+    }
+    assert_eq!(answers.len(), 2_000);
     tcp.shutdown().unwrap();
 }
 
@@ -123,8 +166,10 @@ fn a_listener_that_panics_under_load_is_restarted_and_sessions_go_on() {
     };
     let sessions: Vec<String> = (0..SESSIONS).map(|_| initialize(addr, &[])).collect();
     let (started_tx, started) = crossbeam_channel::unbounded();
-    let restarted = std::sync::atomic::AtomicBool::new(false);
+    let restarted = AtomicBool::new(false);
     std::thread::scope(|s| {
+        // However this scope ends, the workers see `restarted` and stop.
+        let _stop = Release(&restarted);
         let workers: Vec<_> = sessions
             .iter()
             .enumerate()
@@ -135,7 +180,7 @@ fn a_listener_that_panics_under_load_is_restarted_and_sessions_go_on() {
                     // backlog while the listener restarts. Each session
                     // goes on until it made 10 calls after the restart.
                     let mut after = 0;
-                    for k in 0i64.. {
+                    for k in 0i64..100_000 {
                         let n = 100_000 * (i as i64 + 1) + k;
                         let r = post(addr, Some(sid), &call(n), &[]);
                         assert_eq!(r.status, 200, "the session survived");
@@ -151,7 +196,7 @@ fn a_listener_that_panics_under_load_is_restarted_and_sessions_go_on() {
                         if k == 10 {
                             started.send(()).unwrap();
                         }
-                        if restarted.load(std::sync::atomic::Ordering::SeqCst) {
+                        if restarted.load(Ordering::SeqCst) {
                             after += 1;
                             if after == 10 {
                                 break;
@@ -161,17 +206,20 @@ fn a_listener_that_panics_under_load_is_restarted_and_sessions_go_on() {
                 })
             })
             .collect();
+        drop(started_tx);
         // Every session is calling: now the listener panics.
         for _ in 0..SESSIONS {
-            started.recv().unwrap();
+            started
+                .recv_timeout(Duration::from_secs(30))
+                .expect("every session made 10 calls");
         }
         http.panic_listener_for_tests();
         let deadline = Instant::now() + Duration::from_secs(15);
         while restarts() == 0 {
             assert!(Instant::now() < deadline, "the listener was not restarted");
-            std::thread::yield_now();
+            std::thread::sleep(Duration::from_millis(1));
         }
-        restarted.store(true, std::sync::atomic::Ordering::SeqCst);
+        restarted.store(true, Ordering::SeqCst);
         for w in workers {
             w.join().unwrap();
         }

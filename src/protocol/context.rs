@@ -30,7 +30,13 @@ pub(crate) trait Exchange: Send + Sync {
     fn log_level(&self) -> Option<LogLevel>;
     /// Requests to the client and their answers.
     fn outbound(&self) -> &Outbound;
-    /// The request `id` has ended (answered or suppressed).
+    /// The answer to a request is about to leave: from now on it no
+    /// longer counts against the in-flight limit (its client may send the
+    /// next one as soon as it reads the answer), though it stays in flight
+    /// until [`Exchange::request_done`].
+    fn answering(&self);
+    /// The request `id` has ended (answered or suppressed, after
+    /// [`Exchange::answering`]).
     fn request_done(&self, id: &RequestId);
     /// A handle on the session for use outside the request, if the
     /// exchange is a session with a client that stays (not a stateless
@@ -309,6 +315,7 @@ impl Context {
         let created =
             self.engine()
                 .shape(&self.method, self.protocol.version, task.created_result());
+        self.exchange.answering();
         self.sink.send(Outgoing::Response {
             id: Some(self.request_id.clone()),
             message: jsonrpc::result_response(&self.request_id, created),
@@ -592,6 +599,7 @@ impl Context {
                 message,
             }
         };
+        self.exchange.answering();
         self.sink.send(out);
         // Only now is the request no longer in flight: whoever waits for the
         // session to go idle (EOF, shutdown) finds its answer already queued.

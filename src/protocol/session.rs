@@ -18,7 +18,7 @@ use crate::sync::lock;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -62,6 +62,9 @@ pub struct Session {
     sink: Arc<dyn Sink>,
     state: Mutex<State>,
     inflight: Mutex<HashMap<RequestId, CancelToken>>,
+    // Of those in flight, the ones whose answer is already on its way
+    // (changed under `inflight`'s lock, or before taking it).
+    answering: AtomicUsize,
     idle: Condvar,
     outbound: Outbound,
     closed: AtomicBool,
@@ -98,6 +101,7 @@ impl Session {
                 subscriptions: HashSet::new(),
             }),
             inflight: Mutex::new(HashMap::new()),
+            answering: AtomicUsize::new(0),
             idle: Condvar::new(),
             outbound: Outbound::default(),
             closed: AtomicBool::new(false),
@@ -322,7 +326,13 @@ impl Session {
                 return respond(&sink, &id, Err(e));
             }
             let limit = self.engine.options.max_inflight_per_session;
-            if inflight.len() >= limit {
+            // Answered requests still waiting to leave the table do not
+            // count: a client keeping `limit` requests outstanding sends
+            // the next one as soon as it reads an answer.
+            let unanswered = inflight
+                .len()
+                .saturating_sub(self.answering.load(Ordering::SeqCst));
+            if unanswered >= limit {
                 drop(inflight);
                 log::warn!(
                     "session {}: {limit} requests in flight; request {id} refused",
@@ -523,8 +533,15 @@ impl Session {
     }
 
     pub(crate) fn request_done(&self, id: &RequestId) {
+        self.request_ended(id, false);
+    }
+
+    /// The request `id` left the table; `answered` after [`Exchange::answering`].
+    fn request_ended(&self, id: &RequestId, answered: bool) {
         let mut inflight = lock(&self.inflight);
-        inflight.remove(id);
+        if inflight.remove(id).is_some() && answered {
+            self.answering.fetch_sub(1, Ordering::SeqCst);
+        }
         if inflight.is_empty() {
             self.idle.notify_all();
         }
@@ -587,8 +604,11 @@ impl Exchange for Session {
     fn outbound(&self) -> &Outbound {
         &self.outbound
     }
+    fn answering(&self) {
+        self.answering.fetch_add(1, Ordering::SeqCst);
+    }
     fn request_done(&self, id: &RequestId) {
-        Session::request_done(self, id)
+        self.request_ended(id, true)
     }
     fn handle(&self) -> Option<SessionHandle> {
         if self.phase() == Phase::Stateless {

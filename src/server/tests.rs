@@ -407,3 +407,78 @@ fn a_drain_waits_for_calls_in_flight_and_refuses_new_ones() {
     assert_eq!(answer["id"], 1);
     assert_eq!(answer["result"]["content"][0]["text"], "done");
 }
+
+/// Sends a request into its session from inside `send`, on the first
+/// response: a client that answers the instant it reads.
+struct Eager {
+    out: Sender<Value>,
+    session: std::sync::OnceLock<(Arc<Session>, Arc<dyn Sink>)>,
+    next: std::sync::Mutex<Option<Value>>,
+}
+
+impl Sink for Eager {
+    fn send(&self, out: Outgoing) {
+        if let Some(m) = out.message() {
+            let _ = self.out.send(m.clone());
+        }
+        let next = self.next.lock().unwrap().take();
+        if let (Some(next), Some((session, sink))) = (next, self.session.get()) {
+            session.receive(next.to_string().as_bytes(), sink);
+        }
+    }
+}
+
+#[test]
+fn an_answered_request_no_longer_counts_against_the_in_flight_limit() {
+    // A client at the limit sends its next request as soon as it reads an
+    // answer, which may be before the answered request left the table.
+    let (release_tx, release) = crossbeam_channel::unbounded::<()>();
+    let server = Server::builder("t", "0")
+        .options(EngineOptions {
+            max_inflight_per_session: 2,
+            ..Default::default()
+        })
+        .tool(Tool::new("work", json!({"type":"object"}), move |a, _| {
+            if a["hold"] == true {
+                let _ = release.recv_timeout(WAIT);
+            }
+            Ok(ToolResult::text("done"))
+        }))
+        .build()
+        .unwrap();
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let eager = Arc::new(Eager {
+        out: tx,
+        session: std::sync::OnceLock::new(),
+        next: std::sync::Mutex::new(None),
+    });
+    let sink: Arc<dyn Sink> = eager.clone();
+    let session = server.engine().open_session(sink.clone());
+    let _ = eager.session.set((session.clone(), sink.clone()));
+    let send = |v: Value| session.receive(v.to_string().as_bytes(), &sink);
+    let call = |id: i64, hold: bool| json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"work","arguments":{"hold":hold}}});
+    send(
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
+    );
+    assert!(rx.recv_timeout(WAIT).unwrap()["result"].is_object());
+    send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    // 2 holds; 1's answer sends 3 while 1 and 2 are both in the table.
+    send(call(2, true));
+    *eager.next.lock().unwrap() = Some(call(3, false));
+    send(call(1, false));
+    let mut answers = std::collections::HashMap::new();
+    while answers.len() < 2 {
+        let m = rx.recv_timeout(WAIT).expect("answers to 1 and 3");
+        answers.insert(m["id"].as_i64().unwrap(), m);
+    }
+    release_tx.send(()).unwrap();
+    let m = rx.recv_timeout(WAIT).expect("the answer to 2");
+    answers.insert(m["id"].as_i64().unwrap(), m);
+    for id in 1..=3 {
+        assert_eq!(
+            answers[&id]["result"]["content"][0]["text"], "done",
+            "{id}: {}",
+            answers[&id]
+        );
+    }
+}
