@@ -7,8 +7,14 @@
 //! seconds it prints the daemon's RSS, threads and open descriptors; at
 //! the end it compares the last sample with the first after warm-up.
 //!
+//! An AMQP client cannot tell the server it is gone (there is no
+//! connection to close): its session stays until it has been idle for the
+//! expiry time, 30 minutes by default. The soak sets it (HTTP's too) to
+//! `--session-idle-secs` (default 60), so that a run reaches the steady
+//! state in which as many sessions expire as start.
+//!
 //! ```text
-//! cargo bench --bench soak -- [--secs 1800] [--interval 60] [--url amqp://guest:guest@127.0.0.1:5672]
+//! cargo bench --bench soak -- [--secs 1800] [--interval 60] [--session-idle-secs 60] [--url amqp://guest:guest@127.0.0.1:5672]
 //! ```
 
 mod common;
@@ -95,7 +101,7 @@ fn footprint(pid: u32) -> (u64, u64, usize) {
 }
 
 fn main() {
-    let (mut secs, mut interval) = (60u64, 10u64);
+    let (mut secs, mut interval, mut idle) = (60u64, 10u64, 60u64);
     let mut url = "amqp://guest:guest@127.0.0.1:5672".to_owned();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -108,6 +114,12 @@ fn main() {
                     .expect("--interval S")
             }
             "--url" => url = args.next().expect("--url URL"),
+            "--session-idle-secs" => {
+                idle = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--session-idle-secs S")
+            }
             _ => {}
         }
     }
@@ -135,6 +147,8 @@ fn main() {
     let config = json!({
         "listen": ["stdio", http, format!("tcp://{tcp_addr}"), format!("{url}/%2f?name={name}")],
         "commands": {"hi": {"argv": ["echo", "hi"]}},
+        "http": {"sessionIdleTimeoutMs": idle * 1000},
+        "amqp": {"sessionIdleTimeoutMs": idle * 1000},
         "mcpServers": {"up": {"command": format!("{ROOT}/target/release/examples/echo")}},
         "logLevel": "warn",
     });

@@ -5,14 +5,15 @@
 //! microseconds, most of a fast tool's round trip. A thread that has just
 //! finished its work therefore polls its channel for a moment before it
 //! parks — under steady traffic the next message is already there — but
-//! only while messages have been arriving within that moment (an idle
-//! server spins not at all), and no more threads at once than half the
-//! cores (spinning ones would take the cores from working ones).
+//! only while messages have been arriving within that moment: an idle
+//! server spins not at all. (A process-wide cap of half the cores' worth
+//! of spinning threads was measured and dropped: with one spinner, every
+//! call at one in flight paid a wake-up as well as the spin, halving
+//! throughput and costing more CPU per call.)
 
 use crossbeam_channel::{Receiver, TryRecvError};
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long an accept loop waits for a connection before it looks at its
@@ -50,38 +51,6 @@ pub(crate) fn readable(
 /// How long a thread polls before it parks.
 pub(crate) const SPIN_BEFORE_PARK: Duration = Duration::from_micros(200);
 
-/// Threads of this process spinning now.
-static SPINNING: AtomicUsize = AtomicUsize::new(0);
-
-/// How many threads of the process may spin at once: half the cores (at
-/// least one). A spinning thread holds a core; more of them than that
-/// would take the cores from the threads doing the work they wait for.
-pub(crate) fn max_spinning() -> usize {
-    static MAX: OnceLock<usize> = OnceLock::new();
-    *MAX.get_or_init(|| (std::thread::available_parallelism().map_or(1, |n| n.get()) / 2).max(1))
-}
-
-/// A place among the [`max_spinning`] threads that may spin, given back
-/// when dropped.
-struct SpinSlot;
-
-impl SpinSlot {
-    fn take() -> Option<SpinSlot> {
-        SPINNING
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < max_spinning()).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| SpinSlot)
-    }
-}
-
-impl Drop for SpinSlot {
-    fn drop(&mut self) {
-        SPINNING.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
 /// Whether a waiting thread should poll before it parks: only while what
 /// it waits for has been arriving within [`SPIN_BEFORE_PARK`]. Under steady
 /// traffic the next message comes within the spin and the wake-up is
@@ -106,13 +75,8 @@ impl Spin {
         self.short.load(Ordering::Relaxed)
     }
 
-    /// Polls `rx` for up to [`SPIN_BEFORE_PARK`] if no more than
-    /// [`max_spinning`] threads of the process spin then; `Err(Empty)`
-    /// means park now.
+    /// Polls `rx` for up to [`SPIN_BEFORE_PARK`]; `Err(Empty)` means park now.
     pub(crate) fn poll<T>(&self, rx: &Receiver<T>) -> Result<T, TryRecvError> {
-        let Some(_slot) = SpinSlot::take() else {
-            return rx.try_recv();
-        };
         let start = Instant::now();
         loop {
             match rx.try_recv() {
@@ -149,14 +113,12 @@ impl Spin {
 pub(crate) fn select<'a>(
     sel: &mut crossbeam_channel::Select<'a>,
 ) -> crossbeam_channel::SelectedOperation<'a> {
-    if let Some(_slot) = SpinSlot::take() {
-        let start = Instant::now();
-        while start.elapsed() < SPIN_BEFORE_PARK {
-            if let Ok(op) = sel.try_select() {
-                return op;
-            }
-            std::thread::yield_now();
+    let start = Instant::now();
+    while start.elapsed() < SPIN_BEFORE_PARK {
+        if let Ok(op) = sel.try_select() {
+            return op;
         }
+        std::thread::yield_now();
     }
     sel.select()
 }
