@@ -3,8 +3,7 @@
 //! outside input over them and checks what must hold whatever they are;
 //! a panic, a hang or unbounded memory is a finding.
 
-use std::io::{self, Read, Write};
-use std::time::Duration;
+use std::io::{self, Read};
 
 /// The JSON-RPC parser and validator: bytes parse or are refused with a
 /// value, and every message that parses, serialized again, validates to
@@ -98,7 +97,9 @@ pub fn lines(data: &[u8]) {
 #[cfg(feature = "http")]
 pub fn http_request(data: &[u8]) {
     use crate::transport::http::wire::{Conn, WireLimits};
+    use std::io::Write;
     use std::net::{Shutdown, TcpListener, TcpStream};
+    use std::time::Duration;
     thread_local! {
         static LISTENER: TcpListener = TcpListener::bind("127.0.0.1:0").expect("a loopback listener");
     }
@@ -173,7 +174,7 @@ pub fn amqp_delivery(data: &[u8]) {
 /// The daemon's configuration parser (variables expand to fixed values).
 pub fn config(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {
-        let env = |name: &str| (name.len() % 2 == 0).then(|| "value".to_owned());
+        let env = |name: &str| name.len().is_multiple_of(2).then(|| "value".to_owned());
         let _ =
             crate::service::config::Config::parse(std::path::Path::new("fuzz.json"), text, &env);
     }
