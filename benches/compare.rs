@@ -178,16 +178,6 @@ impl Window {
     }
 }
 
-fn response_id(line: &str) -> Option<usize> {
-    let at = line.find("\"id\":")? + 5;
-    let digits: String = line[at..]
-        .chars()
-        .skip_while(|c| *c == ' ')
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().ok()
-}
-
 /// One client on the server's stdin / stdout with `inflight` requests
 /// outstanding at all times: each response read sends the next request.
 fn stdio_run(server: Server, inflight: usize, warmup: Duration, window: Duration) -> Sample {
@@ -222,7 +212,8 @@ fn stdio_run(server: Server, inflight: usize, warmup: Duration, window: Duration
         while outstanding > 0 {
             line.clear();
             stdout.read_line(&mut line).unwrap();
-            let id = response_id(&line).unwrap_or_else(|| panic!("unexpected line: {line}"));
+            let id =
+                common::response_id(&line).unwrap_or_else(|| panic!("unexpected line: {line}"));
             assert!(line.contains("hello world"), "not an echo: {line}");
             let now = Instant::now();
             if measuring && !stop {

@@ -26,16 +26,6 @@ fn spawn(command: &[String]) -> Child {
         .unwrap_or_else(|e| panic!("cannot start {command:?}: {e}"))
 }
 
-fn response_id(line: &str) -> Option<usize> {
-    let at = line.find("\"id\":")? + 5;
-    let digits: String = line[at..]
-        .chars()
-        .skip_while(|c| *c == ' ')
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().ok()
-}
-
 /// Runs `calls` echo calls with `inflight` outstanding; returns stats.
 fn run(command: &[String], inflight: usize, calls: usize) -> Stats {
     let mut child = spawn(command);
@@ -72,7 +62,7 @@ fn run(command: &[String], inflight: usize, calls: usize) -> Stats {
     for done in 1..=total {
         line.clear();
         stdout.read_line(&mut line).unwrap();
-        let id = response_id(&line).unwrap_or_else(|| panic!("unexpected line: {line}"));
+        let id = common::response_id(&line).unwrap_or_else(|| panic!("unexpected line: {line}"));
         let now = Instant::now();
         if next <= total {
             send(&mut w, next, &mut sent_at);

@@ -74,6 +74,17 @@ pub fn proc_status(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The numeric id of a response line (the benches number their requests).
+pub fn response_id(line: &str) -> Option<usize> {
+    let at = line.find("\"id\":")? + 5;
+    let digits: String = line[at..]
+        .chars()
+        .skip_while(|c| *c == ' ')
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
 /// Throughput and latency of one run.
 #[derive(Default)]
 pub struct Stats {

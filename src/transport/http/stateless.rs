@@ -328,6 +328,7 @@ pub(crate) fn serve(
     let drop_notes = mode == ResponseMode::JsonOnly && !crate::protocol::is_listen(&parsed);
     let session = engine.open_stateless(sink.clone());
     session.receive_parsed(parsed, &sink);
+    let polled = std::cell::Cell::new(false);
     let next = |deadline: Option<Instant>| -> Next {
         loop {
             // Notifications first: those sent before the response go before it.
@@ -336,6 +337,19 @@ pub(crate) fn serve(
                     continue;
                 }
                 return Next::Note(n);
+            }
+            if !polled.replace(true) {
+                // A fast handler answers within microseconds, sooner than
+                // a parked thread wakes: look for the first message a
+                // moment before parking (then start over, notes first).
+                let start = Instant::now();
+                while notes.is_empty()
+                    && end.is_empty()
+                    && start.elapsed() < crate::wait::SPIN_BEFORE_PARK
+                {
+                    std::thread::yield_now();
+                }
+                continue;
             }
             select! {
                 recv(end) -> m => return m.map(Next::End).unwrap_or(Next::Gone),
