@@ -188,45 +188,44 @@ fn main() {
             generation: Generation::Stateless,
             ..Default::default()
         };
-        for _ in 0..2 {
-            s.spawn(move || {
-                churn(
-                    "tcp",
-                    || Connection::tcp(tcp_addr),
-                    ClientOptions::default(),
-                    stop,
-                    tally,
-                )
-            });
-            s.spawn(move || {
-                churn(
-                    "http",
-                    || Connection::http(http),
-                    ClientOptions::default(),
-                    stop,
-                    tally,
-                )
-            });
-        }
-        let stateless2 = stateless.clone();
-        s.spawn(move || {
-            churn(
-                "stateless http",
-                || Connection::http(http),
-                stateless2,
-                stop,
-                tally,
-            )
-        });
-        s.spawn(move || {
-            churn(
-                "amqp",
-                || Connection::amqp(amqp),
+        // Two sessions at a time on TCP and on HTTP, one stateless HTTP
+        // client, one AMQP client.
+        type Connect<'a> = Box<dyn Fn() -> std::io::Result<Connection> + Send + 'a>;
+        let loads: Vec<(&str, Connect, ClientOptions)> = vec![
+            (
+                "tcp",
+                Box::new(move || Connection::tcp(tcp_addr)),
                 ClientOptions::default(),
-                stop,
-                tally,
-            )
-        });
+            ),
+            (
+                "tcp",
+                Box::new(move || Connection::tcp(tcp_addr)),
+                ClientOptions::default(),
+            ),
+            (
+                "http",
+                Box::new(move || Connection::http(http)),
+                ClientOptions::default(),
+            ),
+            (
+                "http",
+                Box::new(move || Connection::http(http)),
+                ClientOptions::default(),
+            ),
+            (
+                "stateless http",
+                Box::new(move || Connection::http(http)),
+                stateless,
+            ),
+            (
+                "amqp",
+                Box::new(move || Connection::amqp(amqp)),
+                ClientOptions::default(),
+            ),
+        ];
+        for (what, connect, options) in loads {
+            s.spawn(move || churn(what, connect, options, stop, tally));
+        }
         println!(
             "{:>7} {:>10} {:>8} {:>8} {:>5} {:>10} {:>7}",
             "secs", "RSS KiB", "threads", "fds", "", "calls", "errors"

@@ -43,6 +43,13 @@ fn server() -> Server {
         .unwrap()
 }
 
+/// [`server`] on a TCP listener of a free loopback port.
+fn tcp_server() -> mcpvisor::transport::tcp::TcpServer {
+    server()
+        .start_tcp(TcpOptions::default().with_bind("127.0.0.1:0".parse().unwrap()))
+        .unwrap()
+}
+
 fn call(n: i64) -> Value {
     json!({"jsonrpc":"2.0","id":n,"method":"tools/call","params":{"name":"work","arguments":{"n":n}}})
 }
@@ -94,10 +101,7 @@ fn session(
 
 #[test]
 fn handlers_that_panic_under_load_cost_exactly_their_own_requests() {
-    let server = server();
-    let tcp = server
-        .start_tcp(TcpOptions::default().with_bind("127.0.0.1:0".parse().unwrap()))
-        .unwrap();
+    let tcp = tcp_server();
     let addr = tcp.local_addr();
     let all: Vec<HashMap<i64, Value>> = std::thread::scope(|s| {
         let sessions: Vec<_> = (0..SESSIONS)
@@ -131,10 +135,7 @@ fn handlers_that_panic_under_load_cost_exactly_their_own_requests() {
 /// taken the answered one off its table: it is never refused.
 #[test]
 fn a_client_at_the_in_flight_limit_is_never_refused() {
-    let server = server();
-    let tcp = server
-        .start_tcp(TcpOptions::default().with_bind("127.0.0.1:0".parse().unwrap()))
-        .unwrap();
+    let tcp = tcp_server();
     let limit = mcpvisor::protocol::DEFAULT_MAX_INFLIGHT_PER_SESSION as i64;
     // The window (between an answer queued and its request leaving the
     // table) is short; the unit test in src/server/tests.rs forces it.
