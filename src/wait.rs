@@ -1,5 +1,5 @@
 //! Waiting: on a channel with a short spin first, and on a listening
-//! socket with a timeout (so an accept loop sees its stop signal).
+//! socket until a connection comes or a [`Waker`] ends the wait.
 //!
 //! On small (virtual) machines waking a parked thread costs tens of
 //! microseconds, most of a fast tool's round trip. A thread that has just
@@ -12,39 +12,59 @@
 //! throughput and costing more CPU per call.)
 
 use crossbeam_channel::{Receiver, TryRecvError};
-use std::io;
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// How long an accept loop waits for a connection before it looks at its
-/// stop signal again.
-pub(crate) const STOP_CHECK: Duration = Duration::from_millis(200);
+/// Wakes a thread blocked in [`Waker::wait`] on a socket: a socket pair
+/// whose reading end is polled beside that socket. A listener waits with no
+/// timeout, and its stop (a [`supervisor::ChildContext::on_stop`] hook)
+/// wakes it: an idle server wakes up for nothing.
+pub(crate) struct Waker {
+    rx: UnixStream,
+    tx: UnixStream,
+}
 
-/// Waits up to `timeout` for `listener` to have a connection waiting
-/// (poll(2)); an interrupted wait counts as none.
-pub(crate) fn readable(
-    listener: &impl std::os::fd::AsRawFd,
-    timeout: Duration,
-) -> io::Result<bool> {
-    let mut fd = libc::pollfd {
-        fd: listener.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: poll(2) on one pollfd we own, for the duration of the call.
-    let n = unsafe { libc::poll(&mut fd, 1, timeout.as_millis() as libc::c_int) };
-    match n {
-        n if n < 0 => {
+impl Waker {
+    /// A waker (two descriptors).
+    pub(crate) fn new() -> io::Result<Waker> {
+        let (tx, rx) = UnixStream::pair()?;
+        tx.set_nonblocking(true)?;
+        rx.set_nonblocking(true)?;
+        Ok(Waker { rx, tx })
+    }
+
+    /// Ends the current or next [`wait`](Self::wait). Never blocks: when
+    /// the pair's buffer is full, a wake-up is pending anyway.
+    pub(crate) fn wake(&self) {
+        let _ = (&self.tx).write(&[1]);
+    }
+
+    /// Blocks until `socket` is readable (`true`: a connection waits, or an
+    /// error that accept(2) will report) or [`wake`](Self::wake) was called
+    /// (`false`; every pending wake-up is consumed). A signal ends the
+    /// wait as `false`.
+    pub(crate) fn wait(&self, socket: &impl AsRawFd) -> io::Result<bool> {
+        let mut fds = [socket.as_raw_fd(), self.rx.as_raw_fd()].map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        // SAFETY: poll(2) on two pollfds we own, for the duration of the call.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
             let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                Ok(false)
-            } else {
-                Err(e)
-            }
+            return match e.kind() {
+                io::ErrorKind::Interrupted => Ok(false),
+                _ => Err(e),
+            };
         }
-        0 => Ok(false),
-        // Readable, or an error condition that accept() will report.
-        _ => Ok(true),
+        if fds[1].revents != 0 {
+            let mut buf = [0u8; 64];
+            while matches!((&self.rx).read(&mut buf), Ok(n) if n > 0) {}
+        }
+        Ok(fds[0].revents != 0)
     }
 }
 
@@ -121,4 +141,29 @@ pub(crate) fn select<'a>(
         std::thread::yield_now();
     }
     sel.select()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{TcpListener, TcpStream};
+
+    #[test]
+    fn a_waker_ends_the_wait_and_a_connection_is_reported() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let waker = Waker::new().unwrap();
+        // Wake-ups before the wait are not lost, and all are consumed.
+        waker.wake();
+        waker.wake();
+        assert!(!waker.wait(&listener).unwrap(), "woken, no connection");
+        let _client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        assert!(waker.wait(&listener).unwrap(), "a connection waits");
+        // From another thread, while blocked.
+        let (l, w) = (listener, std::sync::Arc::new(waker));
+        let _ = l.accept().unwrap();
+        let w2 = w.clone();
+        let t = std::thread::spawn(move || w2.wait(&l).unwrap());
+        w.wake();
+        assert!(!t.join().unwrap());
+    }
 }

@@ -58,8 +58,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-/// How often [`Engine::task_sweeper`] looks for expired tasks.
-pub const TASK_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 /// Default number of handler threads.
 pub const DEFAULT_POOL_THREADS: usize = 16;
 /// Default capacity of the handler queue; beyond it requests are refused
@@ -448,15 +446,22 @@ impl Engine {
         self.tasks.counts()
     }
 
-    /// A supervised worker named `engine-task-sweeper` that drops expired
-    /// tasks every [`TASK_SWEEP_INTERVAL`] (a running one is cancelled
-    /// first) until stopped.
+    /// A supervised worker named `engine-task-sweeper` that drops each
+    /// task when its time to live passes (a running one is cancelled
+    /// first) until stopped; with no task stored it sleeps.
     pub fn task_sweeper(self: &Arc<Self>) -> supervisor::ChildSpec {
         let engine = Arc::downgrade(self);
         supervisor::ChildSpec::worker("engine-task-sweeper", move |ctx| {
-            while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
-                ctx.stop_signal().recv_timeout(TASK_SWEEP_INTERVAL)
-            {
+            loop {
+                // The engine is not kept alive while the sweeper waits.
+                let Some((due, first)) = engine.upgrade().map(|e| e.tasks.next_expiry()) else {
+                    break;
+                };
+                crossbeam_channel::select! {
+                    recv(ctx.stop_signal()) -> _ => break,
+                    recv(due) -> _ => {}
+                    recv(first) -> _ => continue,
+                }
                 let Some(engine) = engine.upgrade() else {
                     break;
                 };

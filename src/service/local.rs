@@ -1,7 +1,6 @@
 //! The daemon's own small listeners (the control socket, `/metrics`):
 //! a supervised worker that serves one client at a time, each within a
-//! deadline, and sees its stop signal at least every
-//! [`crate::wait::STOP_CHECK`].
+//! deadline, and waits for the next with no timeout (its stop wakes it).
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -60,9 +59,12 @@ pub(crate) fn worker<L: Accept>(
     ChildSpec::worker(id, move |ctx| {
         let socket = socket.try_clone_listener()?;
         socket.set_nonblocking(true)?;
+        let waker = Arc::new(crate::wait::Waker::new()?);
+        let wake = waker.clone();
+        ctx.on_stop(move || wake.wake());
         ctx.ready();
         while !ctx.should_stop() {
-            if !crate::wait::readable(&socket, crate::wait::STOP_CHECK)? {
+            if !waker.wait(&socket)? {
                 continue;
             }
             match socket.accept_one() {

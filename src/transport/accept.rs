@@ -8,6 +8,7 @@
 //! that a new connection is refused at once.
 
 use crate::sync::lock;
+use crate::wait::Waker;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -44,6 +45,9 @@ pub(crate) struct Acceptor {
     closed: AtomicBool,
     /// Test hook: the accept loop panics at its next turn.
     panic_next: AtomicBool,
+    /// Wakes the running accept loop (stop, [`Acceptor::stop_accepting`],
+    /// the test hook); each run of the worker makes its own.
+    waker: Mutex<Option<Arc<Waker>>>,
 }
 
 /// Decrements the connection count however a connection thread ends.
@@ -86,16 +90,24 @@ impl Acceptor {
             keep_socket: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             panic_next: AtomicBool::new(false),
+            waker: Mutex::new(None),
         }
     }
 
-    /// Accepts until `stop` or a fatal error; looks at `stop` at least
-    /// every [`crate::wait::STOP_CHECK`], so a tree can stop it without a wake-up
-    /// connection.
-    pub(crate) fn accept_loop(
+    /// Ends the accept loop's current wait, so it looks at its flags.
+    fn wake(&self) {
+        if let Some(w) = lock(&self.waker).as_ref() {
+            w.wake();
+        }
+    }
+
+    /// Accepts until `stop` or a fatal error. Between connections it waits
+    /// on `listener` and `waker` with no timeout: the stop wakes it.
+    fn accept_loop(
         self: &Arc<Self>,
         listener: &TcpListener,
         stop: &crossbeam_channel::Receiver<()>,
+        waker: &Waker,
     ) -> io::Result<()> {
         let mut pause = Duration::from_millis(5);
         loop {
@@ -107,7 +119,7 @@ impl Acceptor {
             if self.panic_next.swap(false, Ordering::SeqCst) {
                 panic!("{}: a fault injected by a test", self.name);
             }
-            if !crate::wait::readable(listener, crate::wait::STOP_CHECK)? {
+            if !waker.wait(listener)? {
                 continue;
             }
             match listener.accept() {
@@ -183,10 +195,14 @@ impl Acceptor {
             // that is gone by then (or taken by another process sharing an
             // activated socket) must not keep this worker from its stop signal.
             socket.set_nonblocking(true)?;
+            let waker = Arc::new(Waker::new()?);
+            *lock(&acceptor.waker) = Some(waker.clone());
+            let wake = waker.clone();
+            ctx.on_stop(move || wake.wake());
             acceptor.stopping.store(false, Ordering::SeqCst);
             ctx.ready();
             acceptor
-                .accept_loop(&socket, ctx.stop_signal())
+                .accept_loop(&socket, ctx.stop_signal(), &waker)
                 .inspect_err(|e| {
                     log::error!("{}: listener failed: {e}", acceptor.name);
                     if !acceptor.keep_socket.load(Ordering::SeqCst) {
@@ -208,18 +224,19 @@ impl Acceptor {
         self.keep_socket.store(true, Ordering::SeqCst);
     }
 
-    /// Stops accepting (within [`crate::wait::STOP_CHECK`]) for good while
-    /// the connections already open go on; new ones wait in the backlog.
+    /// Stops accepting for good while the connections already open go
+    /// on; new ones wait in the backlog.
     pub(crate) fn stop_accepting(&self) {
         self.closed.store(true, Ordering::SeqCst);
+        self.wake();
     }
 
-    /// Makes the accept loop panic at its next turn (within
-    /// [`crate::wait::STOP_CHECK`]), to prove that the supervisor restarts
-    /// it on the same socket while connections go on.
+    /// Makes the accept loop panic at once, to prove that the supervisor
+    /// restarts it on the same socket while connections go on.
     #[cfg(feature = "http")]
     pub(crate) fn panic_for_tests(&self) {
         self.panic_next.store(true, Ordering::SeqCst);
+        self.wake();
     }
 
     /// Makes the listening socket fail (accept() then returns EINVAL), to

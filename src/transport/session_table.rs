@@ -2,6 +2,7 @@
 //! connections (HTTP, AMQP): ids, idle expiry on an injectable clock, a
 //! maximum count, and binding to the credential that created each session.
 
+use crossbeam_channel::{Receiver, Sender};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -15,6 +16,9 @@ pub const DEFAULT_MAX_SESSIONS: usize = 10_000;
 /// client never sent `notifications/initialized`): 10 s.
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The longest the sweeper sleeps with sessions in the table.
+const LONGEST_SLEEP: Duration = Duration::from_secs(3600);
+
 /// What the table needs from a session.
 pub trait Expirable: Send + Sync {
     /// Whether the session has work in flight or open streams (not idle).
@@ -24,6 +28,12 @@ pub trait Expirable: Send + Sync {
     /// Whether the session's client is known to be gone: it ends at the
     /// next sweep, idle or not, unless busy (default: never known).
     fn abandoned(&self) -> bool {
+        false
+    }
+    /// Whether the session may become [`abandoned`](Self::abandoned)
+    /// without a request reaching it (its client was seen to go): the
+    /// sweeper then looks at it every tick instead of at its expiry.
+    fn may_be_abandoned(&self) -> bool {
         false
     }
     /// Whether the client finished the handshake (`notifications/initialized`);
@@ -54,6 +64,11 @@ pub struct SessionTable<T> {
     handshake: Duration,
     evict: bool,
     clock: Arc<dyn Clock>,
+    /// When the sweeper means to sweep next (`None`: only after an insert);
+    /// written and read under the `entries` lock.
+    due: Mutex<Option<Instant>>,
+    /// Wakes the sweeper: an insert that expires before `due`.
+    wake: (Sender<()>, Receiver<()>),
 }
 
 impl<T: Expirable> SessionTable<T> {
@@ -67,6 +82,8 @@ impl<T: Expirable> SessionTable<T> {
             handshake: DEFAULT_HANDSHAKE_TIMEOUT.min(idle),
             evict: false,
             clock,
+            due: Mutex::new(None),
+            wake: crossbeam_channel::bounded(1),
         }
     }
 
@@ -103,14 +120,20 @@ impl<T: Expirable> SessionTable<T> {
             evicted = entries.remove(&victim);
             log::info!("session table full: ended the longest-idle session to make room");
         }
+        let now = self.clock.now();
         entries.insert(
             id,
             Entry {
                 value,
-                last_seen: self.clock.now(),
+                last_seen: now,
                 owner,
             },
         );
+        // A new session expires within the handshake timeout: a sweeper
+        // asleep until later (or until an insert) must plan again.
+        if crate::sync::lock(&self.due).is_none_or(|due| due > now + self.handshake) {
+            let _ = self.wake.0.try_send(());
+        }
         drop(entries);
         if let Some(e) = evicted {
             e.value.end();
@@ -186,6 +209,35 @@ impl<T: Expirable> SessionTable<T> {
         expired.len()
     }
 
+    /// How long the sweeper may sleep: until the first session's expiry,
+    /// a tick (`tick`) while one is busy or may be abandoned, `None`
+    /// (until an insert) while the table is empty.
+    fn next_sweep(&self, tick: Duration) -> Option<Duration> {
+        let now = self.clock.now();
+        let entries = self.lock();
+        let next = entries
+            .values()
+            .map(|e| {
+                if e.value.busy() || e.value.may_be_abandoned() {
+                    return tick;
+                }
+                let limit = if e.value.operational() {
+                    self.idle
+                } else {
+                    self.handshake
+                };
+                // Expired means idle for longer than the limit: just after.
+                let idle = now.saturating_duration_since(e.last_seen);
+                limit
+                    .saturating_sub(idle)
+                    .saturating_add(Duration::from_millis(1))
+            })
+            .min()
+            .map(|d| d.min(LONGEST_SLEEP));
+        *crate::sync::lock(&self.due) = next.map(|d| now + d);
+        next
+    }
+
     /// Ends and removes every session.
     pub fn clear(&self) {
         let all: Vec<Arc<T>> = self.lock().drain().map(|(_, e)| e.value).collect();
@@ -201,17 +253,26 @@ impl<T: Expirable> SessionTable<T> {
 }
 
 impl<T: Expirable + 'static> SessionTable<T> {
-    /// A supervised worker named `name` that sweeps `table` every tenth
-    /// of its shorter timeout (between 100 ms and 60 s) until stopped, and
-    /// then ends every session left.
+    /// A supervised worker named `name` that sweeps `table` when its first
+    /// session is due to expire (every tenth of its shorter timeout, between
+    /// 100 ms and 60 s, while a session is busy), sleeps while the table is
+    /// empty, and once stopped ends every session left.
     pub fn sweeper(table: &Arc<Self>, name: &'static str) -> supervisor::ChildSpec {
         let table = table.clone();
-        let every = (table.idle.min(table.handshake) / 10)
+        let tick = (table.idle.min(table.handshake) / 10)
             .clamp(Duration::from_millis(100), Duration::from_secs(60));
         supervisor::ChildSpec::worker(name, move |ctx| {
-            while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
-                ctx.stop_signal().recv_timeout(every)
-            {
+            let stop = ctx.stop_signal();
+            loop {
+                let timeout = match table.next_sweep(tick) {
+                    Some(d) => crossbeam_channel::after(d),
+                    None => crossbeam_channel::never(),
+                };
+                crossbeam_channel::select! {
+                    recv(stop) -> _ => break,
+                    recv(table.wake.1) -> _ => continue,
+                    recv(timeout) -> _ => {}
+                }
                 let n = table.sweep();
                 if n > 0 {
                     log::info!("{name}: {n} idle session(s) expired");
@@ -247,6 +308,42 @@ mod tests {
         fn operational(&self) -> bool {
             !self.handshaking.load(Ordering::SeqCst)
         }
+    }
+
+    #[test]
+    fn the_sweeper_sleeps_until_the_first_expiry_and_an_earlier_insert_wakes_it() {
+        let clock = ManualClock::new();
+        let t = SessionTable::new(9, Duration::from_secs(1800), Arc::new(clock.clone()));
+        let tick = Duration::from_secs(1);
+        let ms = Duration::from_millis(1);
+        assert_eq!(t.next_sweep(tick), None, "empty: asleep until an insert");
+        let a = Arc::new(S::default());
+        t.insert("a".into(), a.clone(), None).unwrap();
+        assert!(
+            t.wake.1.try_recv().is_ok(),
+            "an insert wakes an idle sweeper"
+        );
+        assert_eq!(t.next_sweep(tick), Some(Duration::from_secs(1800) + ms));
+        clock.advance(Duration::from_secs(600));
+        assert_eq!(t.next_sweep(tick), Some(Duration::from_secs(1200) + ms));
+        // A handshake that expires before the planned sweep wakes it.
+        let b = Arc::new(S::default());
+        b.handshaking.store(true, Ordering::SeqCst);
+        t.insert("b".into(), b.clone(), None).unwrap();
+        assert!(t.wake.1.try_recv().is_ok());
+        assert_eq!(t.next_sweep(tick), Some(DEFAULT_HANDSHAKE_TIMEOUT + ms));
+        // One due later than the plan does not.
+        clock.advance(tick);
+        t.insert("c".into(), Arc::new(S::default()), None).unwrap();
+        assert!(t.wake.1.try_recv().is_err());
+        // A busy session is looked at every tick.
+        a.busy.store(true, Ordering::SeqCst);
+        assert_eq!(t.next_sweep(tick), Some(tick));
+        a.busy.store(false, Ordering::SeqCst);
+        clock.advance(DEFAULT_HANDSHAKE_TIMEOUT - tick + ms);
+        assert_eq!(t.next_sweep(tick), Some(ms), "b is due");
+        assert_eq!(t.sweep(), 1);
+        assert!(b.ended.load(Ordering::SeqCst));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Why a child exited.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,19 +37,52 @@ impl fmt::Display for ExitReason {
     }
 }
 
+/// A callback run when a child is asked to stop.
+type StopHook = Box<dyn FnOnce() + Send>;
+
+/// The callbacks a child registered with [`ChildContext::on_stop`], and
+/// whether the stop already came; shared by the child and its supervisor.
+#[derive(Default)]
+pub(crate) struct StopHooks {
+    fired: bool,
+    hooks: Vec<StopHook>,
+}
+
+impl StopHooks {
+    /// Marks the stop as come and runs the hooks registered so far (once).
+    pub(crate) fn fire(hooks: &Mutex<StopHooks>) {
+        let pending = {
+            let mut h = hooks.lock().unwrap_or_else(|p| p.into_inner());
+            h.fired = true;
+            std::mem::take(&mut h.hooks)
+        };
+        for hook in pending {
+            // A panicking hook must not take the supervisor down with it.
+            let _ = catch_unwind(AssertUnwindSafe(hook));
+        }
+    }
+}
+
 /// What a worker thread receives from its supervisor.
 pub struct ChildContext {
     id: String,
     stop: Receiver<()>,
     ready: Mutex<Option<Sender<()>>>,
+    hooks: Arc<Mutex<StopHooks>>,
 }
 
 impl ChildContext {
-    pub(crate) fn new(id: String, stop: Receiver<()>, ready: Sender<()>) -> Self {
+    pub(crate) fn new(
+        id: String,
+        stop: Receiver<()>,
+        ready: Sender<()>,
+        hooks: Arc<Mutex<StopHooks>>,
+    ) -> Self {
         ChildContext {
             id,
             stop,
             ready: Mutex::new(Some(ready)),
+            hooks,
         }
     }
     /// The child's id.
@@ -60,6 +93,21 @@ impl ChildContext {
     /// the child to stop: `select!` on it beside your own channels.
     pub fn stop_signal(&self) -> &Receiver<()> {
         &self.stop
+    }
+    /// Runs `hook` once when the supervisor asks the child to stop (at once,
+    /// on this thread, if it already has). For a worker blocked in a call
+    /// that cannot select on [`stop_signal`](Self::stop_signal) — poll(2) on
+    /// a socket, say — the hook wakes it (writes to a pipe the worker also
+    /// polls), so it needs no timeout to notice. The hook runs on the
+    /// supervisor's thread: it must return at once and never block.
+    pub fn on_stop(&self, hook: impl FnOnce() + Send + 'static) {
+        let mut h = self.hooks.lock().unwrap_or_else(|p| p.into_inner());
+        if h.fired {
+            drop(h);
+            hook();
+        } else {
+            h.hooks.push(Box::new(hook));
+        }
     }
     /// Whether the supervisor asked the child to stop.
     pub fn should_stop(&self) -> bool {

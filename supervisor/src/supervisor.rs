@@ -2,7 +2,7 @@
 //! by strategy within its restart intensity, answers introspection and
 //! dynamic-child commands, and stops everything in reverse start order.
 
-use crate::child::{run_body, ChildContext, ExitReason};
+use crate::child::{run_body, ChildContext, ExitReason, StopHooks};
 use crate::clock::Clock;
 use crate::event::{Event, EventHook, EventKind};
 use crate::snapshot::{ChildCounts, ChildInfo, ChildSnapshot, ChildState, TreeSnapshot};
@@ -10,7 +10,7 @@ use crate::spec::{ChildKind, ChildSpec, Restart, Shutdown, Start, Strategy, Supe
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -276,6 +276,7 @@ struct Exit {
 struct Running {
     generation: u64,
     stop: Sender<()>,
+    hooks: Arc<Mutex<StopHooks>>,
     done: Receiver<ExitReason>,
     thread: JoinHandle<()>,
     started: Instant,
@@ -396,6 +397,8 @@ impl Sup {
         let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
         let (ready_tx, ready_rx) = crossbeam_channel::bounded::<()>(1);
         let (done_tx, done_rx) = crossbeam_channel::bounded::<ExitReason>(1);
+        let hooks = Arc::new(Mutex::new(StopHooks::default()));
+        let child_hooks = hooks.clone();
         let exits = self.exits_tx.clone();
         let id = spec.id.clone();
         let (body, nested, await_ready): (Body, _, _) = match &spec.start {
@@ -437,7 +440,7 @@ impl Sup {
         let thread = thread::Builder::new()
             .name(name)
             .spawn(move || {
-                let ctx = ChildContext::new(id.clone(), stop_rx, ready_tx);
+                let ctx = ChildContext::new(id.clone(), stop_rx, ready_tx, child_hooks);
                 let reason = run_body(ctx, body);
                 let _ = done_tx.send(reason.clone());
                 let _ = exits.send(Exit {
@@ -450,6 +453,7 @@ impl Sup {
         let run = Running {
             generation,
             stop: stop_tx,
+            hooks,
             done: done_rx,
             thread,
             started: self.clock.now(),
@@ -489,9 +493,14 @@ impl Sup {
     /// exit reason, or `None` if the thread was detached.
     fn stop_running(&mut self, spec: &ChildSpec, run: Running) -> Option<ExitReason> {
         let Running {
-            stop, done, thread, ..
+            stop,
+            hooks,
+            done,
+            thread,
+            ..
         } = run;
         drop(stop);
+        StopHooks::fire(&hooks);
         let reason = match spec.shutdown {
             Shutdown::Brutal => done.try_recv().ok(),
             Shutdown::Timeout(d) => done.recv_timeout(d).ok(),

@@ -539,3 +539,40 @@ fn snapshot_draws_the_tree() {
     sup.shutdown().unwrap();
     assert_eq!(live.count(), 0);
 }
+
+#[test]
+fn a_stop_hook_wakes_a_worker_blocked_outside_its_stop_signal() {
+    // The worker blocks on a channel of its own (as a worker in poll(2)
+    // would): only its hook can wake it. A hook registered after the stop
+    // runs at once.
+    let (late_tx, late_rx) = crossbeam_channel::bounded::<()>(1);
+    let (hooked_tx, hooked_rx) = crossbeam_channel::bounded::<()>(1);
+    let spec = ChildSpec::worker("blocked", move |ctx| {
+        let (wake_tx, wake) = crossbeam_channel::bounded::<()>(1);
+        ctx.on_stop(move || {
+            let _ = wake_tx.try_send(());
+        });
+        hooked_tx.send(()).unwrap();
+        wake.recv().map_err(|_| "hook dropped unrun")?;
+        assert!(ctx.should_stop(), "woken by the stop");
+        let (tx, rx) = crossbeam_channel::bounded::<()>(1);
+        ctx.on_stop(move || {
+            let _ = tx.try_send(());
+        });
+        rx.try_recv().map_err(|_| "late hook not run at once")?;
+        late_tx.send(()).unwrap();
+        Ok(())
+    })
+    // Without its hook the worker would never return: it is detached.
+    .shutdown(Shutdown::Timeout(WAIT));
+    let sup =
+        Supervisor::start(SupervisorSpec::new("root", Strategy::OneForOne).child(spec)).unwrap();
+    hooked_rx.recv_timeout(WAIT).unwrap();
+    let h = sup.handle();
+    h.terminate_child("blocked").unwrap();
+    late_rx
+        .recv_timeout(WAIT)
+        .expect("the worker ran both hooks");
+    let report = sup.shutdown().unwrap();
+    assert!(report.detached.is_empty());
+}

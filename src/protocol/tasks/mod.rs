@@ -30,6 +30,7 @@ use super::context::Context;
 use super::session_id::{log_name, new_session_id};
 use crate::jsonrpc::ErrorObject;
 use crate::sync::lock;
+use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -46,6 +47,9 @@ pub const DEFAULT_TASK_POLL_INTERVAL: Duration = Duration::from_millis(500);
 pub const DEFAULT_MAX_TASKS: usize = 1024;
 /// Default bound on tasks running at once (each has a thread of its own).
 pub const DEFAULT_MAX_RUNNING_TASKS: usize = 64;
+/// The longest the task sweeper sleeps with tasks stored (a longer time to
+/// live is reached in several sleeps).
+const MAX_SWEEP_WAIT: Duration = Duration::from_secs(3600);
 
 /// Whether a tool's calls may run as tasks.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -99,6 +103,8 @@ pub(crate) struct Tasks {
     // Task threads alive (a cancelled or expired task's thread counts
     // until its handler returns).
     threads: AtomicUsize,
+    // Wakes the sweeper, asleep while there are no tasks, at the first one.
+    first: (Sender<()>, Receiver<()>),
 }
 
 /// A task thread's place under [`TaskOptions::max_running`], given back
@@ -117,6 +123,7 @@ impl Tasks {
             options,
             map: Mutex::new(HashMap::new()),
             threads: AtomicUsize::new(0),
+            first: crossbeam_channel::bounded(1),
         }
     }
 
@@ -152,6 +159,10 @@ impl Tasks {
             self.options.poll_interval,
         ));
         map.insert(task.id.clone(), task.clone());
+        // Every task lives as long: none expires before those stored already.
+        if map.len() == 1 {
+            let _ = self.first.0.try_send(());
+        }
         Some(task)
     }
 
@@ -168,6 +179,18 @@ impl Tasks {
     /// Drops expired tasks (cancelling those still running); how many.
     pub(crate) fn sweep(&self) -> usize {
         expire(&mut lock(&self.map), Instant::now())
+    }
+
+    /// When the sweeper should look next: a timer ready when the first
+    /// stored task is due to expire (never, with none stored), and a
+    /// channel ready when a first task is stored.
+    pub(crate) fn next_expiry(&self) -> (Receiver<Instant>, Receiver<()>) {
+        let now = Instant::now();
+        let due = match lock(&self.map).values().map(|t| t.expires_in(now)).min() {
+            Some(d) => crossbeam_channel::after(d.min(MAX_SWEEP_WAIT)),
+            None => crossbeam_channel::never(),
+        };
+        (due, self.first.1.clone())
     }
 
     /// Tasks stored, by status.
@@ -268,5 +291,53 @@ pub(crate) fn start(
             engine.tasks.forget(&task.id);
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::Server;
+    use supervisor::{Strategy, Supervisor, SupervisorSpec};
+
+    #[test]
+    fn the_sweeper_sleeps_without_tasks_and_drops_one_when_its_time_passes() {
+        let tasks = Tasks::new(TaskOptions {
+            ttl: Duration::from_millis(50),
+            ..Default::default()
+        });
+        let (due, first) = tasks.next_expiry();
+        assert!(due.try_recv().is_err() && first.try_recv().is_err());
+        let task = tasks.create().unwrap();
+        assert!(first.try_recv().is_ok(), "the first task wakes the sweeper");
+        tasks.create().unwrap();
+        assert!(first.try_recv().is_err(), "a second one does not");
+        let (due, _) = tasks.next_expiry();
+        due.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(task.expired(Instant::now()));
+
+        // The engine's sweeper drops the task with no request touching it.
+        let server = Server::builder("t", "1")
+            .options(crate::protocol::EngineOptions {
+                tasks: TaskOptions {
+                    ttl: Duration::from_millis(50),
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .build()
+            .unwrap();
+        let engine = server.engine().clone();
+        let tree = Supervisor::start(
+            SupervisorSpec::new("t", Strategy::OneForOne).child(engine.task_sweeper()),
+        )
+        .unwrap();
+        let task = engine.tasks.create().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while lock(&engine.tasks.map).contains_key(&task.id) {
+            assert!(Instant::now() < deadline, "the sweeper dropped the task");
+            std::thread::yield_now();
+        }
+        tree.shutdown().unwrap();
     }
 }

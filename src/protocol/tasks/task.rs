@@ -112,7 +112,13 @@ impl Task {
 
     /// Whether its time to live has passed at `now`.
     pub(crate) fn expired(&self, now: Instant) -> bool {
-        now.saturating_duration_since(self.created_at) >= self.ttl
+        self.expires_in(now).is_zero()
+    }
+
+    /// How long until the task expires (zero once it has).
+    pub(crate) fn expires_in(&self, now: Instant) -> Duration {
+        self.ttl
+            .saturating_sub(now.saturating_duration_since(self.created_at))
     }
 
     /// The `Task` fields every shape carries.

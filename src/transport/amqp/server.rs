@@ -56,6 +56,9 @@ impl Expirable for SessionRoute {
         lock(&self.gone_since)
             .is_some_and(|t| self.clock.now().saturating_duration_since(t) > self.grace)
     }
+    fn may_be_abandoned(&self) -> bool {
+        lock(&self.gone_since).is_some()
+    }
 }
 
 /// A delivery waiting for its acknowledgement; `generation` names the
