@@ -297,7 +297,6 @@ pub(crate) fn start(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::Server;
     use supervisor::{Strategy, Supervisor, SupervisorSpec};
 
     #[test]
@@ -317,17 +316,15 @@ mod tests {
         assert!(task.expired(Instant::now()));
 
         // The engine's sweeper drops the task with no request touching it.
-        let server = Server::builder("t", "1")
-            .options(crate::protocol::EngineOptions {
-                tasks: TaskOptions {
-                    ttl: Duration::from_millis(50),
-                    ..Default::default()
-                },
+        let options = crate::protocol::EngineOptions {
+            tasks: TaskOptions {
+                ttl: Duration::from_millis(50),
                 ..Default::default()
-            })
-            .build()
-            .unwrap();
-        let engine = server.engine().clone();
+            },
+            ..Default::default()
+        };
+        let engine =
+            crate::protocol::Engine::new(Default::default(), options, Default::default()).unwrap();
         let tree = Supervisor::start(
             SupervisorSpec::new("t", Strategy::OneForOne).child(engine.task_sweeper()),
         )
