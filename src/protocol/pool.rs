@@ -62,6 +62,13 @@ pub(crate) const WATCH_TICK: Duration = Duration::from_micros(500);
 pub(crate) const WATCHDOG_THREAD: &str = "mcpvisor-pool-watchdog";
 /// The watchdog parks after this many ticks with nothing queued (100 ms).
 const WATCH_IDLE_TICKS: u32 = 200;
+/// A queued job that the running threads are expected to reach within
+/// this wakes no other thread: waking one costs about as much on a small
+/// machine, and the woken thread would compete with them for the cores.
+pub(crate) const SHORT_WAIT: Duration = Duration::from_micros(20);
+/// What jobs are assumed to take before any has run: long, so a new pool
+/// spreads its first jobs as it would without the estimate.
+const FIRST_JOB_ESTIMATE: Duration = Duration::from_millis(1);
 
 /// Up to a fixed number of named threads fed by a bounded crossbeam
 /// channel. Threads start when work needs them and then stay: a server
@@ -77,7 +84,9 @@ const WATCH_IDLE_TICKS: u32 = 200;
 /// - otherwise a queued job wakes (or starts) a thread only while fewer
 ///   threads than cores are running jobs; a thread that takes a job and
 ///   sees more waiting applies the same rule, so a burst spreads over the
-///   cores one wake-up at a time;
+///   cores one wake-up at a time — unless the jobs have been short (a
+///   running average of their durations): a job the running threads will
+///   reach within [`SHORT_WAIT`] is left to them;
 /// - beyond that, the running threads take the queued jobs as they finish
 ///   theirs, and a watchdog makes sure they do: when a queued job waited a
 ///   whole [`WATCH_TICK`] (handlers that block rather than compute), it
@@ -110,6 +119,8 @@ struct Inner {
     running: AtomicUsize,
     // Jobs taken so far: the watchdog's measure of progress.
     taken: AtomicU64,
+    // Running average of job durations, in nanoseconds (weight 1/8).
+    job_nanos: AtomicU64,
     // The watchdog is awake (mirrors `State::watchdog` for a lock-free look).
     watching: AtomicBool,
     // Starting the watchdog failed (logged once).
@@ -149,6 +160,7 @@ impl Pool {
             parked: AtomicUsize::new(0),
             running: AtomicUsize::new(0),
             taken: AtomicU64::new(0),
+            job_nanos: AtomicU64::new(FIRST_JOB_ESTIMATE.as_nanos() as u64),
             watching: AtomicBool::new(false),
             watchdog_failed: AtomicBool::new(false),
             state: Mutex::new(State {
@@ -224,8 +236,11 @@ impl Inner {
         if self.spinning.load(Ordering::SeqCst) + self.starting.load(Ordering::SeqCst) > 0 {
             return;
         }
-        if !force && self.running.load(Ordering::SeqCst) >= self.cores {
-            return self.watch();
+        if !force {
+            let running = self.running.load(Ordering::SeqCst);
+            if running >= self.cores || (running > 0 && self.soon_taken(running)) {
+                return self.watch();
+            }
         }
         if self.parked.load(Ordering::SeqCst) > 0 {
             let _held = self.lock();
@@ -240,6 +255,13 @@ impl Inner {
             // At the pool's size: the next thread to finish takes it.
             self.watch();
         }
+    }
+
+    /// Whether `running` threads, taking the queued jobs as they finish
+    /// theirs, are expected to reach the last one within [`SHORT_WAIT`].
+    fn soon_taken(&self, running: usize) -> bool {
+        let ahead = self.rx.len() as u64 * self.job_nanos.load(Ordering::Relaxed);
+        ahead / running as u64 <= SHORT_WAIT.as_nanos() as u64
     }
 
     /// Makes sure the watchdog is awake.
@@ -359,12 +381,18 @@ impl Inner {
                 self.dispatch(false);
             }
             let _running = Running(&self.running);
+            let start = Instant::now();
             if catch_unwind(AssertUnwindSafe(job)).is_err() {
                 log::error!(
                     "a pool job panicked outside its guard: {}",
                     take_panic_report()
                 );
             }
+            // Threads may race here; any of their figures will do.
+            let took = start.elapsed().as_nanos().min(u64::MAX.into()) as u64;
+            let average = self.job_nanos.load(Ordering::Relaxed);
+            self.job_nanos
+                .store(average - average / 8 + took / 8, Ordering::Relaxed);
         }
     }
 
@@ -463,6 +491,56 @@ mod tests {
             wait(&done);
         }
         assert_eq!(pool.threads(), size);
+    }
+
+    #[test]
+    fn short_jobs_are_left_to_the_running_thread_and_a_blocked_one_is_not_waited_for() {
+        let wait = |rx: &crossbeam_channel::Receiver<()>| {
+            rx.recv_timeout(std::time::Duration::from_secs(10))
+                .expect("within 10 s")
+        };
+        let pool = Pool::new("mcpvisor-short-", 4, 64).unwrap();
+        let (tx, rx) = crossbeam_channel::unbounded::<()>();
+        let job = |tx: &crossbeam_channel::Sender<()>| -> Job {
+            let tx = tx.clone();
+            Box::new(move || tx.send(()).unwrap())
+        };
+        // Before any job ran, jobs count as long: one queued is not left
+        // to a running thread. (Queued directly: no thread runs yet.)
+        let queue = pool.tx.as_ref().unwrap();
+        assert!(queue.try_send(job(&tx)).is_ok());
+        assert!(!pool.inner.soon_taken(1));
+        assert!(pool.try_submit(job(&tx)).is_ok());
+        wait(&rx);
+        wait(&rx);
+        for _ in 0..64 {
+            assert!(pool.try_submit(job(&tx)).is_ok());
+            wait(&rx);
+        }
+        let average = Duration::from_nanos(pool.inner.job_nanos.load(Ordering::SeqCst));
+        assert!(average < SHORT_WAIT, "instant jobs average {average:?}");
+        assert!(queue.try_send(job(&tx)).is_ok());
+        assert!(pool.inner.soon_taken(1), "now a queued job is left to it");
+        assert!(pool.try_submit(job(&tx)).is_ok());
+        wait(&rx);
+        wait(&rx);
+        // Short jobs so far; now one blocks. A short job queued behind it
+        // runs anyway: the watchdog sees it wait and adds a thread.
+        let (release_tx, release) = crossbeam_channel::bounded::<()>(1);
+        let (started_tx, started) = crossbeam_channel::bounded::<()>(1);
+        assert!(pool
+            .try_submit(Box::new(move || {
+                started_tx.send(()).unwrap();
+                let _ = release.recv();
+            }))
+            .is_ok());
+        wait(&started);
+        let tx2 = tx.clone();
+        assert!(pool
+            .try_submit(Box::new(move || tx2.send(()).unwrap()))
+            .is_ok());
+        wait(&rx);
+        release_tx.send(()).unwrap();
     }
 
     /// Names of this process's threads.
