@@ -9,8 +9,11 @@
 //! 10 s without traffic.
 //!
 //! ```text
-//! cargo bench --bench compare -- [--runs N] [--secs S] [--levels 1,32] [--idle-secs S] [--out DIR]
+//! cargo bench --bench compare -- [--runs N] [--secs S] [--levels 1,32] [--idle-secs S]
+//!     [--transports stdio,http] [--out DIR]
 //! ```
+//! `--idle-secs 0` skips the idle measurement; `--transports stdio` measures
+//! stdio only.
 //! With `--out DIR` it also writes `DIR/compare.md` (the tables) and
 //! `DIR/throughput.svg` (throughput against concurrency). The baselines
 //! are cargo projects of their own under `benches/baselines/`.
@@ -518,6 +521,7 @@ fn main() {
     let mut idle_secs = 10;
     let mut levels = vec![1, 2, 4, 8, 16, 32, 64];
     let mut out: Option<String> = None;
+    let mut transports = vec!["stdio".to_owned(), "http".to_owned()];
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = || args.next().unwrap_or_else(|| panic!("{a} needs a value"));
@@ -532,33 +536,47 @@ fn main() {
                     .collect()
             }
             "--out" => out = Some(value()),
+            "--transports" => transports = value().split(',').map(str::to_owned).collect(),
             _ => {} // cargo bench passes --bench
         }
     }
     build();
     let window = Duration::from_secs_f64(secs);
     let warmup = Duration::from_secs_f64((secs / 3.0).max(0.2));
-    let stdio = sweep(false, &levels, runs, warmup, window);
-    let http = sweep(true, &levels, runs, warmup, window);
+    let wanted = |t: &str| transports.iter().any(|w| w == t);
+    let stdio = if wanted("stdio") {
+        sweep(false, &levels, runs, warmup, window)
+    } else {
+        Vec::new()
+    };
+    let http = if wanted("http") {
+        sweep(true, &levels, runs, warmup, window)
+    } else {
+        Vec::new()
+    };
     let mut md = format!(
         "Each point: {runs} runs of {secs} s after {:.1} s of warm-up, a fresh server process per run, servers interleaved; `tools/call echo`, client and server on the same {} cores.\n\n",
         warmup.as_secs_f64(),
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    md += &report(
-        "stdio: requests in flight on one pipe",
-        "in flight",
-        &levels,
-        &stdio,
-    );
-    md += "\n";
-    md += &report(
-        "Streamable HTTP: sessions, each a keep-alive connection calling back to back",
-        "sessions",
-        &levels,
-        &http,
-    );
-    md += "\n";
+    if !stdio.is_empty() {
+        md += &report(
+            "stdio: requests in flight on one pipe",
+            "in flight",
+            &levels,
+            &stdio,
+        );
+        md += "\n";
+    }
+    if !http.is_empty() {
+        md += &report(
+            "Streamable HTTP: sessions, each a keep-alive connection calling back to back",
+            "sessions",
+            &levels,
+            &http,
+        );
+        md += "\n";
+    }
     if idle_secs > 0 {
         md += &idle_report(idle_secs);
     }
@@ -566,7 +584,11 @@ fn main() {
     if let Some(dir) = out {
         std::fs::create_dir_all(&dir).expect("--out DIR");
         std::fs::write(format!("{dir}/compare.md"), &md).expect("write compare.md");
-        let chart = svg(&levels, &[("stdio", &stdio), ("Streamable HTTP", &http)]);
+        let measured: Vec<(&str, &Table)> = [("stdio", &stdio), ("Streamable HTTP", &http)]
+            .into_iter()
+            .filter(|(_, t)| !t.is_empty())
+            .collect();
+        let chart = svg(&levels, &measured);
         std::fs::write(format!("{dir}/throughput.svg"), chart).expect("write throughput.svg");
     }
 }

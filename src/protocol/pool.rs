@@ -400,6 +400,7 @@ impl Inner {
     /// spins), or after parking. `None` once the pool is dropped and the
     /// queue is empty.
     fn next(&self, spin: &crate::wait::Spin) -> Option<Job> {
+        let began = Instant::now();
         loop {
             match self.rx.try_recv() {
                 Ok(job) => return Some(job),
@@ -420,21 +421,20 @@ impl Inner {
                     Err(TryRecvError::Empty) => {}
                 }
             }
-            self.park(spin);
+            self.park(spin, began);
         }
     }
 
     /// Sleeps until a job is queued (or the pool is dropped).
-    fn park(&self, spin: &crate::wait::Spin) {
+    fn park(&self, spin: &crate::wait::Spin, began: Instant) {
         let mut state = self.lock();
         self.parked.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        let since = Instant::now();
         while self.rx.is_empty() && !state.stopped {
             state = self.wake.wait(state).unwrap_or_else(|e| e.into_inner());
         }
         self.parked.fetch_sub(1, Ordering::SeqCst);
-        spin.parked(since);
+        spin.parked(began);
     }
 }
 

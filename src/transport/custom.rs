@@ -291,10 +291,10 @@ impl Outbox {
         if self.overflowed() {
             return None;
         }
+        let since = std::time::Instant::now();
         if let Ok(m) = self.spin.poll_if_worthwhile(&self.rx) {
             return Some(m);
         }
-        let since = std::time::Instant::now();
         let m = crossbeam_channel::select! {
             recv(self.rx) -> m => m.ok(),
             recv(self.stop) -> _ => self.try_recv(),
