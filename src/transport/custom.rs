@@ -21,6 +21,7 @@
 //! writer.join().unwrap();
 //! ```
 
+use super::direct::Direct;
 use super::lines::{Frame, LineBudget, LineReader};
 use crate::jsonrpc::ParseError;
 use crate::protocol::{Engine, Outgoing, Session, Sink};
@@ -33,6 +34,8 @@ use std::time::Duration;
 
 /// Default largest message: 16 MiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// What a writer gathers before it writes.
+const WRITE_BATCH: usize = 64 * 1024;
 /// Default capacity of the outbox (messages).
 pub const DEFAULT_OUTBOX_CAPACITY: usize = 1024;
 /// Default time in-flight work may take to finish after the input ended,
@@ -93,6 +96,9 @@ pub struct Outbox {
     rx: Receiver<Vec<u8>>,
     stop: Receiver<()>,
     overflow: Arc<Overflow>,
+    // Shared with the sink: producers write to the pipe themselves when
+    // they can (stdio on a pipe).
+    direct: Option<Arc<Direct>>,
     // Whether to poll before parking (the writer's traffic so far).
     spin: crate::wait::Spin,
 }
@@ -106,6 +112,7 @@ pub struct Outbox {
 struct OutboxSink {
     tx: Sender<Vec<u8>>,
     overflow: Arc<Overflow>,
+    direct: Option<Arc<Direct>>,
 }
 
 /// Whether a connection's outbox overflowed, and what to do then.
@@ -133,18 +140,33 @@ impl Sink for OutboxSink {
         if self.overflow.happened.load(Ordering::SeqCst) {
             return;
         }
-        if let Some(m) = out.message() {
-            let mut bytes = Vec::with_capacity(128);
-            if serde_json::to_writer(&mut bytes, m).is_ok() {
-                match self.tx.try_send(bytes) {
-                    Ok(()) => {}
-                    Err(TrySendError::Full(_)) => {
-                        self.overflow.trip(self.tx.capacity().unwrap_or_default())
-                    }
-                    // The outbox is gone: the peer is, too.
-                    Err(TrySendError::Disconnected(_)) => {}
+        let Some(m) = out.message() else { return };
+        let mut bytes = Vec::with_capacity(128);
+        if serde_json::to_writer(&mut bytes, m).is_err() {
+            return;
+        }
+        if let Some(direct) = &self.direct {
+            bytes.push(b'\n');
+            match direct.try_write(bytes) {
+                Ok(()) => return,
+                Err(mut line) => {
+                    line.pop();
+                    bytes = line;
                 }
             }
+            direct.queue();
+        }
+        let refused = match self.tx.try_send(bytes) {
+            Ok(()) => false,
+            Err(TrySendError::Full(_)) => {
+                self.overflow.trip(self.tx.capacity().unwrap_or_default());
+                true
+            }
+            // The outbox is gone: the peer is, too.
+            Err(TrySendError::Disconnected(_)) => true,
+        };
+        if let (true, Some(direct)) = (refused, &self.direct) {
+            direct.done(1);
         }
     }
 }
@@ -152,6 +174,16 @@ impl Sink for OutboxSink {
 impl ServerConnection {
     /// Opens a session on `engine`; its messages arrive in the [`Outbox`].
     pub fn open(engine: &Arc<Engine>, options: ConnectionOptions) -> (ServerConnection, Outbox) {
+        Self::open_with(engine, options, None)
+    }
+
+    /// [`ServerConnection::open`], the producers writing to `direct`
+    /// themselves when they can (see [`Outbox::write_direct`]).
+    pub(crate) fn open_with(
+        engine: &Arc<Engine>,
+        options: ConnectionOptions,
+        direct: Option<Arc<Direct>>,
+    ) -> (ServerConnection, Outbox) {
         // Producers: the session's sink (handlers, the reader); consumer: your writer.
         let (tx, rx) = crossbeam_channel::bounded(options.outbox_capacity.max(1));
         let (stop_tx, stop_rx) = crossbeam_channel::bounded(0);
@@ -159,15 +191,20 @@ impl ServerConnection {
         let sink = Arc::new(OutboxSink {
             tx,
             overflow: overflow.clone(),
+            direct: direct.clone(),
         });
         let mut conn = Self::with_sink(engine, sink, &options, stop_tx);
         conn.overflow = Some(overflow.clone());
+        if let Some(d) = &direct {
+            d.serve(&conn.session);
+        }
         (
             conn,
             Outbox {
                 rx,
                 stop: stop_rx,
                 overflow,
+                direct,
                 spin: crate::wait::Spin::default(),
             },
         )
@@ -319,7 +356,7 @@ impl Outbox {
     /// Writes every message to `output` as one line (newline-delimited
     /// JSON-RPC) until the outbox ends, flushing whenever it runs dry.
     pub fn write_lines(self, output: impl Write) -> io::Result<()> {
-        let mut out = BufWriter::with_capacity(64 * 1024, output);
+        let mut out = BufWriter::with_capacity(WRITE_BATCH, output);
         while let Some(first) = self.recv() {
             out.write_all(&first)?;
             out.write_all(b"\n")?;
@@ -329,12 +366,45 @@ impl Outbox {
             }
             out.flush()?;
         }
+        self.ended()?;
+        out.flush()
+    }
+
+    /// [`write_lines`](Self::write_lines) to the pipe the producers share
+    /// (an outbox of [`ServerConnection::open_with`] with a pipe): what they
+    /// could not write themselves, in batches.
+    pub(crate) fn write_direct(self) -> io::Result<()> {
+        let Some(direct) = self.direct.clone() else {
+            return Err(io::Error::other("no pipe to write to"));
+        };
+        let mut batch = Vec::with_capacity(WRITE_BATCH);
+        while let Some(first) = self.recv() {
+            batch.clear();
+            let mut n = 0;
+            let mut next = Some(first);
+            while let Some(m) = next {
+                batch.extend_from_slice(&m);
+                batch.push(b'\n');
+                n += 1;
+                next = if batch.len() < WRITE_BATCH {
+                    self.try_recv()
+                } else {
+                    None
+                };
+            }
+            super::direct::write_batch(&direct, &batch, n)?;
+        }
+        self.ended()
+    }
+
+    /// How the outbox ended: an overflow is an error.
+    fn ended(&self) -> io::Result<()> {
         if self.overflowed() {
             return Err(io::Error::new(
                 io::ErrorKind::WouldBlock,
                 "the peer stopped reading: outbox full",
             ));
         }
-        out.flush()
+        Ok(())
     }
 }

@@ -21,6 +21,7 @@ pub mod amqp;
 #[cfg(feature = "client")]
 pub mod connection;
 pub mod custom;
+pub(crate) mod direct;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod lines;

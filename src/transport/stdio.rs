@@ -1,11 +1,14 @@
 //! stdio transport: one message per line on stdin / stdout.
 //!
-//! A reader thread (the caller's) feeds the engine; one writer thread owns
-//! the output and writes each message as one line, flushing whenever its
-//! queue is empty. Nothing but MCP messages is ever written; logs go to
+//! A reader thread (the caller's) feeds the engine; one writer thread
+//! writes each message as one line, flushing whenever its queue is empty.
+//! On a pipe, the thread that produced a message writes it itself when it
+//! can without blocking or overtaking a queued one
+//! (`transport::direct`). Nothing but MCP messages is ever written; logs go to
 //! stderr through `log`.
 
 use super::custom::{ConnectionOptions, ServerConnection};
+use super::direct::Direct;
 use super::lines::LineBudget;
 use crate::protocol::Engine;
 use std::io::{self, Read, Write};
@@ -53,24 +56,42 @@ impl StdioOptions {
 
 /// Serves this process's stdin / stdout until EOF on stdin.
 pub fn serve(engine: &Arc<Engine>, options: StdioOptions) -> io::Result<()> {
-    // Raw fd 1 with our own buffer: std's Stdout is line-buffered and would
-    // flush after every message; ours flushes when the queue runs dry.
-    serve_io(engine, io::stdin().lock(), raw_stdout()?, options)
+    // Raw fd 1: std's Stdout is line-buffered and would flush after every
+    // message. On a pipe, a thread that produced an answer writes it itself
+    // when it can without blocking; otherwise (and elsewhere) the writer
+    // thread's buffer flushes when its queue runs dry.
+    let output = match raw_stdout()? {
+        Ok(file) => match Direct::for_pipe(file) {
+            Ok(direct) => Output::Direct(Arc::new(direct)),
+            Err(file) => Output::Buffered(Box::new(file) as Box<dyn Write + Send>),
+        },
+        Err(stdout) => Output::Buffered(stdout),
+    };
+    serve_lines(engine, io::stdin().lock(), output, options, None, None)
 }
 
-/// A duplicate of fd 1 as a plain file: unbuffered, so only our BufWriter decides when to flush.
+/// A duplicate of fd 1 as a plain file: unbuffered, so only we decide when
+/// to write.
 #[cfg(unix)]
-fn raw_stdout() -> io::Result<Box<dyn Write + Send>> {
+fn raw_stdout() -> io::Result<Result<std::fs::File, Box<dyn Write + Send>>> {
     use std::os::fd::AsFd;
     io::stdout().flush()?;
-    Ok(Box::new(std::fs::File::from(
+    Ok(Ok(std::fs::File::from(
         io::stdout().as_fd().try_clone_to_owned()?,
     )))
 }
 
 #[cfg(not(unix))]
-fn raw_stdout() -> io::Result<Box<dyn Write + Send>> {
-    Ok(Box::new(io::stdout()))
+fn raw_stdout() -> io::Result<Result<std::fs::File, Box<dyn Write + Send>>> {
+    Ok(Err(Box::new(io::stdout())))
+}
+
+/// Where a line-framed connection's messages go.
+pub(crate) enum Output<W> {
+    /// Through the writer thread's buffer.
+    Buffered(W),
+    /// To a pipe the producing threads share with the writer thread.
+    Direct(Arc<Direct>),
 }
 
 impl StdioOptions {
@@ -98,7 +119,7 @@ where
     R: Read,
     W: Write + Send + 'static,
 {
-    serve_lines(engine, input, output, options, None, None)
+    serve_lines(engine, input, Output::Buffered(output), options, None, None)
 }
 
 /// Ends a connection from outside its reader (shuts a socket down).
@@ -109,7 +130,7 @@ pub(crate) type EndFn = Arc<dyn Fn() + Send + Sync>;
 pub(crate) fn serve_lines<R, W>(
     engine: &Arc<Engine>,
     input: R,
-    output: W,
+    output: Output<W>,
     options: StdioOptions,
     end: Option<EndFn>,
     budget: Option<Arc<LineBudget>>,
@@ -118,14 +139,21 @@ where
     R: Read,
     W: Write + Send + 'static,
 {
-    let (conn, outbox) = ServerConnection::open(engine, options.connection());
+    let direct = match &output {
+        Output::Direct(d) => Some(d.clone()),
+        Output::Buffered(_) => None,
+    };
+    let (conn, outbox) = ServerConnection::open_with(engine, options.connection(), direct);
     if let Some(end) = end.clone() {
         conn.on_overflow(move || end());
     }
     let writer = thread::Builder::new()
         .name("mcpvisor-line-writer".into())
         .spawn(move || {
-            let written = outbox.write_lines(output);
+            let written = match output {
+                Output::Buffered(output) => outbox.write_lines(output),
+                Output::Direct(_) => outbox.write_direct(),
+            };
             if let (Err(_), Some(end)) = (&written, end) {
                 end();
             }

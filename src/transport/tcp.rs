@@ -5,7 +5,7 @@
 
 use super::accept::{Acceptor, ServeFn};
 use super::lines::LineBudget;
-use super::stdio::{serve_lines, EndFn, StdioOptions};
+use super::stdio::{serve_lines, EndFn, Output, StdioOptions};
 use crate::protocol::Engine;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -160,7 +160,14 @@ impl super::tree::Tree<TcpListenerHandle> {
                 let _ = ender.shutdown(std::net::Shutdown::Both);
             });
             let budget = Some(budget.clone());
-            if let Err(e) = serve_lines(&engine, stream, writer, lines.clone(), Some(end), budget) {
+            if let Err(e) = serve_lines(
+                &engine,
+                stream,
+                Output::Buffered(writer),
+                lines.clone(),
+                Some(end),
+                budget,
+            ) {
                 log::debug!("tcp: {peer}: {e}");
             }
         });
