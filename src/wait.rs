@@ -16,6 +16,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Wakes a thread blocked in [`Waker::wait`] on a socket: a socket pair
@@ -34,6 +35,18 @@ impl Waker {
         tx.set_nonblocking(true)?;
         rx.set_nonblocking(true)?;
         Ok(Waker { rx, tx })
+    }
+
+    /// The waker kept in `slot`, made on first use: a restarted worker
+    /// reuses it (and needs no descriptors when they ran out).
+    pub(crate) fn kept(slot: &std::sync::Mutex<Option<Arc<Waker>>>) -> io::Result<Arc<Waker>> {
+        let mut kept = crate::sync::lock(slot);
+        if let Some(w) = kept.as_ref() {
+            return Ok(w.clone());
+        }
+        let w = Arc::new(Waker::new()?);
+        *kept = Some(w.clone());
+        Ok(w)
     }
 
     /// Ends the current or next [`wait`](Self::wait). Never blocks: when

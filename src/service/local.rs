@@ -56,10 +56,11 @@ pub(crate) fn worker<L: Accept>(
 ) -> ChildSpec {
     let socket = Arc::new(socket);
     let name = id.to_owned();
+    let kept = std::sync::Mutex::new(None);
     ChildSpec::worker(id, move |ctx| {
         let socket = socket.try_clone_listener()?;
         socket.set_nonblocking(true)?;
-        let waker = Arc::new(crate::wait::Waker::new()?);
+        let waker = crate::wait::Waker::kept(&kept)?;
         let wake = waker.clone();
         ctx.on_stop(move || wake.wake());
         ctx.ready();

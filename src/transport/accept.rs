@@ -46,7 +46,7 @@ pub(crate) struct Acceptor {
     /// Test hook: the accept loop panics at its next turn.
     panic_next: AtomicBool,
     /// Wakes the running accept loop (stop, [`Acceptor::stop_accepting`],
-    /// the test hook); each run of the worker makes its own.
+    /// the test hook); made by the first run, kept for the restarts.
     waker: Mutex<Option<Arc<Waker>>>,
 }
 
@@ -195,8 +195,7 @@ impl Acceptor {
             // that is gone by then (or taken by another process sharing an
             // activated socket) must not keep this worker from its stop signal.
             socket.set_nonblocking(true)?;
-            let waker = Arc::new(Waker::new()?);
-            *lock(&acceptor.waker) = Some(waker.clone());
+            let waker = Waker::kept(&acceptor.waker)?;
             let wake = waker.clone();
             ctx.on_stop(move || wake.wake());
             acceptor.stopping.store(false, Ordering::SeqCst);

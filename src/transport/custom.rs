@@ -392,8 +392,12 @@ impl Outbox {
                     None
                 };
             }
-            super::direct::write_batch(&direct, &batch, n)?;
+            if let Err(e) = super::direct::write_batch(&direct, &batch, n) {
+                direct.stop();
+                return Err(e);
+            }
         }
+        direct.stop();
         self.ended()
     }
 

@@ -9,8 +9,9 @@
 //! in the queue or in the writer's hands (`queued` counts them from before
 //! they are queued until after they are written), so nothing overtakes
 //! what one thread sent before. A peer that stops reading never blocks the
-//! producing thread: the pipe's free room is checked first (a write that
-//! fits in a pipe's free buffers completes at once).
+//! producing thread: it writes through a non-blocking description of the
+//! pipe of its own, at most PIPE_BUF bytes (all or nothing); a full pipe
+//! gives the message back to the queue.
 
 use crate::protocol::Session;
 use std::fs::File;
@@ -19,8 +20,6 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError, Weak};
 
-/// A pipe's buffers are pages.
-const PAGE: usize = 4096;
 /// With more requests than this in flight (the answer's own included),
 /// messages go through the writer, which writes them in batches: one
 /// write(2) a message would cost more than the hand-off saves (measured:
@@ -30,31 +29,33 @@ pub(crate) const DIRECT_MAX_IN_FLIGHT: usize = 2;
 /// A pipe shared by the writer thread and the threads that produce
 /// messages.
 pub(crate) struct Direct {
+    // The pipe, blocking: the writer thread's. Its lock orders all writes.
     out: Mutex<File>,
-    // The pipe's capacity in pages.
-    slots: usize,
+    // The same pipe opened again without blocking (a description of its
+    // own: the shared one's flags stay), for direct writes under `out`.
+    nonblocking: File,
     // Messages queued for the writer or in its hands, not yet written.
     queued: AtomicUsize,
-    // A direct write failed: the writer's queue takes everything (and
-    // reports the failure).
-    broken: AtomicBool,
+    // A direct write failed (the writer's queue takes everything and
+    // reports the failure), or the writer ended (nothing more is written).
+    off: AtomicBool,
     // The session whose messages these are: its requests in flight.
     session: OnceLock<Weak<Session>>,
 }
 
 impl Direct {
-    /// For `file` if it is a pipe whose capacity is known (Linux); else
-    /// gives `file` back.
+    /// For `file` if it is a pipe that can be opened again without
+    /// blocking (Linux, through /proc); else gives `file` back.
     pub(crate) fn for_pipe(file: File) -> Result<Direct, File> {
-        match pipe_slots(&file) {
-            Some(slots) if slots > 4 => Ok(Direct {
+        match reopen_nonblocking(&file) {
+            Some(nonblocking) => Ok(Direct {
                 out: Mutex::new(file),
-                slots,
+                nonblocking,
                 queued: AtomicUsize::new(0),
-                broken: AtomicBool::new(false),
+                off: AtomicBool::new(false),
                 session: OnceLock::new(),
             }),
-            _ => Err(file),
+            None => Err(file),
         }
     }
 
@@ -68,44 +69,40 @@ impl Direct {
     /// are in flight; else gives it back, to be queued (after
     /// [`Direct::queue`]).
     pub(crate) fn try_write(&self, line: Vec<u8>) -> Result<(), Vec<u8>> {
-        if self.queued.load(Ordering::SeqCst) != 0 || self.broken.load(Ordering::SeqCst) {
+        // Up to PIPE_BUF bytes a write to a pipe is atomic: all of it, or
+        // (no room, not blocking) none.
+        if line.len() > libc::PIPE_BUF
+            || self.queued.load(Ordering::SeqCst) != 0
+            || self.off.load(Ordering::SeqCst)
+        {
             return Err(line);
         }
         let busy = |s: std::sync::Arc<Session>| s.inflight() > DIRECT_MAX_IN_FLIGHT;
         if self.session.get().and_then(Weak::upgrade).is_some_and(busy) {
             return Err(line);
         }
-        let mut out = match self.out.try_lock() {
+        let _out = match self.out.try_lock() {
             Ok(out) => out,
             // The writer is writing: it takes this one after its batch.
             Err(TryLockError::WouldBlock | TryLockError::Poisoned(_)) => return Err(line),
         };
-        if self.queued.load(Ordering::SeqCst) != 0 || !self.fits(&out, line.len()) {
+        if self.queued.load(Ordering::SeqCst) != 0 {
             return Err(line);
         }
-        match out.write_all(&line) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                log::debug!("a direct write failed ({e}); the writer takes over");
-                self.broken.store(true, Ordering::SeqCst);
-                Err(line)
+        loop {
+            match (&self.nonblocking).write(&line) {
+                Ok(n) if n == line.len() => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Err(line),
+                other => {
+                    // A short write cannot happen within PIPE_BUF; an error
+                    // means the peer is gone. The writer reports it.
+                    log::debug!("a direct write failed ({other:?}); the writer takes over");
+                    self.off.store(true, Ordering::SeqCst);
+                    return Err(line);
+                }
             }
         }
-    }
-
-    /// Whether the pipe has free buffers for `len` more bytes: those its
-    /// unread bytes hold (the first and last partly filled) and those `len`
-    /// needs (one partly filled buffer may not take more).
-    fn fits(&self, out: &File, len: usize) -> bool {
-        let mut unread: libc::c_int = 0;
-        // SAFETY: FIONREAD writes one int; the descriptor is ours.
-        if unsafe { libc::ioctl(out.as_raw_fd(), libc::FIONREAD, &mut unread) } != 0 {
-            return false;
-        }
-        let Ok(unread) = usize::try_from(unread) else {
-            return false;
-        };
-        unread.div_ceil(PAGE) + 1 + len.div_ceil(PAGE) + 1 <= self.slots
     }
 
     /// A message is about to be queued for the writer.
@@ -119,29 +116,39 @@ impl Direct {
         self.queued.fetch_sub(n, Ordering::SeqCst);
     }
 
+    /// The writer ended: what comes later is not written (as the closed
+    /// queue drops it).
+    pub(crate) fn stop(&self) {
+        self.off.store(true, Ordering::SeqCst);
+    }
+
     /// The pipe, for the writer thread.
     pub(crate) fn lock(&self) -> MutexGuard<'_, File> {
         crate::sync::lock(&self.out)
     }
 }
 
-/// The capacity of the pipe `file` is, in pages; `None` if it is none.
+/// `file` (a pipe) opened again, not blocking; `None` if it is no pipe or
+/// cannot be.
 #[cfg(target_os = "linux")]
-fn pipe_slots(file: &File) -> Option<usize> {
+fn reopen_nonblocking(file: &File) -> Option<File> {
+    use std::os::unix::fs::OpenOptionsExt;
     let fd = file.as_raw_fd();
     // SAFETY: fstat(2) on a descriptor we own, into a zeroed struct.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFIFO {
         return None;
     }
-    // SAFETY: fcntl(2) F_GETPIPE_SZ reads a number, changes nothing.
-    let capacity = unsafe { libc::fcntl(fd, libc::F_GETPIPE_SZ) };
-    usize::try_from(capacity).ok().map(|c| c / PAGE)
+    std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(format!("/proc/self/fd/{fd}"))
+        .ok()
 }
 
-/// Elsewhere a pipe's capacity is not known: no direct writes.
+/// Elsewhere: no direct writes.
 #[cfg(not(target_os = "linux"))]
-fn pipe_slots(_: &File) -> Option<usize> {
+fn reopen_nonblocking(_: &File) -> Option<File> {
     None
 }
 
@@ -178,23 +185,34 @@ mod tests {
         direct.queue();
         assert!(direct.try_write(b"x\n".to_vec()).is_err());
         write_batch(&direct, b"q\n", 1).unwrap();
-        assert!(direct.try_write(b"y\n".to_vec()).is_ok());
-        let mut buf = [0u8; 4];
+        let mut buf = [0u8; 2];
         reader.read_exact(&mut buf).unwrap();
-        assert_eq!(&buf, b"q\ny\n");
+        assert_eq!(&buf, b"q\n");
+        assert!(direct.try_write(b"y\n".to_vec()).is_ok());
+        reader.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"y\n");
         // While the writer holds the pipe, a producer does not wait for it.
         let held = direct.lock();
         assert!(direct.try_write(b"z\n".to_vec()).is_err());
         drop(held);
         // A peer that reads nothing: the pipe fills, and a write that would
-        // block is given back instead.
+        // block is given back instead (never blocking this test).
         let line = vec![b'x'; 1000];
         let mut written = 0;
         while direct.try_write(line.clone()).is_ok() {
             written += line.len();
-            assert!(written <= direct.slots * PAGE, "never past the capacity");
         }
-        assert!(written >= (direct.slots - 3) * PAGE, "only {written} bytes");
+        assert!(written >= 4096, "only {written} bytes");
+        let mut drained = vec![0u8; written];
+        reader.read_exact(&mut drained).unwrap();
+        assert!(direct.try_write(b"a\n".to_vec()).is_ok(), "room again");
+        let mut buf = [0u8; 2];
+        reader.read_exact(&mut buf).unwrap();
+        // Longer than PIPE_BUF: the writer's (it may be written in parts).
+        assert!(direct.try_write(vec![b'x'; libc::PIPE_BUF + 1]).is_err());
+        // Once the writer ended, nothing more is written.
+        direct.stop();
+        assert!(direct.try_write(b"c\n".to_vec()).is_err());
     }
 
     #[test]

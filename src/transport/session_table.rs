@@ -209,6 +209,12 @@ impl<T: Expirable> SessionTable<T> {
         expired.len()
     }
 
+    /// Makes the sweeper plan again: a session's [`Expirable::may_be_abandoned`]
+    /// changed.
+    pub(crate) fn replan(&self) {
+        let _ = self.wake.0.try_send(());
+    }
+
     /// How long the sweeper may sleep: until the first session's expiry,
     /// a tick (`tick`) while one is busy or may be abandoned, `None`
     /// (until an insert) while the table is empty.
@@ -255,8 +261,8 @@ impl<T: Expirable> SessionTable<T> {
 impl<T: Expirable + 'static> SessionTable<T> {
     /// A supervised worker named `name` that sweeps `table` when its first
     /// session is due to expire (every tenth of its shorter timeout, between
-    /// 100 ms and 60 s, while a session is busy), sleeps while the table is
-    /// empty, and once stopped ends every session left.
+    /// 100 ms and 60 s, while a session is busy or may be abandoned), sleeps
+    /// while the table is empty, and once stopped ends every session left.
     pub fn sweeper(table: &Arc<Self>, name: &'static str) -> supervisor::ChildSpec {
         let table = table.clone();
         let tick = (table.idle.min(table.handshake) / 10)
@@ -344,6 +350,31 @@ mod tests {
         assert_eq!(t.next_sweep(tick), Some(ms), "b is due");
         assert_eq!(t.sweep(), 1);
         assert!(b.ended.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn a_session_that_may_be_abandoned_is_looked_at_every_tick() {
+        struct Gone(AtomicBool);
+        impl Expirable for Gone {
+            fn busy(&self) -> bool {
+                false
+            }
+            fn end(&self) {}
+            fn may_be_abandoned(&self) -> bool {
+                self.0.load(Ordering::SeqCst)
+            }
+        }
+        let clock = ManualClock::new();
+        let t = SessionTable::new(9, Duration::from_secs(1800), Arc::new(clock.clone()));
+        let tick = Duration::from_secs(1);
+        let s = Arc::new(Gone(AtomicBool::new(false)));
+        t.insert("s".into(), s.clone(), None).unwrap();
+        assert!(t.next_sweep(tick) > Some(Duration::from_secs(1799)));
+        let _ = t.wake.1.try_recv();
+        s.0.store(true, Ordering::SeqCst);
+        t.replan();
+        assert!(t.wake.1.try_recv().is_ok(), "the sweeper plans again");
+        assert_eq!(t.next_sweep(tick), Some(tick));
     }
 
     #[test]

@@ -497,7 +497,17 @@ impl Link<'_> {
         };
         if let Some(s) = self.shared.sessions.peek(&id, &None) {
             let now = s.clock.now();
-            lock(&s.gone_since).get_or_insert(now);
+            let newly = {
+                let mut gone = lock(&s.gone_since);
+                let newly = gone.is_none();
+                gone.get_or_insert(now);
+                newly
+            };
+            if newly {
+                // The sweeper may sleep until an idle expiry: it now looks
+                // at this session every tick, to end it after the grace.
+                self.shared.sessions.replan();
+            }
         }
     }
 
