@@ -23,7 +23,9 @@
 //!   stop signal past its timeout is *detached* (left running, reported in
 //!   the [`ShutdownReport`], the snapshot and a [`EventKind::Detached`]
 //!   event); `Brutal` detaches without waiting. A worker should select on
-//!   [`ChildContext::stop_signal`] or check [`ChildContext::should_stop`].
+//!   [`ChildContext::stop_signal`] or check [`ChildContext::should_stop`];
+//!   one blocked elsewhere (in poll(2), say) registers
+//!   [`ChildContext::on_stop`] to be woken.
 //! - A panic in a worker is caught and becomes [`ExitReason::Panic`]; it
 //!   never takes the process down.
 //!
