@@ -559,22 +559,26 @@ fn main() {
         warmup.as_secs_f64(),
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    if !stdio.is_empty() {
-        md += &report(
+    // (chart label, table title, unit of concurrency, measurements)
+    let panels: Vec<(&str, &str, &str, &Table)> = [
+        (
+            "stdio",
             "stdio: requests in flight on one pipe",
             "in flight",
-            &levels,
             &stdio,
-        );
-        md += "\n";
-    }
-    if !http.is_empty() {
-        md += &report(
+        ),
+        (
+            "Streamable HTTP",
             "Streamable HTTP: sessions, each a keep-alive connection calling back to back",
             "sessions",
-            &levels,
             &http,
-        );
+        ),
+    ]
+    .into_iter()
+    .filter(|p| !p.3.is_empty())
+    .collect();
+    for (_, title, unit, table) in &panels {
+        md += &report(title, unit, &levels, table);
         md += "\n";
     }
     if idle_secs > 0 {
@@ -584,10 +588,7 @@ fn main() {
     if let Some(dir) = out {
         std::fs::create_dir_all(&dir).expect("--out DIR");
         std::fs::write(format!("{dir}/compare.md"), &md).expect("write compare.md");
-        let measured: Vec<(&str, &Table)> = [("stdio", &stdio), ("Streamable HTTP", &http)]
-            .into_iter()
-            .filter(|(_, t)| !t.is_empty())
-            .collect();
+        let measured: Vec<(&str, &Table)> = panels.iter().map(|p| (p.0, p.3)).collect();
         let chart = svg(&levels, &measured);
         std::fs::write(format!("{dir}/throughput.svg"), chart).expect("write throughput.svg");
     }

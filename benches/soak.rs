@@ -25,6 +25,7 @@ use serde_json::json;
 use std::io::Write;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -190,41 +191,21 @@ fn main() {
         };
         // Two sessions at a time on TCP and on HTTP, one stateless HTTP
         // client, one AMQP client.
-        type Connect<'a> = Box<dyn Fn() -> std::io::Result<Connection> + Send + 'a>;
-        let loads: Vec<(&str, Connect, ClientOptions)> = vec![
-            (
-                "tcp",
-                Box::new(move || Connection::tcp(tcp_addr)),
-                ClientOptions::default(),
-            ),
-            (
-                "tcp",
-                Box::new(move || Connection::tcp(tcp_addr)),
-                ClientOptions::default(),
-            ),
-            (
-                "http",
-                Box::new(move || Connection::http(http)),
-                ClientOptions::default(),
-            ),
-            (
-                "http",
-                Box::new(move || Connection::http(http)),
-                ClientOptions::default(),
-            ),
-            (
-                "stateless http",
-                Box::new(move || Connection::http(http)),
-                stateless,
-            ),
-            (
-                "amqp",
-                Box::new(move || Connection::amqp(amqp)),
-                ClientOptions::default(),
-            ),
+        type Connect<'a> = Arc<dyn Fn() -> std::io::Result<Connection> + Send + Sync + 'a>;
+        let tcp: Connect = Arc::new(move || Connection::tcp(tcp_addr));
+        let http: Connect = Arc::new(move || Connection::http(http));
+        let amqp: Connect = Arc::new(move || Connection::amqp(amqp));
+        let loads = [
+            ("tcp", 2, tcp, ClientOptions::default()),
+            ("http", 2, http.clone(), ClientOptions::default()),
+            ("stateless http", 1, http, stateless),
+            ("amqp", 1, amqp, ClientOptions::default()),
         ];
-        for (what, connect, options) in loads {
-            s.spawn(move || churn(what, connect, options, stop, tally));
+        for (what, copies, connect, options) in loads {
+            for _ in 0..copies {
+                let (connect, options) = (connect.clone(), options.clone());
+                s.spawn(move || churn(what, &*connect, options, stop, tally));
+            }
         }
         println!(
             "{:>7} {:>10} {:>8} {:>8} {:>5} {:>10} {:>7}",
