@@ -14,8 +14,10 @@
 //! state in which as many sessions expire as start.
 //!
 //! ```text
-//! cargo bench --bench soak -- [--secs 1800] [--interval 60] [--session-idle-secs 60] [--url amqp://guest:guest@127.0.0.1:5672]
+//! cargo bench --bench soak -- [--secs 1800] [--interval 60] [--session-idle-secs 60] [--url amqp://guest:guest@127.0.0.1:5672] [--wrap "COMMAND ARGS..."]
 //! ```
+//! `--wrap` runs the daemon under that command, for a heap profile say:
+//! `--wrap "valgrind --tool=massif --massif-out-file=/tmp/massif.out"`.
 
 mod common;
 
@@ -104,6 +106,7 @@ fn footprint(pid: u32) -> (u64, u64, usize) {
 fn main() {
     let (mut secs, mut interval, mut idle) = (60u64, 10u64, 60u64);
     let mut url = "amqp://guest:guest@127.0.0.1:5672".to_owned();
+    let mut wrap: Vec<String> = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -115,6 +118,14 @@ fn main() {
                     .expect("--interval S")
             }
             "--url" => url = args.next().expect("--url URL"),
+            "--wrap" => {
+                wrap = args
+                    .next()
+                    .expect("--wrap \"COMMAND ARGS...\"")
+                    .split_whitespace()
+                    .map(str::to_owned)
+                    .collect()
+            }
             "--session-idle-secs" => {
                 idle = args
                     .next()
@@ -155,7 +166,15 @@ fn main() {
     });
     let path = dir.join("mcpvisor.json");
     std::fs::write(&path, config.to_string()).unwrap();
-    let mut daemon = Command::new(format!("{ROOT}/target/release/mcpvisor"));
+    let binary = format!("{ROOT}/target/release/mcpvisor");
+    let mut daemon = match wrap.split_first() {
+        Some((wrapper, args)) => {
+            let mut c = Command::new(wrapper);
+            c.args(args).arg(binary);
+            c
+        }
+        None => Command::new(binary),
+    };
     daemon.arg("--config").arg(&path);
     let stdio = Connection::child(daemon).expect("mcpvisor");
     let pid = stdio.process_id().expect("its pid");
