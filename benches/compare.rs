@@ -10,10 +10,15 @@
 //!
 //! ```text
 //! cargo bench --bench compare -- [--runs N] [--secs S] [--levels 1,32] [--idle-secs S]
-//!     [--transports stdio,http] [--out DIR]
+//!     [--transports stdio,http] [--echo-features LIST] [--out DIR]
 //! ```
 //! `--idle-secs 0` skips the idle measurement; `--transports stdio` measures
-//! stdio only.
+//! stdio only. `--echo-features LIST` builds our server with only those
+//! features of the crate (`--no-default-features --features LIST`, `""` for
+//! none: stdio alone), as an embedder that needs no more would, in a target
+//! directory of its own (`target/echo-features`); by default it has every
+//! default feature (every transport, TLS, JSON Schema). HTTP needs `http`
+//! in LIST; without it, measure `--transports stdio`.
 //! With `--out DIR` it also writes `DIR/compare.md` (the tables) and
 //! `DIR/throughput.svg` (throughput against concurrency). The baselines
 //! are cargo projects of their own under `benches/baselines/`.
@@ -28,6 +33,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+/// Our server's binary, as built by [`build`].
+static ECHO: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 const ECHO_CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello world"}}}"#;
 
 /// A server under test.
@@ -53,7 +60,7 @@ impl Server {
     fn command(self, http: bool) -> Command {
         let (bin, stdio, http_args): (String, &[&str], &[&str]) = match self {
             Server::Mcpvisor => (
-                format!("{ROOT}/target/release/examples/echo"),
+                ECHO.get().expect("built").clone(),
                 &[],
                 &["--listen", "http://127.0.0.1:0/mcp"],
             ),
@@ -78,13 +85,25 @@ impl Server {
     }
 }
 
-/// Builds `examples/echo` and both baselines (release).
-fn build() {
-    let ours = common::cargo()
-        .args(["build", "--release", "--quiet", "--example", "echo"])
-        .status()
-        .expect("cargo");
-    assert!(ours.success(), "building examples/echo failed");
+/// Builds `examples/echo` (with only `features` if given) and both
+/// baselines (release).
+fn build(features: Option<&str>) {
+    let mut ours = common::cargo();
+    ours.args(["build", "--release", "--quiet", "--example", "echo"]);
+    let target = match features {
+        Some(list) => {
+            ours.args(["--no-default-features", "--features", list])
+                .arg("--target-dir")
+                .arg(format!("{ROOT}/target/echo-features"));
+            format!("{ROOT}/target/echo-features")
+        }
+        None => format!("{ROOT}/target"),
+    };
+    assert!(
+        ours.status().expect("cargo").success(),
+        "building examples/echo failed"
+    );
+    let _ = ECHO.set(format!("{target}/release/examples/echo"));
     for project in ["rmcp-echo", "raw-echo"] {
         let status = common::cargo()
             .args(["build", "--release", "--quiet", "--manifest-path"])
@@ -522,6 +541,7 @@ fn main() {
     let mut levels = vec![1, 2, 4, 8, 16, 32, 64];
     let mut out: Option<String> = None;
     let mut transports = vec!["stdio".to_owned(), "http".to_owned()];
+    let mut echo_features: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = || args.next().unwrap_or_else(|| panic!("{a} needs a value"));
@@ -537,10 +557,11 @@ fn main() {
             }
             "--out" => out = Some(value()),
             "--transports" => transports = value().split(',').map(str::to_owned).collect(),
+            "--echo-features" => echo_features = Some(value()),
             _ => {} // cargo bench passes --bench
         }
     }
-    build();
+    build(echo_features.as_deref());
     let window = Duration::from_secs_f64(secs);
     let warmup = Duration::from_secs_f64((secs / 3.0).max(0.2));
     let wanted = |t: &str| transports.iter().any(|w| w == t);
@@ -554,8 +575,15 @@ fn main() {
     } else {
         Vec::new()
     };
+    let built = match &echo_features {
+        Some(list) if list.is_empty() => {
+            "mcpvisor built with no optional feature (stdio only)".to_owned()
+        }
+        Some(list) => format!("mcpvisor built with the features {list} only"),
+        None => "mcpvisor built with its default features".to_owned(),
+    };
     let mut md = format!(
-        "Each point: {runs} runs of {secs} s after {:.1} s of warm-up, a fresh server process per run, servers interleaved; `tools/call echo`, client and server on the same {} cores.\n\n",
+        "Each point: {runs} runs of {secs} s after {:.1} s of warm-up, a fresh server process per run, servers interleaved; `tools/call echo`, client and server on the same {} cores; {built}.\n\n",
         warmup.as_secs_f64(),
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );

@@ -44,7 +44,10 @@ fn main() -> ExitCode {
                 json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}),
                 |args, _| Ok(ToolResult::text(args["message"].as_str().unwrap_or_default())),
             )
-            .description("Returns the message it is given"),
+            .description("Returns the message it is given")
+            // It returns at once and never asks the client anything: it runs
+            // on the thread that read the call.
+            .quick(),
         )
         .build();
     let served = server.map_err(std::io::Error::other).and_then(|s| {

@@ -128,6 +128,29 @@ impl Spin {
         }
     }
 
+    /// Polls descriptor `fd` for up to [`SPIN_BEFORE_PARK`] until it is
+    /// readable (or at its end, or failed: a read then tells); false means
+    /// block in the read now.
+    pub(crate) fn poll_fd(&self, fd: std::os::fd::RawFd) -> bool {
+        let start = Instant::now();
+        loop {
+            let mut p = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd for the duration of the call.
+            if unsafe { libc::poll(&mut p, 1, 0) } != 0 {
+                return true;
+            }
+            if start.elapsed() >= SPIN_BEFORE_PARK {
+                self.short.store(false, Ordering::Relaxed);
+                return false;
+            }
+            std::thread::yield_now();
+        }
+    }
+
     /// Polls `rx` if worthwhile (see [`Spin::poll`]); else `Err(Empty)`.
     pub(crate) fn poll_if_worthwhile<T>(&self, rx: &Receiver<T>) -> Result<T, TryRecvError> {
         if self.worthwhile() {

@@ -46,6 +46,11 @@ pub trait ToolEntry: Send + Sync {
     fn detaches_itself(&self) -> bool {
         false
     }
+    /// Whether its calls run on the thread that read them, not on the
+    /// handler pool (default: no). See `Tool::quick` for what it must keep to.
+    fn is_quick(&self) -> bool {
+        false
+    }
 }
 
 /// A resource with a fixed URI.

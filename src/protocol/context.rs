@@ -212,6 +212,9 @@ pub struct Context {
     state: Arc<Mutex<RunState>>,
     // Stateless requests: the answers this run may use, the open questions.
     round: Option<Arc<Round>>,
+    // A quick tool's call, run on the thread that read it (`Tool::quick`):
+    // it must not wait for its client.
+    quick: bool,
 }
 
 /// The context of a tool call.
@@ -236,7 +239,13 @@ impl Context {
             protocol,
             state: Arc::new(Mutex::new(RunState::default())),
             round,
+            quick: false,
         }
+    }
+
+    /// This call runs on the thread that read it (`Tool::quick`).
+    pub(crate) fn mark_quick(&mut self) {
+        self.quick = true;
     }
 
     pub(crate) fn engine(&self) -> &Arc<Engine> {
@@ -272,6 +281,7 @@ impl Context {
                 ..RunState::default()
             })),
             round: None,
+            quick: false,
             ..self.clone()
         }
     }
@@ -286,11 +296,12 @@ impl Context {
     /// 2026-07-28 client), and go on as a task once it has its answers.
     /// Returns `false`, changing nothing, when this call cannot become a
     /// task: not `tools/call`, the request did not declare the extension,
-    /// the tool forbids tasks, a question of this round is still open,
-    /// task storage is full, or it already is one. The handler then goes
-    /// on as a plain call.
+    /// the tool forbids tasks or is quick (`Tool::quick`), a question of
+    /// this round is still open, task storage is full, or it already is
+    /// one. The handler then goes on as a plain call.
     pub fn detach(&self) -> bool {
         if self.method != "tools/call"
+            || self.quick
             || !self
                 .protocol
                 .client_extension(super::tasks::TASKS_EXTENSION)
@@ -548,6 +559,12 @@ impl Context {
         params: Value,
         timeout: Duration,
     ) -> Result<Value, PeerError> {
+        if self.quick {
+            // The answer would come through the reader this call runs on.
+            return Err(PeerError::Rpc(ErrorObject::internal(format!(
+                "{method}: a quick tool cannot ask its client (it runs on the thread that reads the answers); declare it without Tool::quick"
+            ))));
+        }
         let sink = &self.sink;
         let send = |out: Outgoing| -> Result<(), String> {
             sink.send(out);

@@ -234,6 +234,24 @@ fn unsubscribe(session: &Arc<Session>, req: &Request) -> Result<Value, ErrorObje
     subscription(session, req, false)
 }
 
+/// Whether `req` calls a tool declared quick (`ToolEntry::is_quick`): it
+/// runs on the thread that read it.
+pub(crate) fn is_quick_call(session: &Session, req: &Request) -> bool {
+    req.method() == "tools/call"
+        && params(req)
+            .get("name")
+            .and_then(Value::as_str)
+            .is_some_and(|name| {
+                session
+                    .engine
+                    .catalog
+                    .view()
+                    .tools
+                    .get(name)
+                    .is_some_and(|t| t.entry.is_quick())
+            })
+}
+
 fn call_tool(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
     let p = params(req);
     let name = required_str(p, "name")?;

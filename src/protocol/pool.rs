@@ -198,6 +198,26 @@ impl Pool {
         Ok(())
     }
 
+    /// Runs `job` on this thread now, as a pool thread would (its panic
+    /// recorded for the engine to report, not printed): a quick tool's call
+    /// on the thread that read it. The pool's counts and job estimate are
+    /// left alone: they describe the pool's threads.
+    pub(crate) fn run_here(&self, job: Job) {
+        struct Restore(bool);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                POOL_THREAD.with(|p| p.set(self.0));
+            }
+        }
+        let _restore = Restore(POOL_THREAD.with(|p| p.replace(true)));
+        if catch_unwind(AssertUnwindSafe(job)).is_err() {
+            log::error!(
+                "a quick job panicked outside its guard: {}",
+                take_panic_report()
+            );
+        }
+    }
+
     /// Threads started so far.
     #[cfg(test)]
     pub(crate) fn threads(&self) -> usize {

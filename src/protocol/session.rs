@@ -345,7 +345,8 @@ impl Session {
             }
             inflight.insert(id.clone(), cancel.clone());
         }
-        let ctx = Context::new(
+        let quick = dispatch::is_quick_call(self, &request);
+        let mut ctx = Context::new(
             self.clone() as Arc<dyn Exchange>,
             &request,
             sink.clone(),
@@ -353,6 +354,9 @@ impl Session {
             protocol,
             round,
         );
+        if quick {
+            ctx.mark_quick();
+        }
         let job = Box::new(move || {
             if ctx.is_cancelled() {
                 // Cancelled (or its session ended) while queued: the
@@ -384,6 +388,9 @@ impl Session {
             }
             ctx.finish(outcome);
         });
+        if quick {
+            return self.engine.pool.run_here(job);
+        }
         if self.engine.pool.try_submit(job).is_err() {
             self.request_done(&id);
             log::warn!(

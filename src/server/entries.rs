@@ -89,6 +89,9 @@ impl ToolEntry for LocalTool {
     fn detaches_itself(&self) -> bool {
         self.tool.detach_in_handler
     }
+    fn is_quick(&self) -> bool {
+        self.tool.quick
+    }
 
     fn call(&self, arguments: &Value, ctx: &Context) -> Result<Value, ErrorObject> {
         let name = &self.tool.name;

@@ -482,3 +482,57 @@ fn an_answered_request_no_longer_counts_against_the_in_flight_limit() {
         );
     }
 }
+
+#[test]
+fn a_quick_tool_runs_on_the_reading_thread_and_cannot_wait_for_its_client() {
+    let reader = std::thread::current().id();
+    let on_reader = move |_: &crate::Context| {
+        ToolResult::text(format!("{}", std::thread::current().id() == reader))
+    };
+    let asks = |ctx: &crate::Context| {
+        // ping needs no capability: only quickness refuses it, at once.
+        let asked = ctx.peer_request("ping", json!({}), None, WAIT);
+        ToolResult::text(match asked {
+            Err(crate::PeerError::Rpc(e)) => e.message,
+            other => format!("unexpected: {other:?}"),
+        })
+    };
+    let server = server_with(
+        vec![
+            tool("quick", on_reader).quick(),
+            tool("pooled", on_reader),
+            tool("asks", asks).quick(),
+            tool("detaches", |ctx| ToolResult::text(ctx.detach().to_string())).quick(),
+            tool("panics", |_| panic!("quick boom")).quick(),
+        ],
+        2,
+    );
+    let mut c = Client::new(&server);
+    let text = |r: &Value| {
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .map(str::to_owned)
+    };
+
+    // Answered before `receive` returned: no other thread was involved.
+    c.send(json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"quick","arguments":{}}}));
+    let answer = c.rx.try_recv().expect("answered on the reading thread");
+    assert_eq!(text(&answer).as_deref(), Some("true"), "{answer}");
+    let pooled = c.call(2, "tools/call", json!({"name":"pooled","arguments":{}}));
+    assert_eq!(text(&pooled).as_deref(), Some("false"), "{pooled}");
+
+    let asked = c.call(3, "tools/call", json!({"name":"asks","arguments":{}}));
+    let said = text(&asked).unwrap_or_default();
+    assert!(
+        said.contains("a quick tool cannot ask its client"),
+        "{asked}"
+    );
+    let detached = c.call(4, "tools/call", json!({"name":"detaches","arguments":{}}));
+    assert_eq!(text(&detached).as_deref(), Some("false"), "{detached}");
+
+    // A panic is that call's -32603; the connection goes on.
+    let panicked = c.call(5, "tools/call", json!({"name":"panics","arguments":{}}));
+    assert_eq!(panicked["error"]["code"], -32603, "{panicked}");
+    let again = c.call(6, "tools/call", json!({"name":"quick","arguments":{}}));
+    assert_eq!(text(&again).as_deref(), Some("true"), "{again}");
+}

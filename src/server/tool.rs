@@ -25,6 +25,7 @@ pub struct Tool {
     pub(crate) decorations: Decorations,
     pub(crate) task_support: TaskSupport,
     pub(crate) detach_in_handler: bool,
+    pub(crate) quick: bool,
     pub(crate) handler: Box<ToolHandler>,
 }
 
@@ -48,6 +49,7 @@ impl Tool {
             decorations: Decorations::default(),
             task_support: TaskSupport::Forbidden,
             detach_in_handler: false,
+            quick: false,
             handler: Box::new(handler),
         }
     }
@@ -87,6 +89,23 @@ impl Tool {
     /// needs); a call that never detaches is answered as a plain call.
     pub fn detach_in_handler(mut self) -> Self {
         self.detach_in_handler = true;
+        self
+    }
+    /// The handler returns within microseconds and never waits: its calls
+    /// run on the thread that read the request (the connection's reader),
+    /// with no hand-off to the handler pool and back. Everything else about
+    /// a call stays as it is (argument and result checks, progress, logs,
+    /// tasks, a panic answered with -32603).
+    ///
+    /// The price: while it runs, nothing else on its connection is read, so
+    /// a quick handler that takes long holds up every request behind it.
+    /// It cannot ask its client anything on a session (sampling,
+    /// elicitation, roots, [`Context::peer_request`]: these fail at once
+    /// with [`PeerError::Rpc`](crate::PeerError::Rpc), as waiting there
+    /// would wait for the reader it runs on), nor make its call a task with
+    /// [`Context::detach`] (which returns `false`). Default: not quick.
+    pub fn quick(mut self) -> Self {
+        self.quick = true;
         self
     }
     /// The tool's name.

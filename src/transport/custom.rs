@@ -271,18 +271,26 @@ impl ServerConnection {
     /// the size limit is discarded up to its newline and refused, and the
     /// buffer never holds more than the limit.
     pub fn read_lines(&self, input: impl Read) -> io::Result<()> {
-        self.read_lines_within(input, None)
+        self.read_lines_within(input, None, None)
     }
 
     /// [`read_lines`](Self::read_lines), with partial lines held within a
-    /// budget shared with other connections.
+    /// budget shared with other connections, polling `spin_fd` (the
+    /// descriptor `input` reads) for a moment before a read that would
+    /// block ([`LineReader::with_spin`]).
     pub(crate) fn read_lines_within(
         &self,
         input: impl Read,
         budget: Option<Arc<LineBudget>>,
+        spin_fd: Option<std::os::fd::RawFd>,
     ) -> io::Result<()> {
-        let mut lines = LineReader::new(input, self.max).with_budget(budget);
-        while let Some(frame) = lines.next_frame()? {
+        let mut lines = LineReader::new(input, self.max)
+            .with_budget(budget)
+            .with_spin(spin_fd);
+        while let Some((frame, more)) = lines.next_frame_and_more()? {
+            // Answers made on this thread (quick tools, lists, ping) while
+            // more requests are at hand go to the writer, which batches them.
+            let _ahead = super::direct::ReadingAhead::set(more);
             match frame {
                 Frame::Line(line) if line.iter().all(u8::is_ascii_whitespace) => {}
                 Frame::Line(line) => self.receive(line),

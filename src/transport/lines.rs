@@ -66,6 +66,9 @@ pub struct LineReader<R> {
     // Growth beyond the first chunk is taken from here.
     budget: Option<Arc<LineBudget>>,
     reserved: usize,
+    // The descriptor `inner` reads, polled for a moment before a read that
+    // would block (see `with_spin`).
+    spin: Option<(std::os::fd::RawFd, crate::wait::Spin)>,
 }
 
 enum Found {
@@ -86,7 +89,18 @@ impl<R: Read> LineReader<R> {
             discarding: None,
             budget: None,
             reserved: 0,
+            spin: None,
         }
+    }
+
+    /// Before a read, polls `fd` (the descriptor `inner` reads) for a
+    /// moment while requests have been arriving within one
+    /// ([`crate::wait::Spin`]): under steady traffic the next request comes
+    /// within the spin and the thread's wake-up is saved; an idle
+    /// connection blocks in read(2) at once.
+    pub fn with_spin(mut self, fd: Option<std::os::fd::RawFd>) -> Self {
+        self.spin = fd.map(|fd| (fd, crate::wait::Spin::default()));
+        self
     }
 
     /// Takes the buffer's growth beyond one read chunk from `budget`.
@@ -125,9 +139,17 @@ impl<R: Read> LineReader<R> {
     /// The next frame, or `None` at end of input. A final line without a
     /// newline is returned as a line.
     pub fn next_frame(&mut self) -> io::Result<Option<Frame<'_>>> {
-        Ok(self.find()?.map(|f| match f {
-            Found::Line(a, b) => Frame::Line(&self.buf[a..b]),
-            Found::TooLong(len) => Frame::TooLong { len },
+        Ok(self.next_frame_and_more()?.map(|(frame, _)| frame))
+    }
+
+    /// [`LineReader::next_frame`], and whether more input is already read
+    /// (the start of the next frame at least): more requests are at hand.
+    pub fn next_frame_and_more(&mut self) -> io::Result<Option<(Frame<'_>, bool)>> {
+        let found = self.find()?;
+        let more = self.end > self.start;
+        Ok(found.map(|f| match f {
+            Found::Line(a, b) => (Frame::Line(&self.buf[a..b]), more),
+            Found::TooLong(len) => (Frame::TooLong { len }, more),
         }))
     }
 
@@ -186,11 +208,15 @@ impl<R: Read> LineReader<R> {
                     self.scanned = 0;
                 }
             }
+            let waited = self.spin_before_read();
             let n = match self.inner.read(&mut self.buf[self.end..]) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
+            if let (Some(since), Some((_, spin))) = (waited, &self.spin) {
+                spin.parked(since);
+            }
             if n == 0 {
                 let rest = self.end - self.start;
                 if let Some(dropped) = self.discarding.take() {
@@ -209,6 +235,19 @@ impl<R: Read> LineReader<R> {
             }
             self.end += n;
         }
+    }
+}
+
+impl<R> LineReader<R> {
+    /// Spins before a read if worthwhile; `Some(since)` when the read may
+    /// block (it began to wait then).
+    fn spin_before_read(&self) -> Option<std::time::Instant> {
+        let (fd, spin) = self.spin.as_ref()?;
+        let since = std::time::Instant::now();
+        if spin.worthwhile() && spin.poll_fd(*fd) {
+            return None;
+        }
+        Some(since)
     }
 }
 
@@ -234,6 +273,16 @@ mod tests {
             self.0 = &self.0[n..];
             Ok(n)
         }
+    }
+
+    #[test]
+    fn a_frame_says_whether_more_input_is_already_read() {
+        let mut r = LineReader::new(&b"a\nb\nc"[..], 8);
+        let more = |r: &mut LineReader<&[u8]>| r.next_frame_and_more().unwrap().map(|(_, m)| m);
+        assert_eq!(more(&mut r), Some(true), "b follows in the same read");
+        assert_eq!(more(&mut r), Some(true), "the start of c is read");
+        assert_eq!(more(&mut r), Some(false), "c ends the input");
+        assert_eq!(more(&mut r), None);
     }
 
     #[test]

@@ -67,7 +67,12 @@ pub fn serve(engine: &Arc<Engine>, options: StdioOptions) -> io::Result<()> {
         },
         Err(stdout) => Output::Buffered(stdout),
     };
-    serve_lines(engine, io::stdin().lock(), output, options, None, None)
+    let stdin = io::stdin().lock();
+    let fd = {
+        use std::os::fd::AsRawFd;
+        stdin.as_raw_fd()
+    };
+    serve_lines(engine, stdin, output, options, None, None, Some(fd))
 }
 
 /// A duplicate of fd 1 as a plain file: unbuffered, so only we decide when
@@ -119,14 +124,24 @@ where
     R: Read,
     W: Write + Send + 'static,
 {
-    serve_lines(engine, input, Output::Buffered(output), options, None, None)
+    serve_lines(
+        engine,
+        input,
+        Output::Buffered(output),
+        options,
+        None,
+        None,
+        None,
+    )
 }
 
 /// Ends a connection from outside its reader (shuts a socket down).
 pub(crate) type EndFn = Arc<dyn Fn() + Send + Sync>;
 
 /// [`serve_io`], calling `end` when the peer stops reading (its outbox
-/// overflowed) or writing to it failed, so that the reader stops too.
+/// overflowed) or writing to it failed, so that the reader stops too;
+/// `spin_fd` is the descriptor `input` reads, polled for a moment before
+/// a read that would block.
 pub(crate) fn serve_lines<R, W>(
     engine: &Arc<Engine>,
     input: R,
@@ -134,6 +149,7 @@ pub(crate) fn serve_lines<R, W>(
     options: StdioOptions,
     end: Option<EndFn>,
     budget: Option<Arc<LineBudget>>,
+    spin_fd: Option<std::os::fd::RawFd>,
 ) -> io::Result<()>
 where
     R: Read,
@@ -159,7 +175,7 @@ where
             }
             written
         })?;
-    let read_result = conn.read_lines_within(input, budget);
+    let read_result = conn.read_lines_within(input, budget, spin_fd);
     conn.close();
     let write_result = writer
         .join()

@@ -160,6 +160,7 @@ impl super::tree::Tree<TcpListenerHandle> {
                 let _ = ender.shutdown(std::net::Shutdown::Both);
             });
             let budget = Some(budget.clone());
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
             if let Err(e) = serve_lines(
                 &engine,
                 stream,
@@ -167,6 +168,7 @@ impl super::tree::Tree<TcpListenerHandle> {
                 lines.clone(),
                 Some(end),
                 budget,
+                Some(fd),
             ) {
                 log::debug!("tcp: {peer}: {e}");
             }

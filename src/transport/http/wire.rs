@@ -177,6 +177,9 @@ pub struct Conn {
     start: usize,
     end: usize,
     limits: WireLimits,
+    // Polls the socket for a moment before a read that would block, while
+    // requests have been arriving within one (`wait::Spin`).
+    spin: crate::wait::Spin,
 }
 
 fn timed_out(e: &io::Error) -> bool {
@@ -227,6 +230,7 @@ impl Conn {
             start: 0,
             end: 0,
             limits,
+            spin: crate::wait::Spin::default(),
         }
     }
 
@@ -241,13 +245,24 @@ impl Conn {
     /// Reads more bytes before `deadline`, keeping at most `cap` unread
     /// bytes buffered; Ok(0) at EOF.
     fn fill(&mut self, deadline: Instant, cap: usize) -> Result<usize, ReadError> {
-        let left = deadline.saturating_duration_since(Instant::now());
+        let now = Instant::now();
+        let left = deadline.saturating_duration_since(now);
         if left.is_zero() {
             return Err(ReadError::Timeout);
         }
-        self.stream
-            .set_read_timeout(Some(left))
-            .map_err(ReadError::Io)?;
+        // Readable within the spin: the read cannot block, so its timeout
+        // need not be set.
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.stream);
+        let ready = self.spin.worthwhile() && self.spin.poll_fd(fd);
+        if !ready {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(ReadError::Timeout);
+            }
+            self.stream
+                .set_read_timeout(Some(left))
+                .map_err(ReadError::Io)?;
+        }
         if self.end == self.buf.len() {
             if self.start > 0 {
                 self.buf.copy_within(self.start..self.end, 0);
@@ -263,7 +278,11 @@ impl Conn {
                 self.buf.resize(grown, 0);
             }
         }
-        match self.stream.read(&mut self.buf[self.end..]) {
+        let read = self.stream.read(&mut self.buf[self.end..]);
+        if !ready {
+            self.spin.parked(now);
+        }
+        match read {
             Ok(n) => {
                 self.end += n;
                 Ok(n)
