@@ -17,7 +17,10 @@
 //! cargo bench --bench soak -- [--secs 1800] [--interval 60] [--session-idle-secs 60] [--url amqp://guest:guest@127.0.0.1:5672] [--wrap "COMMAND ARGS..."]
 //! ```
 //! `--wrap` runs the daemon under that command, for a heap profile say:
-//! `--wrap "valgrind --tool=massif --massif-out-file=/tmp/massif.out"`.
+//! `--wrap "valgrind --tool=massif --massif-out-file=/tmp/massif.out"`. The
+//! command must become the daemon (as valgrind and `env` do), not fork it
+//! (as `perf record` and `strace` do): the footprint is read off the
+//! process started. Its words are split at white space; no quoting.
 
 mod common;
 

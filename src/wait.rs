@@ -139,8 +139,9 @@ impl Spin {
                 events: libc::POLLIN,
                 revents: 0,
             };
-            // SAFETY: one valid pollfd for the duration of the call.
-            if unsafe { libc::poll(&mut p, 1, 0) } != 0 {
+            // SAFETY: one valid pollfd for the duration of the call. Only a
+            // positive count is readiness; -1 (EINTR, say) polls again.
+            if unsafe { libc::poll(&mut p, 1, 0) } > 0 {
                 return true;
             }
             if start.elapsed() >= SPIN_BEFORE_PARK {

@@ -213,7 +213,8 @@ pub struct Context {
     // Stateless requests: the answers this run may use, the open questions.
     round: Option<Arc<Round>>,
     // A quick tool's call, run on the thread that read it (`Tool::quick`):
-    // it must not wait for its client.
+    // it does not become a task (waiting for answers is refused by
+    // `Outbound::call`).
     quick: bool,
 }
 
@@ -559,12 +560,6 @@ impl Context {
         params: Value,
         timeout: Duration,
     ) -> Result<Value, PeerError> {
-        if self.quick {
-            // The answer would come through the reader this call runs on.
-            return Err(PeerError::Rpc(ErrorObject::internal(format!(
-                "{method}: a quick tool cannot ask its client (it runs on the thread that reads the answers); declare it without Tool::quick"
-            ))));
-        }
         let sink = &self.sink;
         let send = |out: Outgoing| -> Result<(), String> {
             sink.send(out);

@@ -2,7 +2,9 @@
 //!
 //! Cheap methods that run no user code are answered inline on the
 //! transport's thread (so `ping`, `logging/setLevel` and the lists are never
-//! queued behind slow tools); methods that call user handlers run on the pool.
+//! queued behind slow tools); methods that call user handlers run on the pool,
+//! but for a quick tool's calls (`ToolEntry::is_quick`), which run on the
+//! transport's thread too.
 
 use super::catalog::View;
 use super::context::Context;

@@ -192,10 +192,10 @@ impl Outcome {
     }
 }
 
-/// Told about every request the handler pool ran (`tools/call`,
+/// Told about every request that ran a handler (`tools/call`,
 /// `resources/read`, `prompts/get`, `completion/complete`; for metrics).
-/// Called on the handler thread just before the answer is queued: keep it
-/// short.
+/// Called on the thread that ran it (a pool thread; for a quick tool, the
+/// transport's) just before the answer is queued: keep it short.
 pub trait Observer: Send + Sync {
     /// `method` ended with `outcome` after `elapsed` (from its arrival).
     fn request_done(&self, method: &str, outcome: Outcome, elapsed: Duration);

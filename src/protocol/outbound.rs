@@ -102,6 +102,12 @@ impl Outbound {
         wait: Wait,
         send: &dyn Fn(Outgoing) -> Result<(), String>,
     ) -> Result<Value, CallError> {
+        if super::pool::running_quick() {
+            // Its answer may have to come through the thread this blocks.
+            return Err(CallError::Rpc(ErrorObject::internal(format!(
+                "{method}: a quick tool cannot wait for an answer (it runs on the thread that reads them); declare it without Tool::quick"
+            ))));
+        }
         let id = RequestId::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
         if wait.progress.is_some() {
             if let Some(p) = params.as_object_mut() {

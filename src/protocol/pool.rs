@@ -17,6 +17,14 @@ thread_local! {
     static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
     // Set on pool threads: their panics are recorded, not printed.
     static POOL_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    // Set while a quick job runs on the thread that read its request.
+    static QUICK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread runs a quick job ([`Pool::run_here`]): it must not
+/// wait for an answer, which may have to come through this very thread.
+pub(crate) fn running_quick() -> bool {
+    QUICK.with(std::cell::Cell::get)
 }
 
 /// Installs (once per process) a panic hook that records panics of pool
@@ -203,13 +211,17 @@ impl Pool {
     /// on the thread that read it. The pool's counts and job estimate are
     /// left alone: they describe the pool's threads.
     pub(crate) fn run_here(&self, job: Job) {
-        struct Restore(bool);
+        struct Restore(bool, bool);
         impl Drop for Restore {
             fn drop(&mut self) {
                 POOL_THREAD.with(|p| p.set(self.0));
+                QUICK.with(|q| q.set(self.1));
             }
         }
-        let _restore = Restore(POOL_THREAD.with(|p| p.replace(true)));
+        let _restore = Restore(
+            POOL_THREAD.with(|p| p.replace(true)),
+            QUICK.with(|q| q.replace(true)),
+        );
         if catch_unwind(AssertUnwindSafe(job)).is_err() {
             log::error!(
                 "a quick job panicked outside its guard: {}",

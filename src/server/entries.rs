@@ -40,6 +40,12 @@ pub(crate) struct LocalTool {
 impl LocalTool {
     pub(crate) fn compile(tool: Tool) -> Result<LocalTool, String> {
         crate::model::check_tool_name(&tool.name)?;
+        if tool.quick && tool.detach_in_handler {
+            return Err(format!(
+                "tool {}: a quick tool cannot make its call a task itself (detach_in_handler): it runs on the thread that reads requests",
+                tool.name
+            ));
+        }
         let input = object_schema(&tool.name, "inputSchema", &tool.input_schema)?;
         let output = match &tool.output_schema {
             // structuredContent is an object: so is what describes it.

@@ -276,8 +276,9 @@ impl Tool {
 /// Why a server could not be built or a tool not added.
 #[derive(Debug)]
 pub enum BuildError {
-    /// A tool's name breaks SEP-986, or its input or output schema is not
-    /// a valid JSON Schema object schema.
+    /// A tool's name breaks SEP-986, its input or output schema is not a
+    /// valid JSON Schema object schema, or it is both `quick` and
+    /// `detach_in_handler`.
     Schema(String),
     /// Two entries of one kind share a name (a URI for resources).
     Duplicate(String),

@@ -490,10 +490,14 @@ fn a_quick_tool_runs_on_the_reading_thread_and_cannot_wait_for_its_client() {
         ToolResult::text(format!("{}", std::thread::current().id() == reader))
     };
     let asks = |ctx: &crate::Context| {
-        // ping needs no capability: only quickness refuses it, at once.
+        // ping needs no capability: only quickness refuses it, at once,
+        // through the context and through the session's handle alike.
         let asked = ctx.peer_request("ping", json!({}), None, WAIT);
-        ToolResult::text(match asked {
-            Err(crate::PeerError::Rpc(e)) => e.message,
+        let pinged = ctx.session().map(|s| s.ping(WAIT));
+        ToolResult::text(match (asked, pinged) {
+            (Err(crate::PeerError::Rpc(a)), Some(Err(crate::PeerError::Rpc(b)))) => {
+                format!("{} / {}", a.message, b.message)
+            }
             other => format!("unexpected: {other:?}"),
         })
     };
@@ -523,12 +527,24 @@ fn a_quick_tool_runs_on_the_reading_thread_and_cannot_wait_for_its_client() {
 
     let asked = c.call(3, "tools/call", json!({"name":"asks","arguments":{}}));
     let said = text(&asked).unwrap_or_default();
-    assert!(
-        said.contains("a quick tool cannot ask its client"),
+    assert_eq!(
+        said.matches("a quick tool cannot wait for an answer")
+            .count(),
+        2,
         "{asked}"
     );
     let detached = c.call(4, "tools/call", json!({"name":"detaches","arguments":{}}));
     assert_eq!(text(&detached).as_deref(), Some("false"), "{detached}");
+
+    // Quick, and making its call a task from the handler: refused at build.
+    let both = Server::builder("t", "0")
+        .tool(
+            tool("both", |_| ToolResult::text(""))
+                .quick()
+                .detach_in_handler(),
+        )
+        .build();
+    assert!(matches!(both, Err(crate::server::BuildError::Schema(e)) if e.contains("quick")));
 
     // A panic is that call's -32603; the connection goes on.
     let panicked = c.call(5, "tools/call", json!({"name":"panics","arguments":{}}));

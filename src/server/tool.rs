@@ -97,13 +97,21 @@ impl Tool {
     /// a call stays as it is (argument and result checks, progress, logs,
     /// tasks, a panic answered with -32603).
     ///
-    /// The price: while it runs, nothing else on its connection is read, so
-    /// a quick handler that takes long holds up every request behind it.
-    /// It cannot ask its client anything on a session (sampling,
-    /// elicitation, roots, [`Context::peer_request`]: these fail at once
-    /// with [`PeerError::Rpc`](crate::PeerError::Rpc), as waiting there
-    /// would wait for the reader it runs on), nor make its call a task with
-    /// [`Context::detach`] (which returns `false`). Default: not quick.
+    /// The price: while it runs, nothing else on its connection is read (on
+    /// AMQP, nothing on its instance: one thread serves all its sessions),
+    /// so a quick handler that takes long holds up every request behind
+    /// it, and on stdio, TCP and AMQP its own cancellation is read only
+    /// after it returned. It cannot wait for an answer: asking its client
+    /// (sampling, elicitation, roots, [`Context::peer_request`], a
+    /// [`SessionHandle`](crate::protocol::SessionHandle)'s requests) or
+    /// another server through a `client::Client` fails at
+    /// once with an error, as the answer may have to come through the
+    /// thread it runs on. It does not become a task ([`Context::detach`]
+    /// returns `false`; with [`Tool::detach_in_handler`] too, `build()`
+    /// fails). Its progress and log messages wait until it returns, so a
+    /// quick handler should send few: over HTTP, a stream whose queue
+    /// (1,024 messages) fills before its connection writes is detached and
+    /// must be resumed. Default: not quick.
     pub fn quick(mut self) -> Self {
         self.quick = true;
         self

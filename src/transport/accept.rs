@@ -210,6 +210,17 @@ impl Acceptor {
                 })?;
             // Told to stop: open keep-alive connections end after their request.
             acceptor.stopping.store(true, Ordering::SeqCst);
+            let stopped = !matches!(
+                ctx.stop_signal().try_recv(),
+                Err(crossbeam_channel::TryRecvError::Empty)
+            );
+            if stopped && !acceptor.keep_socket.load(Ordering::SeqCst) {
+                // Closed now, not once the last connection thread (which
+                // holds the acceptor) ends: a stopped listener refuses new
+                // connections. (After `stop_accepting` they wait in the
+                // backlog instead; a passed-in socket stays its owner's.)
+                lock(&acceptor.socket).take();
+            }
             Ok(())
         })
         .await_ready(Duration::from_secs(10))

@@ -37,18 +37,17 @@ thread_local! {
 /// While alive: the reading thread has more requests at hand than the one
 /// it is handling, so what it answers meanwhile goes to the writer, which
 /// writes a batch in one write(2), rather than one write(2) each now.
-pub(crate) struct ReadingAhead(());
+pub(crate) struct ReadingAhead(bool);
 
 impl ReadingAhead {
     pub(crate) fn set(more: bool) -> ReadingAhead {
-        READING_AHEAD.with(|r| r.set(more));
-        ReadingAhead(())
+        ReadingAhead(READING_AHEAD.with(|r| r.replace(more)))
     }
 }
 
 impl Drop for ReadingAhead {
     fn drop(&mut self) {
-        READING_AHEAD.with(|r| r.set(false));
+        READING_AHEAD.with(|r| r.set(self.0));
     }
 }
 

@@ -69,7 +69,15 @@ pub struct LineReader<R> {
     // The descriptor `inner` reads, polled for a moment before a read that
     // would block (see `with_spin`).
     spin: Option<(std::os::fd::RawFd, crate::wait::Spin)>,
+    // The last read asked for less than `BUFFERED_BELOW` bytes.
+    asked_little: bool,
 }
+
+/// A reader with a buffer of its own (std's stdin: 8 KiB) reads ahead into
+/// it when asked for less than that, and answers the next read from it: a
+/// poll of the descriptor cannot see those bytes, so neither such a read
+/// nor the next one spins.
+const BUFFERED_BELOW: usize = 8 * 1024;
 
 enum Found {
     Line(usize, usize),
@@ -90,6 +98,7 @@ impl<R: Read> LineReader<R> {
             budget: None,
             reserved: 0,
             spin: None,
+            asked_little: false,
         }
     }
 
@@ -208,7 +217,7 @@ impl<R: Read> LineReader<R> {
                     self.scanned = 0;
                 }
             }
-            let waited = self.spin_before_read();
+            let waited = self.spin_before_read(self.buf.len() - self.end);
             let n = match self.inner.read(&mut self.buf[self.end..]) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -239,10 +248,16 @@ impl<R: Read> LineReader<R> {
 }
 
 impl<R> LineReader<R> {
-    /// Spins before a read if worthwhile; `Some(since)` when the read may
-    /// block (it began to wait then).
-    fn spin_before_read(&self) -> Option<std::time::Instant> {
+    /// Spins before a read of up to `want` bytes if worthwhile; `Some(since)`
+    /// when the read may block (it began to wait then), `None` when it
+    /// will not (or may be answered from the inner reader's own buffer).
+    fn spin_before_read(&mut self, want: usize) -> Option<std::time::Instant> {
         let (fd, spin) = self.spin.as_ref()?;
+        let little = want < BUFFERED_BELOW;
+        let buffered = std::mem::replace(&mut self.asked_little, little) || little;
+        if buffered {
+            return None;
+        }
         let since = std::time::Instant::now();
         if spin.worthwhile() && spin.poll_fd(*fd) {
             return None;
@@ -283,6 +298,23 @@ mod tests {
         assert_eq!(more(&mut r), Some(true), "the start of c is read");
         assert_eq!(more(&mut r), Some(false), "c ends the input");
         assert_eq!(more(&mut r), None);
+    }
+
+    #[test]
+    fn no_spin_before_a_read_that_an_inner_buffer_may_answer() {
+        // A pipe with nothing in it: a spin would poll it in vain.
+        let (r, _w) = std::io::pipe().unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&r);
+        let mut lines = LineReader::new(&b""[..], 8).with_spin(Some(fd));
+        assert!(
+            lines.spin_before_read(READ_CHUNK).is_some(),
+            "spun, then blocks"
+        );
+        // Asked for little: std's stdin reads ahead into its own buffer,
+        // which answers this read and the next without the descriptor.
+        assert!(lines.spin_before_read(100).is_none());
+        assert!(lines.spin_before_read(READ_CHUNK).is_none());
+        assert!(lines.spin_before_read(READ_CHUNK).is_some());
     }
 
     #[test]
