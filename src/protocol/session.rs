@@ -58,7 +58,7 @@ pub struct Session {
     key: u64,
     id: String,
     /// How logs name the session (never its id).
-    log_name: String,
+    log_name: super::session_id::LogName,
     sink: Arc<dyn Sink>,
     state: Mutex<State>,
     inflight: Mutex<HashMap<RequestId, CancelToken>>,
@@ -85,7 +85,7 @@ impl Session {
         Session {
             engine,
             key,
-            log_name: super::session_id::log_name(&id),
+            log_name: super::session_id::LogName::of(&id),
             id,
             sink,
             state: Mutex::new(State {
@@ -126,7 +126,7 @@ impl Session {
     /// How logs name the session: a short digest of its id
     /// ([`log_name`](super::session_id::log_name)), never the id itself.
     pub fn log_name(&self) -> &str {
-        &self.log_name
+        self.log_name.as_str()
     }
     /// Most resources one session may subscribe to.
     pub const MAX_SUBSCRIPTIONS: usize = 1024;
@@ -193,7 +193,7 @@ impl Session {
 
     /// Answers a parse or validation failure (when an answer is owed).
     pub fn reject(&self, error: ParseError, sink: &Arc<dyn Sink>) {
-        log::warn!("session {}: rejected a message: {error}", self.log_name);
+        log::warn!("session {}: rejected a message: {error}", self.log_name());
         if let Some(message) = error.response() {
             sink.send(Outgoing::Response {
                 id: error.id.clone(),
@@ -256,7 +256,7 @@ impl Session {
         if self.phase() == Phase::AwaitingInitialize {
             log::info!(
                 "session {}: serving stateless protocol {version}",
-                self.log_name
+                self.log_name()
             );
             self.make_stateless();
         }
@@ -336,7 +336,7 @@ impl Session {
                 drop(inflight);
                 log::warn!(
                     "session {}: {limit} requests in flight; request {id} refused",
-                    self.log_name
+                    self.log_name()
                 );
                 let e = ErrorObject::internal(format!(
                     "too many requests in flight on this session (at most {limit}); retry when some are answered"
@@ -395,7 +395,7 @@ impl Session {
             self.request_done(&id);
             log::warn!(
                 "session {}: handler queue full, request {id} refused",
-                self.log_name
+                self.log_name()
             );
             respond(
                 &sink,
@@ -421,11 +421,11 @@ impl Session {
                     Phase::Operating => {}
                     Phase::Stateless => log::debug!(
                         "session {}: initialized on a stateless connection; ignored",
-                        self.log_name
+                        self.log_name()
                     ),
                     Phase::AwaitingInitialize => log::warn!(
                         "session {}: initialized before initialize; ignored",
-                        self.log_name
+                        self.log_name()
                     ),
                 }
             }
@@ -444,7 +444,7 @@ impl Session {
                         .is_some_and(|id| self.engine.listeners.cancel(self.key, id)) => {}
                     None => log::debug!(
                         "session {}: cancellation of an unknown or finished request ignored",
-                        self.log_name
+                        self.log_name()
                     ),
                 }
             }
@@ -458,7 +458,7 @@ impl Session {
                     let _ = self.outbound.progress(p);
                 }
             }
-            other => log::debug!("session {}: notification {other} ignored", self.log_name),
+            other => log::debug!("session {}: notification {other} ignored", self.log_name()),
         }
     }
 
@@ -476,7 +476,7 @@ impl Session {
 
     fn handle_response(&self, r: Response) {
         self.outbound
-            .answer(r, &format!("session {}", self.log_name));
+            .answer(r, &format!("session {}", self.log_name()));
     }
 
     /// The protocol context a new request is served under.

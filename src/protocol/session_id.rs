@@ -29,14 +29,30 @@ pub fn new_session_id() -> String {
 /// the session, so logs never carry it; the digest still lets an operator
 /// follow one session through a log.
 pub fn log_name(id: &str) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, id.as_bytes());
-    let mut out = String::with_capacity(9);
-    out.push('#');
-    for b in &digest.as_ref()[..4] {
-        out.push(char::from_digit((b >> 4).into(), 16).unwrap_or('0'));
-        out.push(char::from_digit((b & 15).into(), 16).unwrap_or('0'));
+    LogName::of(id).as_str().to_owned()
+}
+
+/// [`log_name`] held inline (`#` and 8 hex digits): what a session keeps,
+/// so that naming it in logs costs no allocation of its own.
+#[derive(Clone, Copy)]
+pub(crate) struct LogName([u8; 9]);
+
+impl LogName {
+    pub(crate) fn of(id: &str) -> LogName {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let digest = ring::digest::digest(&ring::digest::SHA256, id.as_bytes());
+        let mut out = [b'#'; 9];
+        for (i, b) in digest.as_ref()[..4].iter().enumerate() {
+            out[1 + 2 * i] = HEX[usize::from(b >> 4)];
+            out[2 + 2 * i] = HEX[usize::from(b & 15)];
+        }
+        LogName(out)
     }
-    out
+
+    pub(crate) fn as_str(&self) -> &str {
+        // ASCII by construction.
+        std::str::from_utf8(&self.0).unwrap_or("#")
+    }
 }
 
 #[cfg(test)]

@@ -108,10 +108,11 @@ impl Tool {
     /// once with an error, as the answer may have to come through the
     /// thread it runs on. It does not become a task ([`Context::detach`]
     /// returns `false`; with [`Tool::detach_in_handler`] too, `build()`
-    /// fails). Its progress and log messages wait until it returns, so a
-    /// quick handler should send few: over HTTP, a stream whose queue
-    /// (1,024 messages) fills before its connection writes is detached and
-    /// must be resumed. Default: not quick.
+    /// fails). Over HTTP its progress and log messages wait until it
+    /// returns (the thread that would write them runs it), so a quick
+    /// handler should send few: a stream whose queue (1,024 messages) fills
+    /// before its connection writes is detached and must be resumed.
+    /// Default: not quick.
     pub fn quick(mut self) -> Self {
         self.quick = true;
         self

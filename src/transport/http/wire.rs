@@ -246,8 +246,7 @@ impl Conn {
     /// bytes buffered; Ok(0) at EOF.
     fn fill(&mut self, deadline: Instant, cap: usize) -> Result<usize, ReadError> {
         let now = Instant::now();
-        let left = deadline.saturating_duration_since(now);
-        if left.is_zero() {
+        if deadline <= now {
             return Err(ReadError::Timeout);
         }
         // Readable within the spin: the read cannot block, so its timeout
@@ -255,13 +254,7 @@ impl Conn {
         let fd = std::os::fd::AsRawFd::as_raw_fd(&self.stream);
         let ready = self.spin.worthwhile() && self.spin.poll_fd(fd);
         if !ready {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(ReadError::Timeout);
-            }
-            self.stream
-                .set_read_timeout(Some(left))
-                .map_err(ReadError::Io)?;
+            self.read_until(deadline)?;
         }
         if self.end == self.buf.len() {
             if self.start > 0 {
@@ -291,6 +284,17 @@ impl Conn {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(1),
             Err(e) => Err(ReadError::Io(e)),
         }
+    }
+
+    /// The next read gives up at `deadline` (already past: a timeout now).
+    fn read_until(&self, deadline: Instant) -> Result<(), ReadError> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ReadError::Timeout);
+        }
+        self.stream
+            .set_read_timeout(Some(left))
+            .map_err(ReadError::Io)
     }
 
     fn consume(&mut self, n: usize) {
@@ -429,13 +433,7 @@ impl Conn {
         }
         let mut piece = [0u8; READ_PIECE];
         while left > 0 {
-            let wait = deadline.saturating_duration_since(Instant::now());
-            if wait.is_zero() {
-                return Err(ReadError::Timeout);
-            }
-            self.stream
-                .set_read_timeout(Some(wait))
-                .map_err(ReadError::Io)?;
+            self.read_until(deadline)?;
             let want = left.min(READ_PIECE);
             match self.stream.read(&mut piece[..want]) {
                 Ok(0) => return Err(ReadError::Reject(400, "body shorter than announced")),
