@@ -113,27 +113,18 @@ impl Spin {
 
     /// Polls `rx` for up to [`SPIN_BEFORE_PARK`]; `Err(Empty)` means park now.
     pub(crate) fn poll<T>(&self, rx: &Receiver<T>) -> Result<T, TryRecvError> {
-        let start = Instant::now();
-        loop {
-            match rx.try_recv() {
-                Err(TryRecvError::Empty) if start.elapsed() < SPIN_BEFORE_PARK => {
-                    std::thread::yield_now()
-                }
-                Err(TryRecvError::Empty) => {
-                    self.short.store(false, Ordering::Relaxed);
-                    return Err(TryRecvError::Empty);
-                }
-                other => return other,
-            }
-        }
+        self.spin(|| match rx.try_recv() {
+            Err(TryRecvError::Empty) => None,
+            other => Some(other),
+        })
+        .unwrap_or(Err(TryRecvError::Empty))
     }
 
     /// Polls descriptor `fd` for up to [`SPIN_BEFORE_PARK`] until it is
     /// readable (or at its end, or failed: a read then tells); false means
     /// block in the read now.
     pub(crate) fn poll_fd(&self, fd: std::os::fd::RawFd) -> bool {
-        let start = Instant::now();
-        loop {
+        self.spin(|| {
             let mut p = libc::pollfd {
                 fd,
                 events: libc::POLLIN,
@@ -141,12 +132,23 @@ impl Spin {
             };
             // SAFETY: one valid pollfd for the duration of the call. Only a
             // positive count is readiness; -1 (EINTR, say) polls again.
-            if unsafe { libc::poll(&mut p, 1, 0) } > 0 {
-                return true;
+            (unsafe { libc::poll(&mut p, 1, 0) } > 0).then_some(())
+        })
+        .is_some()
+    }
+
+    /// Tries `attempt` until it gives something or [`SPIN_BEFORE_PARK`]
+    /// passed (then `None`, and waits count as long until one is short
+    /// again), yielding between tries.
+    fn spin<T>(&self, mut attempt: impl FnMut() -> Option<T>) -> Option<T> {
+        let start = Instant::now();
+        loop {
+            if let Some(got) = attempt() {
+                return Some(got);
             }
             if start.elapsed() >= SPIN_BEFORE_PARK {
                 self.short.store(false, Ordering::Relaxed);
-                return false;
+                return None;
             }
             std::thread::yield_now();
         }
