@@ -2,13 +2,27 @@
 //! unless a schema says otherwise via `$schema`), with the `schema` feature.
 //! Without it, schemas are still required to be objects and are listed as
 //! given, but nothing is validated against them.
+//!
+//! A plain schema (the keywords of [`plain`]) is checked by a small tree of
+//! our own; any other by the `jsonschema` crate, whose code and
+//! meta-schemas are then loaded only by servers that need them.
 
 use serde_json::Value;
+
+#[cfg(feature = "schema")]
+mod plain;
 
 /// A compiled schema.
 pub(crate) struct Schema {
     #[cfg(feature = "schema")]
-    validator: jsonschema::Validator,
+    checks: Checks,
+}
+
+/// The fast path for a plain schema, the full validator for any other.
+#[cfg(feature = "schema")]
+enum Checks {
+    Plain(plain::Node),
+    Full(Box<jsonschema::Validator>),
 }
 
 impl Schema {
@@ -19,8 +33,13 @@ impl Schema {
         }
         #[cfg(feature = "schema")]
         {
-            let validator = jsonschema::validator_for(schema).map_err(|e| e.to_string())?;
-            Ok(Schema { validator })
+            let checks = match plain::Node::compile_root(schema) {
+                Some(node) => Checks::Plain(node),
+                None => Checks::Full(Box::new(
+                    jsonschema::validator_for(schema).map_err(|e| e.to_string())?,
+                )),
+            };
+            Ok(Schema { checks })
         }
         #[cfg(not(feature = "schema"))]
         Ok(Schema {})
@@ -45,11 +64,22 @@ impl Schema {
     pub(crate) fn check(&self, instance: &Value) -> Result<(), String> {
         #[cfg(feature = "schema")]
         {
-            if self.validator.is_valid(instance) {
+            let validator = match &self.checks {
+                Checks::Plain(node) => {
+                    let mut errors = Vec::new();
+                    node.check(instance, &plain::Path::Root, &mut errors);
+                    return if errors.is_empty() {
+                        Ok(())
+                    } else {
+                        Err(errors.join("; "))
+                    };
+                }
+                Checks::Full(validator) => validator,
+            };
+            if validator.is_valid(instance) {
                 return Ok(());
             }
-            let errors: Vec<String> = self
-                .validator
+            let errors: Vec<String> = validator
                 .iter_errors(instance)
                 .map(|e| {
                     let path = e.instance_path().to_string();
