@@ -13,17 +13,26 @@
 //!   sent to its queue, or the instance says it does not know the session):
 //!   the connection ends, and a client (`mcpvisor::client::Client`) with reconnection
 //!   initializes again through the exchange, reaching another instance.
+//!
+//! A call crosses no thread of ours on its way: the calling thread
+//! publishes its request (on a channel of the connection shared by the
+//! writers), and the client's reading thread consumes the answer straight
+//! from the queue's consumer. A link thread per connection connects and
+//! reconnects, publishes again what is owed, and watches for returned
+//! messages; what is written between connections waits for the next one.
 
 use crate::jsonrpc::RequestId;
+use crate::sync::lock;
 use crate::transport::amqp::envelope::{accept, Envelope};
 use crate::transport::amqp::link::{self, Outcome};
 use crate::transport::amqp::{connect, topology, AmqpConfig};
 use crate::transport::connection::{Connection, MessageReader, MessageWriter};
 use amiquip::{Channel, ConsumerMessage, ConsumerOptions, Publish, Return};
-use crossbeam_channel::{Receiver, Select, Sender};
+use crossbeam_channel::{Receiver, RecvError, Select, Sender};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// After a reconnection, how long a message the broker returns from the
@@ -43,6 +52,25 @@ pub const OWNER_PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
 type Incoming = io::Result<Option<Vec<u8>>>;
 
+/// What the link thread tells the reader.
+enum Control {
+    /// A new connection's consumer (with the connection's number): what
+    /// arrives on the client's queue from now on.
+    Consumer(u64, Receiver<ConsumerMessage>),
+    /// The end: `Ok(None)` when the session is over, or why the link gave up.
+    End(Incoming),
+}
+
+/// What the reader and the writers tell the link thread.
+enum Signal {
+    /// Connection `generation` failed under them (a publish, the consumer).
+    Lost(u64, String),
+    /// The server said the session is over: close, do not reconnect.
+    Over,
+    /// A request now waits for an answer: time the owner's probe.
+    Awaiting,
+}
+
 /// The session this connection talks to.
 struct Target {
     session: String,
@@ -50,76 +78,160 @@ struct Target {
     version: Option<String>,
 }
 
-/// A request published and not answered yet: published again after a
-/// reconnection.
+/// A request not answered yet: published again after a reconnection (or
+/// for the first time, if it was written between connections).
 struct Unanswered {
     order: u64,
     message: Value,
     message_id: String,
 }
 
-/// State of the link thread; it outlives reconnections.
-struct ClientLink {
-    config: AmqpConfig,
-    reply_queue: String,
+/// Anything else written between connections, published once one is up.
+struct Deferred {
+    order: u64,
+    message: Value,
+    message_id: String,
+    correlation_id: Option<String>,
+}
+
+/// The conversation's state, shared by the writers (they publish on the
+/// calling thread), the reader (it consumes on the client's reading
+/// thread) and the link thread (it connects, publishes again what is owed
+/// and watches for returned messages): no hand-off between threads on the
+/// way of a call and its answer.
+struct State {
     target: Option<Target>,
     unanswered: HashMap<RequestId, Unanswered>,
     /// Message ids of the server's requests, for the answers' correlation ids.
     server_requests: HashMap<RequestId, String>,
-    incoming: Sender<Incoming>,
     next: u64,
-    reconnected_at: Option<Instant>,
     // Since when the owning instance's queue has been found missing, with
     // no answer from it since.
     owner_missing_since: Option<Instant>,
-    held: Vec<Return>,
+    /// When the last message from the server arrived.
+    last_heard: Option<Instant>,
+    /// The link thread waits with no timeout: a request that starts
+    /// waiting for an answer must wake it ([`Signal::Awaiting`]).
+    link_untimed: bool,
+    /// The current connection's publishing channel and its number; `None`
+    /// between connections.
+    publisher: Option<(u64, Channel)>,
+    deferred: Vec<Deferred>,
+    /// The link ended for good: writes fail.
+    closed: bool,
+}
+
+struct Shared {
+    config: AmqpConfig,
+    reply_queue: String,
+    state: Mutex<State>,
+    to_link: Sender<Signal>,
 }
 
 fn request_id(message: &Value) -> Option<RequestId> {
     message.get("id").and_then(RequestId::from_value)
 }
 
-impl ClientLink {
-    fn publish(&mut self, channel: &Channel, message: Value) -> Result<(), Outcome> {
+/// What one delivery to the client's queue is for the reader.
+enum Received {
+    Message(Vec<u8>),
+    Skip,
+    /// The server no longer knows the session.
+    Over,
+}
+
+impl Shared {
+    /// Writes `message`: published at once on a live connection, else kept
+    /// for the next one.
+    fn write(&self, message: &Value) -> io::Result<()> {
+        let mut st = lock(&self.state);
+        if st.closed {
+            return Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the AMQP link is closed",
+            ));
+        }
         let method = message.get("method").and_then(Value::as_str);
-        let id = request_id(&message);
-        self.next += 1;
-        let message_id = format!("{}-{}", self.reply_queue, self.next);
+        let id = request_id(message);
+        st.next += 1;
+        let order = st.next;
+        let message_id = format!("{}-{}", self.reply_queue, order);
         let mut correlation_id = None;
+        let mut recorded = false;
         match (method, &id) {
             (Some("notifications/cancelled"), _) => {
                 if let Some(id) = message
                     .pointer("/params/requestId")
                     .and_then(RequestId::from_value)
                 {
-                    self.unanswered.remove(&id);
+                    st.unanswered.remove(&id);
                 }
             }
-            (Some(_), Some(id)) if self.unanswered.len() < self.config.max_backlog => {
-                self.unanswered.insert(
-                    id.clone(),
-                    Unanswered {
-                        order: self.next,
-                        message: message.clone(),
-                        message_id: message_id.clone(),
-                    },
-                );
+            (Some(_), Some(id)) if st.unanswered.len() < self.config.max_backlog => {
+                let u = Unanswered {
+                    order,
+                    message: message.clone(),
+                    message_id: message_id.clone(),
+                };
+                st.unanswered.insert(id.clone(), u);
+                recorded = true;
+                if st.link_untimed && st.target.is_some() {
+                    st.link_untimed = false;
+                    let _ = self.to_link.send(Signal::Awaiting);
+                }
             }
-            (None, Some(id)) => correlation_id = self.server_requests.remove(id),
+            (None, Some(id)) => correlation_id = st.server_requests.remove(id),
             _ => {}
         }
-        self.send(channel, &message, &message_id, correlation_id)
+        let failed = match &st.publisher {
+            Some((generation, channel)) => {
+                match self.publish(
+                    &st.target,
+                    channel,
+                    message,
+                    &message_id,
+                    correlation_id.clone(),
+                ) {
+                    Ok(()) => return Ok(()),
+                    Err(why) => Some((*generation, why)),
+                }
+            }
+            None => None,
+        };
+        // Between connections (or this one just failed): kept for the next.
+        let dead = failed.as_ref().and_then(|_| st.publisher.take());
+        if !recorded {
+            if st.deferred.len() >= self.config.max_backlog {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    "the AMQP link is reconnecting and its backlog is full",
+                ));
+            }
+            st.deferred.push(Deferred {
+                order,
+                message: message.clone(),
+                message_id,
+                correlation_id,
+            });
+        }
+        drop(st);
+        drop(dead);
+        if let Some((generation, why)) = failed {
+            let _ = self.to_link.send(Signal::Lost(generation, why));
+        }
+        Ok(())
     }
 
-    fn send(
+    fn publish(
         &self,
+        target: &Option<Target>,
         channel: &Channel,
         message: &Value,
         message_id: &str,
         correlation_id: Option<String>,
-    ) -> Result<(), Outcome> {
+    ) -> Result<(), String> {
         let initialize = message.get("method").and_then(Value::as_str) == Some("initialize");
-        let target = self.target.as_ref().filter(|_| !initialize);
+        let target = target.as_ref().filter(|_| !initialize);
         let (exchange, routing_key) = match target {
             Some(t) => (String::new(), t.queue.clone()),
             None => (
@@ -136,7 +248,7 @@ impl ClientLink {
             app_id: "mcpvisor-client".into(),
             session_not_found: false,
         };
-        let body = serde_json::to_vec(message).map_err(|e| Outcome::Lost(e.to_string()))?;
+        let body = serde_json::to_vec(message).map_err(|e| e.to_string())?;
         channel
             .basic_publish(
                 exchange,
@@ -148,33 +260,57 @@ impl ClientLink {
                     properties: envelope.properties(message_id),
                 },
             )
-            .map_err(|e| Outcome::Lost(format!("publish: {e}")))
+            .map_err(|e| format!("publish: {e}"))
     }
 
-    /// Publishes again, in their original order, the requests not answered
-    /// before the connection was lost.
-    fn resend(&self, channel: &Channel) -> Result<(), Outcome> {
-        let mut all: Vec<&Unanswered> = self.unanswered.values().collect();
-        all.sort_by_key(|u| u.order);
-        if !all.is_empty() {
+    /// Connection `generation` is up: publishes, in the order they were
+    /// written, the requests still unanswered (again, after a
+    /// reconnection) and what was written meanwhile; then writers publish
+    /// on `channel` themselves.
+    fn connected(&self, generation: u64, channel: Channel) -> Result<(), Outcome> {
+        let mut st = lock(&self.state);
+        let mut owed: Vec<(u64, &Value, &str, Option<String>)> = st
+            .unanswered
+            .values()
+            .map(|u| (u.order, &u.message, u.message_id.as_str(), None))
+            .chain(st.deferred.iter().map(|d| {
+                (
+                    d.order,
+                    &d.message,
+                    d.message_id.as_str(),
+                    d.correlation_id.clone(),
+                )
+            }))
+            .collect();
+        owed.sort_by_key(|o| o.0);
+        if generation > 1 && !st.unanswered.is_empty() {
             log::info!(
                 "amqp client: publishing {} unanswered request(s) again",
-                all.len()
+                st.unanswered.len()
             );
         }
-        for u in all {
-            self.send(channel, &u.message, &u.message_id, None)?;
+        for (_, message, message_id, correlation_id) in owed {
+            self.publish(&st.target, &channel, message, message_id, correlation_id)
+                .map_err(Outcome::Lost)?;
         }
+        st.deferred.clear();
+        st.publisher = Some((generation, channel));
         Ok(())
     }
 
-    /// One message from the client's queue. `Err` ends the connection.
-    fn received(&mut self, body: Vec<u8>, props: &amiquip::AmqpProperties) -> Result<(), Outcome> {
+    /// The connection is gone: writers keep what they write for the next.
+    fn disconnected(&self) {
+        let channel = lock(&self.state).publisher.take();
+        // Closing a channel waits for the broker: not under the lock.
+        drop(channel);
+    }
+
+    /// One message from the client's queue (on the reading thread).
+    fn received(&self, body: Vec<u8>, props: &amiquip::AmqpProperties) -> Received {
         let envelope = Envelope::of(props);
         if envelope.session_not_found {
             log::warn!("amqp client: the server no longer knows the session; it is over");
-            let _ = self.incoming.send(Ok(None));
-            return Err(Outcome::Stop);
+            return Received::Over;
         }
         let parsed = match accept(
             &body,
@@ -184,16 +320,18 @@ impl ClientLink {
             Ok(p) => p,
             Err(why) => {
                 log::warn!("amqp client: dropped a message from the server: {why}");
-                return Ok(());
+                return Received::Skip;
             }
         };
+        let mut st = lock(&self.state);
         // The owning instance answers: its queue is there.
-        self.owner_missing_since = None;
+        st.owner_missing_since = None;
+        st.last_heard = Some(Instant::now());
         if let crate::jsonrpc::Parsed::Single(m) = &parsed {
             use crate::jsonrpc::Message;
             match m {
                 Message::Response(r) => {
-                    let answered = r.id().and_then(|id| self.unanswered.remove(id));
+                    let answered = r.id().and_then(|id| st.unanswered.remove(id));
                     let was_initialize = answered.is_some_and(|u| {
                         u.message.get("method").and_then(Value::as_str) == Some("initialize")
                     });
@@ -207,7 +345,7 @@ impl ClientLink {
                                 .and_then(Value::as_str)
                                 .map(str::to_owned)
                                 .or(envelope.protocol_version);
-                            self.target = Some(Target {
+                            st.target = Some(Target {
                                 session,
                                 queue,
                                 version,
@@ -217,19 +355,28 @@ impl ClientLink {
                 }
                 Message::Request(r) => {
                     if let Some(mid) = props.message_id() {
-                        if self.server_requests.len() < self.config.max_backlog {
-                            self.server_requests.insert(r.id().clone(), mid.clone());
+                        if st.server_requests.len() < self.config.max_backlog {
+                            st.server_requests.insert(r.id().clone(), mid.clone());
                         }
                     }
                 }
                 Message::Notification(_) => {}
             }
         }
-        self.incoming
-            .send(Ok(Some(body)))
-            .map_err(|_| Outcome::Stop)
+        Received::Message(body)
     }
+}
 
+/// The link thread's own state; it outlives reconnections.
+struct ClientLink {
+    shared: Arc<Shared>,
+    to_reader: Sender<Control>,
+    signals: Receiver<Signal>,
+    reconnected_at: Option<Instant>,
+    held: Vec<Return>,
+}
+
+impl ClientLink {
     /// A message the broker could not route. While the owning instance's
     /// queue may come back ([`RESUME_GRACE`] after our reconnection,
     /// [`OWNER_GONE_GRACE`] after it went missing) it is held and retried;
@@ -246,20 +393,25 @@ impl ClientLink {
                 "amqp client: the queue of the session's server instance is gone ({}); the session is over",
                 r.reply_text
             );
-            let _ = self.incoming.send(Ok(None));
+            let _ = self.to_reader.send(Control::End(Ok(None)));
         } else {
-            let _ = self.incoming.send(Err(io::Error::new(
+            let config = &self.shared.config;
+            let _ = self.to_reader.send(Control::End(Err(io::Error::new(
                 io::ErrorKind::NotConnected,
                 format!(
                     "no MCP server {:?} is bound to exchange {:?} for routing key {:?}",
-                    self.config.server_name, r.exchange, r.routing_key
+                    config.server_name, r.exchange, r.routing_key
                 ),
-            )));
+            ))));
         }
         Err(Outcome::Stop)
     }
 
-    fn retry_held(&mut self, channel: &Channel) -> Result<(), Outcome> {
+    fn retry_held(&mut self) -> Result<(), Outcome> {
+        let st = lock(&self.shared.state);
+        let Some((_, channel)) = &st.publisher else {
+            return Ok(());
+        };
         for r in std::mem::take(&mut self.held) {
             channel
                 .basic_publish(
@@ -281,25 +433,39 @@ impl ClientLink {
     /// back (we reconnected lately, or it went missing only just now, as
     /// when the instance itself is reconnecting).
     fn owner_may_come_back(&mut self) -> bool {
-        let missing = *self.owner_missing_since.get_or_insert_with(Instant::now);
+        let missing = *lock(&self.shared.state)
+            .owner_missing_since
+            .get_or_insert_with(Instant::now);
         self.reconnected_at
             .is_some_and(|t| t.elapsed() < RESUME_GRACE)
             || missing.elapsed() < OWNER_GONE_GRACE
     }
 
+    /// Whether requests wait and the server said nothing for
+    /// [`OWNER_PROBE_INTERVAL`].
+    fn owner_silent(&self) -> bool {
+        let st = lock(&self.shared.state);
+        !st.unanswered.is_empty()
+            && st.last_heard.is_none_or(|t| t.elapsed() >= OWNER_PROBE_INTERVAL)
+    }
+
     /// Checks, on a channel of its own (a failed passive declare closes
     /// its channel), that the owning instance's queue still exists.
     fn probe_owner(&mut self, connection: &mut amiquip::Connection) -> Result<(), Outcome> {
-        let Some(target) = &self.target else {
+        let Some(queue) = lock(&self.shared.state)
+            .target
+            .as_ref()
+            .map(|t| t.queue.clone())
+        else {
             return Ok(());
         };
         let probe = connection
             .open_channel(None)
             .map_err(|e| Outcome::Lost(format!("probe channel: {e}")))?;
-        match probe.queue_declare_passive(target.queue.clone()) {
+        match probe.queue_declare_passive(queue) {
             Ok(_) => {
                 let _ = probe.close();
-                self.owner_missing_since = None;
+                lock(&self.shared.state).owner_missing_since = None;
                 Ok(())
             }
             Err(amiquip::Error::ServerClosedChannel { code: 404, .. }) => {
@@ -309,37 +475,46 @@ impl ClientLink {
                 log::warn!(
                     "amqp client: the queue of the session's server instance is gone; the session is over"
                 );
-                let _ = self.incoming.send(Ok(None));
+                let _ = self.to_reader.send(Control::End(Ok(None)));
                 Err(Outcome::Stop)
             }
             Err(e) => Err(Outcome::Lost(format!("probe: {e}"))),
         }
     }
 
-    /// One connection's message loop.
+    /// One connection: declares the client's queue, hands its consumer to
+    /// the reader and a publishing channel to the writers, then watches.
     fn serve(
         &mut self,
         connection: &mut amiquip::Connection,
         channel: &Channel,
         generation: u64,
-        outgoing: &Receiver<Value>,
         stop: &Receiver<()>,
     ) -> Outcome {
+        let outcome = self.serve_connected(connection, channel, generation, stop);
+        self.shared.disconnected();
+        outcome
+    }
+
+    fn serve_connected(
+        &mut self,
+        connection: &mut amiquip::Connection,
+        channel: &Channel,
+        generation: u64,
+        stop: &Receiver<()>,
+    ) -> Outcome {
+        let config = &self.shared.config;
         let lost = |what: &str, e: amiquip::Error| Outcome::Lost(format!("{what}: {e}"));
-        if let Err(e) = channel.qos(0, self.config.prefetch, false) {
+        if let Err(e) = channel.qos(0, config.prefetch, false) {
             return lost("qos", e);
         }
-        if let Err(e) = topology::declare_exchange(channel, &self.config)
-            .and_then(|()| topology::declare_private(channel, &self.config, &self.reply_queue))
+        if let Err(e) = topology::declare_exchange(channel, config)
+            .and_then(|()| topology::declare_private(channel, config, &self.shared.reply_queue))
         {
             return lost("declaring the reply queue", e);
         }
-        let returns = match channel.listen_for_returns() {
-            Ok(r) => r,
-            Err(e) => return lost("returns", e),
-        };
         let consumer = match channel.basic_consume(
-            self.reply_queue.clone(),
+            self.shared.reply_queue.clone(),
             // No acknowledgements: losing what the queue held with a
             // connection is covered by publishing unanswered requests again.
             ConsumerOptions {
@@ -351,27 +526,45 @@ impl ClientLink {
             Ok(c) => c,
             Err(e) => return lost("consuming the reply queue", e),
         };
+        // Messages are published on a channel of their own, shared with
+        // the writers (a channel is not for two threads at once).
+        let publisher = match connection.open_channel(None) {
+            Ok(p) => p,
+            Err(e) => return lost("opening the publishing channel", e),
+        };
+        let returns = match publisher.listen_for_returns() {
+            Ok(r) => r,
+            Err(e) => return lost("returns", e),
+        };
         self.held.clear();
         if generation > 1 {
             self.reconnected_at = Some(Instant::now());
-            if let Err(o) = self.resend(channel) {
-                return o;
-            }
         }
+        let consumed = Control::Consumer(generation, consumer.receiver().clone());
+        if self.to_reader.send(consumed).is_err() {
+            return Outcome::Stop; // nobody reads any more
+        }
+        if let Err(o) = self.shared.connected(generation, publisher) {
+            return o;
+        }
+        let signals = self.signals.clone();
         let mut sel = Select::new();
-        let i_in = sel.recv(consumer.receiver());
-        let i_out = sel.recv(outgoing);
         let i_ret = sel.recv(&returns);
+        let i_signal = sel.recv(&signals);
         let i_stop = sel.recv(stop);
         loop {
-            let wait = if !self.held.is_empty() {
-                Some(RESUME_RETRY)
-            } else if !self.unanswered.is_empty() && self.target.is_some() {
-                Some(OWNER_PROBE_INTERVAL)
-            } else {
-                None
+            let wait = {
+                let mut st = lock(&self.shared.state);
+                let wait = if !self.held.is_empty() {
+                    Some(RESUME_RETRY)
+                } else if !st.unanswered.is_empty() && st.target.is_some() {
+                    Some(OWNER_PROBE_INTERVAL)
+                } else {
+                    None
+                };
+                st.link_untimed = wait.is_none();
+                wait
             };
-            // No spinning here: a client process may hold many links.
             let selected = match wait {
                 None => Some(sel.select()),
                 Some(t) => sel.select_timeout(t).ok(),
@@ -379,10 +572,12 @@ impl ClientLink {
             let op = match selected {
                 Some(op) => op,
                 None => {
-                    let checked = if self.held.is_empty() {
+                    let checked = if !self.held.is_empty() {
+                        self.retry_held()
+                    } else if self.owner_silent() {
                         self.probe_owner(connection)
                     } else {
-                        self.retry_held(channel)
+                        Ok(())
                     };
                     if let Err(o) = checked {
                         return o;
@@ -391,18 +586,15 @@ impl ClientLink {
                 }
             };
             let result = match op.index() {
-                i if i == i_in => match op.recv(consumer.receiver()) {
-                    Ok(ConsumerMessage::Delivery(d)) => self.received(d.body, &d.properties),
-                    Ok(other) => Err(Outcome::Lost(format!("consumer ended: {other:?}"))),
-                    Err(_) => Err(Outcome::Lost("consumer channel closed".into())),
-                },
-                i if i == i_out => match op.recv(outgoing) {
-                    Ok(m) => self.publish(channel, m),
-                    Err(_) => Err(Outcome::Stop),
-                },
                 i if i == i_ret => match op.recv(&returns) {
                     Ok(r) => self.returned(r),
                     Err(_) => Err(Outcome::Lost("the connection closed".into())),
+                },
+                i if i == i_signal => match op.recv(&signals) {
+                    Ok(Signal::Lost(g, why)) if g == generation => Err(Outcome::Lost(why)),
+                    Ok(Signal::Lost(..)) => Ok(()), // an earlier connection's
+                    Ok(Signal::Awaiting) => Ok(()),
+                    Ok(Signal::Over) | Err(_) => Err(Outcome::Stop),
                 },
                 i if i == i_stop => {
                     let _ = op.recv(stop);
@@ -418,30 +610,108 @@ impl ClientLink {
 }
 
 struct AmqpWriter {
-    outgoing: Option<Sender<Value>>,
+    shared: Arc<Shared>,
     stop: Option<Sender<()>>,
 }
 
 impl MessageWriter for AmqpWriter {
     fn write(&mut self, message: &Value) -> io::Result<()> {
-        self.outgoing
-            .as_ref()
-            .and_then(|tx| tx.send(message.clone()).ok())
-            .ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "the AMQP link is closed"))
+        if self.stop.is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the AMQP link is closed",
+            ));
+        }
+        self.shared.write(message)
     }
     fn close(&mut self) {
         // Dropping the stop sender stops the link thread: an intentional
         // close, after which it never reconnects.
         self.stop = None;
-        self.outgoing = None;
     }
 }
 
-struct AmqpReader(Receiver<Incoming>);
+/// Reads the client's queue on the calling (the client's reading) thread.
+struct AmqpReader {
+    shared: Arc<Shared>,
+    control: Receiver<Control>,
+    consumer: Option<(u64, Receiver<ConsumerMessage>)>,
+    /// A newer connection's consumer, read once `consumer` is drained.
+    next: Option<(u64, Receiver<ConsumerMessage>)>,
+}
+
+/// What the reader waited for (on the stack for one turn of its loop: the
+/// size of a delivery is no cost here).
+#[allow(clippy::large_enum_variant)]
+enum Event {
+    Consumed(Result<ConsumerMessage, RecvError>),
+    Control(Result<Control, RecvError>),
+}
+
+impl AmqpReader {
+    /// A delivery; `Some` when it is the reader's answer.
+    fn delivered(&self, d: amiquip::Delivery) -> Option<Incoming> {
+        match self.shared.received(d.body, &d.properties) {
+            Received::Message(body) => Some(Ok(Some(body))),
+            Received::Skip => None,
+            Received::Over => {
+                let _ = self.shared.to_link.send(Signal::Over);
+                Some(Ok(None))
+            }
+        }
+    }
+}
 
 impl MessageReader for AmqpReader {
     fn read(&mut self) -> io::Result<Option<Vec<u8>>> {
-        self.0.recv().unwrap_or(Ok(None))
+        loop {
+            // What the previous connection delivered before it ended is
+            // read first, then the newer consumer.
+            if let (Some(_), Some((_, old))) = (&self.next, &self.consumer) {
+                match old.try_recv() {
+                    Ok(ConsumerMessage::Delivery(d)) => match self.delivered(d) {
+                        Some(outcome) => return outcome,
+                        None => continue,
+                    },
+                    _ => self.consumer = self.next.take(),
+                }
+                continue;
+            }
+            let event = match &self.consumer {
+                Some((_, rx)) => crossbeam_channel::select! {
+                    recv(rx) -> m => Event::Consumed(m),
+                    recv(self.control) -> c => Event::Control(c),
+                },
+                None => Event::Control(self.control.recv()),
+            };
+            match event {
+                Event::Consumed(Ok(ConsumerMessage::Delivery(d))) => {
+                    if let Some(outcome) = self.delivered(d) {
+                        return outcome;
+                    }
+                }
+                Event::Consumed(other) => {
+                    // The consumer ended with its channel: the link reconnects.
+                    if let Some((generation, _)) = self.consumer.take() {
+                        let why = match other {
+                            Ok(m) => format!("consumer ended: {m:?}"),
+                            Err(_) => "consumer channel closed".to_owned(),
+                        };
+                        let _ = self.shared.to_link.send(Signal::Lost(generation, why));
+                    }
+                }
+                Event::Control(Ok(Control::Consumer(generation, rx))) => {
+                    if self.consumer.is_some() {
+                        self.next = Some((generation, rx));
+                    } else {
+                        self.consumer = Some((generation, rx));
+                    }
+                }
+                Event::Control(Ok(Control::End(outcome))) => return outcome,
+                // The link thread ended (the connection was closed).
+                Event::Control(Err(_)) => return Ok(None),
+            }
+        }
     }
 }
 
@@ -453,47 +723,66 @@ impl Connection {
     pub fn amqp(config: &AmqpConfig) -> io::Result<Connection> {
         let first = connect::open(&config.url, config.heartbeat_secs)
             .map_err(|e| io::Error::new(io::ErrorKind::ConnectionRefused, e.to_string()))?;
-        let (out_tx, out_rx) = crossbeam_channel::unbounded();
-        let (in_tx, in_rx) = crossbeam_channel::unbounded();
+        let (to_reader, control) = crossbeam_channel::unbounded();
+        let (to_link, signals) = crossbeam_channel::unbounded();
         let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
-        let mut state = ClientLink {
-            config: config.clone(),
+        // The writers and the reader live as long as the client; the event
+        // callback (and what it holds) only as long as the link thread.
+        let mut quiet = config.clone();
+        quiet.on_event = None;
+        let shared = Arc::new(Shared {
+            config: quiet,
             reply_queue: format!("mcp.client.{}", &topology::unique_suffix()[..16]),
-            target: None,
-            unanswered: HashMap::new(),
-            server_requests: HashMap::new(),
-            incoming: in_tx,
-            next: 0,
+            state: Mutex::new(State {
+                target: None,
+                unanswered: HashMap::new(),
+                server_requests: HashMap::new(),
+                next: 0,
+                owner_missing_since: None,
+                last_heard: None,
+                link_untimed: false,
+                publisher: None,
+                deferred: Vec::new(),
+                closed: false,
+            }),
+            to_link,
+        });
+        let mut link = ClientLink {
+            shared: shared.clone(),
+            to_reader,
+            signals,
             reconnected_at: None,
-            owner_missing_since: None,
             held: Vec::new(),
         };
+        let config = config.clone();
         std::thread::Builder::new()
             .name("mcpvisor-amqp-client".into())
             .spawn(move || {
-                let config = state.config.clone();
                 // One link per client connection, never restarted: its own count.
                 let result = link::run(
                     &config,
                     &stop_rx,
                     &std::sync::atomic::AtomicU64::new(0),
                     Some(first),
-                    |conn, channel, generation| {
-                        state.serve(conn, channel, generation, &out_rx, &stop_rx)
-                    },
+                    |conn, channel, generation| link.serve(conn, channel, generation, &stop_rx),
                 );
+                lock(&link.shared.state).closed = true;
                 if let Err(why) = result {
-                    let _ = state
-                        .incoming
-                        .send(Err(io::Error::new(io::ErrorKind::NotConnected, why)));
+                    let gave_up = Err(io::Error::new(io::ErrorKind::NotConnected, why));
+                    let _ = link.to_reader.send(Control::End(gave_up));
                 }
             })?;
         Ok(Connection::new(
             Box::new(AmqpWriter {
-                outgoing: Some(out_tx),
+                shared: shared.clone(),
                 stop: Some(stop_tx),
             }),
-            Box::new(AmqpReader(in_rx)),
+            Box::new(AmqpReader {
+                shared,
+                control,
+                consumer: None,
+                next: None,
+            }),
         ))
     }
 }
