@@ -66,12 +66,12 @@ impl Schema {
         {
             let validator = match &self.checks {
                 Checks::Plain(node) => {
-                    let mut errors = Vec::new();
+                    let mut errors = plain::Errors::new();
                     node.check(instance, &plain::Path::Root, &mut errors);
                     return if errors.is_empty() {
                         Ok(())
                     } else {
-                        Err(errors.join("; "))
+                        Err(errors.messages.join("; "))
                     };
                 }
                 Checks::Full(validator) => validator,

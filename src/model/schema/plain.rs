@@ -15,6 +15,7 @@
 
 use serde_json::{Map, Number, Value};
 use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 
 /// The 2020-12 meta-schema's URI, the only `$schema` taken here.
@@ -50,7 +51,7 @@ const TYPE_NAMES: [(&str, u8); 7] = [
 #[derive(Debug, Default)]
 pub(crate) struct Checks {
     types: Option<u8>,
-    properties: Vec<(String, Node)>,
+    properties: BTreeMap<String, Node>,
     required: Vec<String>,
     additional: Option<Node>,
     items: Option<Node>,
@@ -135,7 +136,7 @@ impl Node {
                 "type" => c.types = Some(types(value)?),
                 "properties" => {
                     for (name, sub) in value.as_object()? {
-                        c.properties.push((name.clone(), Node::compile(sub, None)?));
+                        c.properties.insert(name.clone(), Node::compile(sub, None)?);
                     }
                 }
                 "required" => c.required = unique_strings(value)?,
@@ -165,7 +166,7 @@ impl Node {
 
     /// Whether `v` satisfies the schema; each violation is added to
     /// `errors` as "POINTER: what" (the pointer left out at the root).
-    pub(crate) fn check(&self, v: &Value, at: &Path<'_>, errors: &mut Vec<String>) {
+    pub(crate) fn check(&self, v: &Value, at: &Path<'_>, errors: &mut Errors) {
         match self {
             Node::Always(true) => {}
             Node::Always(false) => {
@@ -176,14 +177,14 @@ impl Node {
     }
 
     fn accepts(&self, v: &Value) -> bool {
-        let mut errors = Vec::new();
+        let mut errors = Errors::quiet();
         self.check(v, &Path::Root, &mut errors);
         errors.is_empty()
     }
 }
 
 impl Checks {
-    fn check(&self, v: &Value, at: &Path<'_>, errors: &mut Vec<String>) {
+    fn check(&self, v: &Value, at: &Path<'_>, errors: &mut Errors) {
         if let Some(t) = self.types {
             if t & type_of(v) == 0 {
                 let names: Vec<&str> = TYPE_NAMES
@@ -199,10 +200,7 @@ impl Checks {
         }
         if let Some(values) = &self.one_of_values {
             if !values.iter().any(|e| equal(e, v)) {
-                at.error(
-                    errors,
-                    format_args!("{v} is not one of {}", Value::Array(values.clone())),
-                );
+                at.error(errors, format_args!("{v} is not one of {}", Listed(values)));
             }
         }
         if let Some(constant) = &self.constant {
@@ -226,7 +224,7 @@ impl Checks {
         self.check_combinators(v, at, errors);
     }
 
-    fn check_string(&self, s: &str, v: &Value, at: &Path<'_>, errors: &mut Vec<String>) {
+    fn check_string(&self, s: &str, v: &Value, at: &Path<'_>, errors: &mut Errors) {
         if self.min_length.is_none() && self.max_length.is_none() {
             return;
         }
@@ -251,7 +249,7 @@ impl Checks {
         }
     }
 
-    fn check_array(&self, items: &[Value], v: &Value, at: &Path<'_>, errors: &mut Vec<String>) {
+    fn check_array(&self, items: &[Value], v: &Value, at: &Path<'_>, errors: &mut Errors) {
         let count = items.len() as u64;
         if self.min_items.is_some_and(|m| count < m) {
             at.error(
@@ -277,7 +275,7 @@ impl Checks {
         map: &Map<String, Value>,
         v: &Value,
         at: &Path<'_>,
-        errors: &mut Vec<String>,
+        errors: &mut Errors,
     ) {
         let count = map.len() as u64;
         if self.min_properties.is_some_and(|m| count < m) {
@@ -313,7 +311,7 @@ impl Checks {
         }
         if let Some(node) = &self.additional {
             for (name, value) in map {
-                if !self.properties.iter().any(|(p, _)| p == name) {
+                if !self.properties.contains_key(name) {
                     match node {
                         Node::Always(false) => at.error(
                             errors,
@@ -329,7 +327,7 @@ impl Checks {
         }
     }
 
-    fn check_combinators(&self, v: &Value, at: &Path<'_>, errors: &mut Vec<String>) {
+    fn check_combinators(&self, v: &Value, at: &Path<'_>, errors: &mut Errors) {
         for node in &self.all_of {
             node.check(v, at, errors);
         }
@@ -363,6 +361,44 @@ impl Checks {
     }
 }
 
+/// A list of values as JSON, for a message.
+struct Listed<'a>(&'a [Value]);
+
+impl std::fmt::Display for Listed<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&serde_json::to_string(self.0).unwrap_or_default())
+    }
+}
+
+/// What a check found: the messages, or (for `anyOf`, `oneOf`, `not`,
+/// which only ask whether a branch holds) just whether anything failed.
+pub(crate) struct Errors {
+    pub(crate) messages: Vec<String>,
+    quiet: bool,
+    failed: bool,
+}
+
+impl Errors {
+    /// Collects every message.
+    pub(crate) fn new() -> Errors {
+        Errors {
+            messages: Vec::new(),
+            quiet: false,
+            failed: false,
+        }
+    }
+    fn quiet() -> Errors {
+        Errors {
+            messages: Vec::new(),
+            quiet: true,
+            failed: false,
+        }
+    }
+    pub(crate) fn is_empty(&self) -> bool {
+        !self.failed
+    }
+}
+
 /// Where in the instance a check is: a JSON Pointer, built only for a
 /// message.
 pub(crate) enum Path<'a> {
@@ -387,14 +423,18 @@ impl Path<'_> {
         }
     }
 
-    fn error(&self, errors: &mut Vec<String>, what: std::fmt::Arguments<'_>) {
+    fn error(&self, errors: &mut Errors, what: std::fmt::Arguments<'_>) {
+        errors.failed = true;
+        if errors.quiet {
+            return;
+        }
         let mut message = String::new();
         self.pointer(&mut message);
         if !message.is_empty() {
             message.push_str(": ");
         }
         let _ = message.write_fmt(what);
-        errors.push(message);
+        errors.messages.push(message);
     }
 }
 
@@ -438,19 +478,20 @@ fn types(value: &Value) -> Option<u8> {
 }
 
 fn unique_strings(value: &Value) -> Option<Vec<String>> {
-    let mut out: Vec<String> = Vec::new();
-    for v in value.as_array()? {
-        let s = v.as_str()?;
-        if out.iter().any(|o| o == s) {
-            return None;
-        }
-        out.push(s.to_owned());
-    }
-    Some(out)
+    let list = value.as_array()?;
+    let mut seen = HashSet::with_capacity(list.len());
+    list.iter()
+        .map(|v| v.as_str().filter(|s| seen.insert(*s)).map(str::to_owned))
+        .collect()
 }
 
+/// A bound: a number an `f64` holds (with serde_json's
+/// `arbitrary_precision`, one that does not goes to the full validator).
 fn number(value: &Value) -> Option<Number> {
-    value.as_number().cloned()
+    value
+        .as_number()
+        .filter(|n| n.as_f64().is_some_and(f64::is_finite))
+        .cloned()
 }
 
 /// `allOf`/`anyOf`/`oneOf`: a non-empty array of schemas.

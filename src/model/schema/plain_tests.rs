@@ -4,9 +4,9 @@ use serde_json::json;
 
 fn errors(schema: &Value, instance: &Value) -> Vec<String> {
     let node = Node::compile_root(schema).expect("a plain schema");
-    let mut errors = Vec::new();
+    let mut errors = Errors::new();
     node.check(instance, &Path::Root, &mut errors);
-    errors
+    errors.messages
 }
 
 #[test]
@@ -42,6 +42,7 @@ fn anything_it_does_not_take_goes_to_the_full_validator() {
         json!({"minLength": -1}),
         json!({"minLength": 1.5}),
         json!({"required": ["a", "a"]}),
+        json!({"required": ["a", 1]}),
         json!({"anyOf": []}),
         json!({"items": [true]}),
         json!({"title": 5}),
@@ -185,9 +186,10 @@ proptest! {
         let node = Node::compile_root(&schema).expect("every generated schema is plain");
         let full = jsonschema::validator_for(&schema).expect("a plain schema is a valid schema");
         for instance in &instances {
-            let mut errors = Vec::new();
+            let mut errors = Errors::new();
             node.check(instance, &Path::Root, &mut errors);
-            prop_assert_eq!(errors.is_empty(), full.is_valid(instance), "{} against {}: {:?}", instance, schema, errors);
+            prop_assert_eq!(errors.is_empty(), full.is_valid(instance), "{} against {}: {:?}", instance, schema, errors.messages);
+            prop_assert_eq!(errors.is_empty(), errors.messages.is_empty());
         }
     }
 }

@@ -98,9 +98,10 @@ struct Deferred {
 /// calling thread), the reader (it consumes on the client's reading
 /// thread) and the link thread (it connects, publishes again what is owed
 /// and watches for returned messages): no hand-off between threads on the
-/// way of a call and its answer.
+/// way of a call and its answer. Held only for bookkeeping, never across
+/// a publish.
 struct State {
-    target: Option<Target>,
+    target: Option<Arc<Target>>,
     unanswered: HashMap<RequestId, Unanswered>,
     /// Message ids of the server's requests, for the answers' correlation ids.
     server_requests: HashMap<RequestId, String>,
@@ -113,6 +114,25 @@ struct State {
     /// The link thread waits with no timeout: a request that starts
     /// waiting for an answer must wake it ([`Signal::Awaiting`]).
     link_untimed: bool,
+}
+
+impl State {
+    /// A request waits for an answer from a known owner: the link thread
+    /// must time its probe.
+    fn wake_link(&mut self, to_link: &Sender<Signal>) {
+        if self.link_untimed && self.target.is_some() && !self.unanswered.is_empty() {
+            self.link_untimed = false;
+            let _ = to_link.send(Signal::Awaiting);
+        }
+    }
+}
+
+/// What is published and on what: the writers and the link thread take it
+/// in turn (a channel is for one thread at a time), which keeps messages
+/// in the order they were written. Taken before [`State`], never by the
+/// reader, so a publish that blocks (the broker stopped reading) holds up
+/// other writers but never the answers.
+struct Outbox {
     /// The current connection's publishing channel and its number; `None`
     /// between connections.
     publisher: Option<(u64, Channel)>,
@@ -124,6 +144,7 @@ struct State {
 struct Shared {
     config: AmqpConfig,
     reply_queue: String,
+    outbox: Mutex<Outbox>,
     state: Mutex<State>,
     to_link: Sender<Signal>,
 }
@@ -142,10 +163,11 @@ enum Received {
 
 impl Shared {
     /// Writes `message`: published at once on a live connection, else kept
-    /// for the next one.
+    /// for the next one (at most `max_backlog` messages besides requests:
+    /// past that, the write fails).
     fn write(&self, message: &Value) -> io::Result<()> {
-        let mut st = lock(&self.state);
-        if st.closed {
+        let mut out = lock(&self.outbox);
+        if out.closed {
             return Err(io::Error::new(
                 io::ErrorKind::BrokenPipe,
                 "the AMQP link is closed",
@@ -153,40 +175,42 @@ impl Shared {
         }
         let method = message.get("method").and_then(Value::as_str);
         let id = request_id(message);
-        st.next += 1;
-        let order = st.next;
-        let message_id = format!("{}-{}", self.reply_queue, order);
         let mut correlation_id = None;
         let mut recorded = false;
-        match (method, &id) {
-            (Some("notifications/cancelled"), _) => {
-                if let Some(id) = message
-                    .pointer("/params/requestId")
-                    .and_then(RequestId::from_value)
-                {
-                    st.unanswered.remove(&id);
+        let (order, target) = {
+            let mut st = lock(&self.state);
+            st.next += 1;
+            let order = st.next;
+            match (method, &id) {
+                (Some("notifications/cancelled"), _) => {
+                    if let Some(id) = message
+                        .pointer("/params/requestId")
+                        .and_then(RequestId::from_value)
+                    {
+                        st.unanswered.remove(&id);
+                    }
                 }
-            }
-            (Some(_), Some(id)) if st.unanswered.len() < self.config.max_backlog => {
-                let u = Unanswered {
-                    order,
-                    message: message.clone(),
-                    message_id: message_id.clone(),
-                };
-                st.unanswered.insert(id.clone(), u);
-                recorded = true;
-                if st.link_untimed && st.target.is_some() {
-                    st.link_untimed = false;
-                    let _ = self.to_link.send(Signal::Awaiting);
+                (Some(_), Some(id)) if st.unanswered.len() < self.config.max_backlog => {
+                    let u = Unanswered {
+                        order,
+                        message: message.clone(),
+                        message_id: self.message_id(order),
+                    };
+                    st.unanswered.insert(id.clone(), u);
+                    recorded = true;
+                    st.wake_link(&self.to_link);
                 }
+                (None, Some(id)) => correlation_id = st.server_requests.remove(id),
+                _ => {}
             }
-            (None, Some(id)) => correlation_id = st.server_requests.remove(id),
-            _ => {}
-        }
-        let failed = match &st.publisher {
+            (order, st.target.clone())
+        };
+        let message_id = self.message_id(order);
+        let failed = match &out.publisher {
             Some((generation, channel)) => {
+                let target = target.as_deref();
                 match self.publish(
-                    &st.target,
+                    target,
                     channel,
                     message,
                     &message_id,
@@ -199,39 +223,46 @@ impl Shared {
             None => None,
         };
         // Between connections (or this one just failed): kept for the next.
-        let dead = failed.as_ref().and_then(|_| st.publisher.take());
-        if !recorded {
-            if st.deferred.len() >= self.config.max_backlog {
-                return Err(io::Error::new(
-                    io::ErrorKind::WouldBlock,
-                    "the AMQP link is reconnecting and its backlog is full",
-                ));
-            }
-            st.deferred.push(Deferred {
+        let dead = failed.as_ref().and_then(|_| out.publisher.take());
+        let kept = if recorded {
+            Ok(())
+        } else if out.deferred.len() >= self.config.max_backlog {
+            Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "the AMQP link is reconnecting and its backlog is full",
+            ))
+        } else {
+            out.deferred.push(Deferred {
                 order,
                 message: message.clone(),
                 message_id,
                 correlation_id,
             });
-        }
-        drop(st);
+            Ok(())
+        };
+        drop(out);
+        // Closing a channel waits for the broker: not under the lock.
         drop(dead);
         if let Some((generation, why)) = failed {
             let _ = self.to_link.send(Signal::Lost(generation, why));
         }
-        Ok(())
+        kept
+    }
+
+    fn message_id(&self, order: u64) -> String {
+        format!("{}-{}", self.reply_queue, order)
     }
 
     fn publish(
         &self,
-        target: &Option<Target>,
+        target: Option<&Target>,
         channel: &Channel,
         message: &Value,
         message_id: &str,
         correlation_id: Option<String>,
     ) -> Result<(), String> {
         let initialize = message.get("method").and_then(Value::as_str) == Some("initialize");
-        let target = target.as_ref().filter(|_| !initialize);
+        let target = target.filter(|_| !initialize);
         let (exchange, routing_key) = match target {
             Some(t) => (String::new(), t.queue.clone()),
             None => (
@@ -268,39 +299,61 @@ impl Shared {
     /// reconnection) and what was written meanwhile; then writers publish
     /// on `channel` themselves.
     fn connected(&self, generation: u64, channel: Channel) -> Result<(), Outcome> {
-        let mut st = lock(&self.state);
-        let mut owed: Vec<(u64, &Value, &str, Option<String>)> = st
-            .unanswered
-            .values()
-            .map(|u| (u.order, &u.message, u.message_id.as_str(), None))
-            .chain(st.deferred.iter().map(|d| {
-                (
-                    d.order,
-                    &d.message,
-                    d.message_id.as_str(),
-                    d.correlation_id.clone(),
-                )
-            }))
-            .collect();
-        owed.sort_by_key(|o| o.0);
-        if generation > 1 && !st.unanswered.is_empty() {
-            log::info!(
-                "amqp client: publishing {} unanswered request(s) again",
-                st.unanswered.len()
+        let mut out = lock(&self.outbox);
+        let (mut owed, target) = {
+            let st = lock(&self.state);
+            if generation > 1 && !st.unanswered.is_empty() {
+                log::info!(
+                    "amqp client: publishing {} unanswered request(s) again",
+                    st.unanswered.len()
+                );
+            }
+            // (what, whether it is an unanswered request)
+            let owed: Vec<(Deferred, bool)> = st
+                .unanswered
+                .values()
+                .map(|u| {
+                    let d = Deferred {
+                        order: u.order,
+                        message: u.message.clone(),
+                        message_id: u.message_id.clone(),
+                        correlation_id: None,
+                    };
+                    (d, true)
+                })
+                .collect();
+            (owed, st.target.clone())
+        };
+        owed.extend(out.deferred.drain(..).map(|d| (d, false)));
+        owed.sort_by_key(|(o, _)| o.order);
+        for (i, (o, _)) in owed.iter().enumerate() {
+            let sent = self.publish(
+                target.as_deref(),
+                &channel,
+                &o.message,
+                &o.message_id,
+                o.correlation_id.clone(),
             );
+            if let Err(why) = sent {
+                // What is not out yet waits for the next connection (the
+                // requests are still unanswered, and are published then).
+                let rest = owed.split_off(i).into_iter();
+                out.deferred = rest
+                    .filter(|(_, request)| !request)
+                    .map(|(d, _)| d)
+                    .collect();
+                drop(out);
+                drop(channel);
+                return Err(Outcome::Lost(why));
+            }
         }
-        for (_, message, message_id, correlation_id) in owed {
-            self.publish(&st.target, &channel, message, message_id, correlation_id)
-                .map_err(Outcome::Lost)?;
-        }
-        st.deferred.clear();
-        st.publisher = Some((generation, channel));
+        out.publisher = Some((generation, channel));
         Ok(())
     }
 
     /// The connection is gone: writers keep what they write for the next.
     fn disconnected(&self) {
-        let channel = lock(&self.state).publisher.take();
+        let channel = lock(&self.outbox).publisher.take();
         // Closing a channel waits for the broker: not under the lock.
         drop(channel);
     }
@@ -345,11 +398,13 @@ impl Shared {
                                 .and_then(Value::as_str)
                                 .map(str::to_owned)
                                 .or(envelope.protocol_version);
-                            st.target = Some(Target {
+                            st.target = Some(Arc::new(Target {
                                 session,
                                 queue,
                                 version,
-                            });
+                            }));
+                            // Requests sent meanwhile now have an owner to probe.
+                            st.wake_link(&self.to_link);
                         }
                     }
                 }
@@ -408,8 +463,8 @@ impl ClientLink {
     }
 
     fn retry_held(&mut self) -> Result<(), Outcome> {
-        let st = lock(&self.shared.state);
-        let Some((_, channel)) = &st.publisher else {
+        let out = lock(&self.shared.outbox);
+        let Some((_, channel)) = &out.publisher else {
             return Ok(());
         };
         for r in std::mem::take(&mut self.held) {
@@ -446,7 +501,9 @@ impl ClientLink {
     fn owner_silent(&self) -> bool {
         let st = lock(&self.shared.state);
         !st.unanswered.is_empty()
-            && st.last_heard.is_none_or(|t| t.elapsed() >= OWNER_PROBE_INTERVAL)
+            && st
+                .last_heard
+                .is_none_or(|t| t.elapsed() >= OWNER_PROBE_INTERVAL)
     }
 
     /// Checks, on a channel of its own (a failed passive declare closes
@@ -609,6 +666,15 @@ impl ClientLink {
     }
 }
 
+/// Marks the outbox closed when the link thread ends.
+struct CloseOnExit(Arc<Shared>);
+
+impl Drop for CloseOnExit {
+    fn drop(&mut self) {
+        lock(&self.0.outbox).closed = true;
+    }
+}
+
 struct AmqpWriter {
     shared: Arc<Shared>,
     stop: Option<Sender<()>>,
@@ -741,6 +807,8 @@ impl Connection {
                 owner_missing_since: None,
                 last_heard: None,
                 link_untimed: false,
+            }),
+            outbox: Mutex::new(Outbox {
                 publisher: None,
                 deferred: Vec::new(),
                 closed: false,
@@ -758,6 +826,8 @@ impl Connection {
         std::thread::Builder::new()
             .name("mcpvisor-amqp-client".into())
             .spawn(move || {
+                // However the thread ends, writes fail from then on.
+                let _closed = CloseOnExit(link.shared.clone());
                 // One link per client connection, never restarted: its own count.
                 let result = link::run(
                     &config,
@@ -766,7 +836,6 @@ impl Connection {
                     Some(first),
                     |conn, channel, generation| link.serve(conn, channel, generation, &stop_rx),
                 );
-                lock(&link.shared.state).closed = true;
                 if let Err(why) = result {
                     let gave_up = Err(io::Error::new(io::ErrorKind::NotConnected, why));
                     let _ = link.to_reader.send(Control::End(gave_up));

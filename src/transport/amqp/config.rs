@@ -295,7 +295,9 @@ pub struct AmqpConfig {
     pub client_gone_grace: Duration,
     /// AMQP heartbeat in seconds (default [`DEFAULT_HEARTBEAT_SECS`]).
     pub heartbeat_secs: u16,
-    /// Most messages held while the broker is unreachable (default [`DEFAULT_MAX_BACKLOG`]).
+    /// Most messages held while the broker is unreachable (default
+    /// [`DEFAULT_MAX_BACKLOG`]): on a client, as many unanswered requests
+    /// and as many other messages; a write past that fails.
     pub max_backlog: usize,
     /// Reconnection after a broker or network failure: exponential backoff
     /// with jitter and a bounded number of attempts (default [`Reconnect::default`]).
