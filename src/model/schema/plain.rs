@@ -229,40 +229,13 @@ impl Checks {
             return;
         }
         let length = s.chars().count() as u64;
-        if self.min_length.is_some_and(|m| length < m) {
-            at.error(
-                errors,
-                format_args!(
-                    "{v} is shorter than {} characters",
-                    self.min_length.unwrap_or(0)
-                ),
-            );
-        }
-        if self.max_length.is_some_and(|m| length > m) {
-            at.error(
-                errors,
-                format_args!(
-                    "{v} is longer than {} characters",
-                    self.max_length.unwrap_or(0)
-                ),
-            );
-        }
+        let bounds = (self.min_length, self.max_length);
+        count_within(length, bounds, "characters", v, at, errors);
     }
 
     fn check_array(&self, items: &[Value], v: &Value, at: &Path<'_>, errors: &mut Errors) {
-        let count = items.len() as u64;
-        if self.min_items.is_some_and(|m| count < m) {
-            at.error(
-                errors,
-                format_args!("{v} has fewer than {} items", self.min_items.unwrap_or(0)),
-            );
-        }
-        if self.max_items.is_some_and(|m| count > m) {
-            at.error(
-                errors,
-                format_args!("{v} has more than {} items", self.max_items.unwrap_or(0)),
-            );
-        }
+        let bounds = (self.min_items, self.max_items);
+        count_within(items.len() as u64, bounds, "items", v, at, errors);
         if let Some(node) = &self.items {
             for (i, item) in items.iter().enumerate() {
                 node.check(item, &Path::Index(at, i), errors);
@@ -277,25 +250,8 @@ impl Checks {
         at: &Path<'_>,
         errors: &mut Errors,
     ) {
-        let count = map.len() as u64;
-        if self.min_properties.is_some_and(|m| count < m) {
-            at.error(
-                errors,
-                format_args!(
-                    "{v} has fewer than {} properties",
-                    self.min_properties.unwrap_or(0)
-                ),
-            );
-        }
-        if self.max_properties.is_some_and(|m| count > m) {
-            at.error(
-                errors,
-                format_args!(
-                    "{v} has more than {} properties",
-                    self.max_properties.unwrap_or(0)
-                ),
-            );
-        }
+        let bounds = (self.min_properties, self.max_properties);
+        count_within(map.len() as u64, bounds, "properties", v, at, errors);
         for name in &self.required {
             if !map.contains_key(name) {
                 at.error(
@@ -435,6 +391,24 @@ impl Path<'_> {
         }
         let _ = message.write_fmt(what);
         errors.messages.push(message);
+    }
+}
+
+/// A count of `what` (characters, items, properties) against its
+/// `min…` and `max…` keywords.
+fn count_within(
+    count: u64,
+    (min, max): (Option<u64>, Option<u64>),
+    what: &str,
+    v: &Value,
+    at: &Path<'_>,
+    errors: &mut Errors,
+) {
+    if let Some(m) = min.filter(|m| count < *m) {
+        at.error(errors, format_args!("{v} has fewer than {m} {what}"));
+    }
+    if let Some(m) = max.filter(|m| count > *m) {
+        at.error(errors, format_args!("{v} has more than {m} {what}"));
     }
 }
 

@@ -73,7 +73,7 @@ fn numbers_compare_by_value_across_integers_and_floats() {
     assert!(errors(&json!({"type": "integer"}), &json!(2.0)).is_empty());
     assert_eq!(
         errors(&json!({"minLength": 2}), &json!("é")),
-        ["\"é\" is shorter than 2 characters"]
+        ["\"é\" has fewer than 2 characters"]
     );
 }
 
