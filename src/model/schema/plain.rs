@@ -55,9 +55,8 @@ pub(crate) struct Checks {
     required: Vec<String>,
     additional: Option<Node>,
     items: Option<Node>,
-    /// `enum`, and `const` as an enum of one (`const` is kept apart so the
-    /// message can say which).
-    one_of_values: Option<Vec<Value>>,
+    /// `enum`: the instance equals one of these.
+    enum_values: Option<Vec<Value>>,
     constant: Option<Value>,
     min_length: Option<u64>,
     max_length: Option<u64>,
@@ -106,9 +105,8 @@ impl Node {
     pub(crate) fn compile_root(schema: &Value) -> Option<Node> {
         match schema.get("$schema") {
             None => Node::compile(schema, None),
-            Some(Value::String(s))
-                if s == DRAFT_2020_12 || s == "https://json-schema.org/draft/2020-12/schema#" =>
-            {
+            // The URI, with or without an empty fragment.
+            Some(Value::String(s)) if s.strip_suffix('#').unwrap_or(s) == DRAFT_2020_12 => {
                 Node::compile(schema, Some("$schema"))
             }
             Some(_) => None,
@@ -142,7 +140,7 @@ impl Node {
                 "required" => c.required = unique_strings(value)?,
                 "additionalProperties" => c.additional = Some(Node::compile(value, None)?),
                 "items" => c.items = Some(Node::compile(value, None)?),
-                "enum" => c.one_of_values = Some(value.as_array()?.clone()),
+                "enum" => c.enum_values = Some(value.as_array()?.clone()),
                 "const" => c.constant = Some(value.clone()),
                 "minLength" => c.min_length = Some(value.as_u64()?),
                 "maxLength" => c.max_length = Some(value.as_u64()?),
@@ -198,7 +196,7 @@ impl Checks {
                 );
             }
         }
-        if let Some(values) = &self.one_of_values {
+        if let Some(values) = &self.enum_values {
             if !values.iter().any(|e| equal(e, v)) {
                 at.error(errors, format_args!("{v} is not one of {}", Listed(values)));
             }

@@ -177,10 +177,11 @@ impl Shared {
         let id = request_id(message);
         let mut correlation_id = None;
         let mut recorded = false;
-        let (order, target) = {
+        let (order, message_id, target) = {
             let mut st = lock(&self.state);
             st.next += 1;
             let order = st.next;
+            let message_id = format!("{}-{}", self.reply_queue, order);
             match (method, &id) {
                 (Some("notifications/cancelled"), _) => {
                     if let Some(id) = message
@@ -194,7 +195,7 @@ impl Shared {
                     let u = Unanswered {
                         order,
                         message: message.clone(),
-                        message_id: self.message_id(order),
+                        message_id: message_id.clone(),
                     };
                     st.unanswered.insert(id.clone(), u);
                     recorded = true;
@@ -203,9 +204,8 @@ impl Shared {
                 (None, Some(id)) => correlation_id = st.server_requests.remove(id),
                 _ => {}
             }
-            (order, st.target.clone())
+            (order, message_id, st.target.clone())
         };
-        let message_id = self.message_id(order);
         let failed = match &out.publisher {
             Some((generation, channel)) => {
                 let target = target.as_deref();
@@ -247,10 +247,6 @@ impl Shared {
             let _ = self.to_link.send(Signal::Lost(generation, why));
         }
         kept
-    }
-
-    fn message_id(&self, order: u64) -> String {
-        format!("{}-{}", self.reply_queue, order)
     }
 
     fn publish(
@@ -541,19 +537,9 @@ impl ClientLink {
 
     /// One connection: declares the client's queue, hands its consumer to
     /// the reader and a publishing channel to the writers, then watches.
+    /// The caller takes the publishing channel back when it returns
+    /// ([`Shared::disconnected`]).
     fn serve(
-        &mut self,
-        connection: &mut amiquip::Connection,
-        channel: &Channel,
-        generation: u64,
-        stop: &Receiver<()>,
-    ) -> Outcome {
-        let outcome = self.serve_connected(connection, channel, generation, stop);
-        self.shared.disconnected();
-        outcome
-    }
-
-    fn serve_connected(
         &mut self,
         connection: &mut amiquip::Connection,
         channel: &Channel,
@@ -834,7 +820,11 @@ impl Connection {
                     &stop_rx,
                     &std::sync::atomic::AtomicU64::new(0),
                     Some(first),
-                    |conn, channel, generation| link.serve(conn, channel, generation, &stop_rx),
+                    |conn, channel, generation| {
+                        let outcome = link.serve(conn, channel, generation, &stop_rx);
+                        link.shared.disconnected();
+                        outcome
+                    },
                 );
                 if let Err(why) = result {
                     let gave_up = Err(io::Error::new(io::ErrorKind::NotConnected, why));
