@@ -10,7 +10,7 @@
 //!
 //! ```text
 //! cargo bench --bench compare -- [--runs N] [--secs S] [--levels 1,32] [--idle-secs S]
-//!     [--transports stdio,http] [--echo-features LIST] [--out DIR]
+//!     [--transports stdio,http] [--echo-features LIST] [--echo PATH] [--out DIR]
 //! ```
 //! `--idle-secs 0` skips the idle measurement; `--transports stdio` measures
 //! stdio only. `--echo-features LIST` builds our server with only those
@@ -18,7 +18,9 @@
 //! none: stdio alone), as an embedder that needs no more would, in a target
 //! directory of its own (`target/echo-features`); by default it has every
 //! default feature (every transport, TLS, JSON Schema). HTTP needs `http`
-//! in LIST; without it, measure `--transports stdio`.
+//! in LIST; without it, measure `--transports stdio`. `--echo PATH`
+//! measures that build of `examples/echo` instead of building one (an A/B
+//! of two builds: run once with each).
 //! With `--out DIR` it also writes `DIR/compare.md` (the tables) and
 //! `DIR/throughput.svg` (throughput against concurrency). The baselines
 //! are cargo projects of their own under `benches/baselines/`.
@@ -85,9 +87,12 @@ impl Server {
     }
 }
 
-/// Builds `examples/echo` (with only `features` if given) and both
-/// baselines (release).
-fn build(features: Option<&str>) {
+/// Builds `examples/echo` (with only `features` if given; not at all if
+/// `echo` names a binary to measure instead) and both baselines (release).
+fn build(features: Option<&str>, echo: Option<&str>) {
+    if let Some(path) = echo {
+        let _ = ECHO.set(path.to_owned());
+    }
     let mut ours = common::cargo();
     ours.args(["build", "--release", "--quiet", "--example", "echo"]);
     let target = match features {
@@ -99,11 +104,13 @@ fn build(features: Option<&str>) {
         }
         None => format!("{ROOT}/target"),
     };
-    assert!(
-        ours.status().expect("cargo").success(),
-        "building examples/echo failed"
-    );
-    let _ = ECHO.set(format!("{target}/release/examples/echo"));
+    if echo.is_none() {
+        assert!(
+            ours.status().expect("cargo").success(),
+            "building examples/echo failed"
+        );
+        let _ = ECHO.set(format!("{target}/release/examples/echo"));
+    }
     for project in ["rmcp-echo", "raw-echo"] {
         let status = common::cargo()
             .args(["build", "--release", "--quiet", "--manifest-path"])
@@ -542,6 +549,7 @@ fn main() {
     let mut out: Option<String> = None;
     let mut transports = vec!["stdio".to_owned(), "http".to_owned()];
     let mut echo_features: Option<String> = None;
+    let mut echo: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = || args.next().unwrap_or_else(|| panic!("{a} needs a value"));
@@ -558,10 +566,11 @@ fn main() {
             "--out" => out = Some(value()),
             "--transports" => transports = value().split(',').map(str::to_owned).collect(),
             "--echo-features" => echo_features = Some(value()),
+            "--echo" => echo = Some(value()),
             _ => {} // cargo bench passes --bench
         }
     }
-    build(echo_features.as_deref());
+    build(echo_features.as_deref(), echo.as_deref());
     let window = Duration::from_secs_f64(secs);
     let warmup = Duration::from_secs_f64((secs / 3.0).max(0.2));
     let wanted = |t: &str| transports.iter().any(|w| w == t);
@@ -575,12 +584,13 @@ fn main() {
     } else {
         Vec::new()
     };
-    let built = match &echo_features {
-        Some(list) if list.is_empty() => {
+    let built = match (&echo, &echo_features) {
+        (Some(path), _) => format!("mcpvisor: the build at {path}"),
+        (None, Some(list)) if list.is_empty() => {
             "mcpvisor built with no optional feature (stdio only)".to_owned()
         }
-        Some(list) => format!("mcpvisor built with the features {list} only"),
-        None => "mcpvisor built with its default features".to_owned(),
+        (None, Some(list)) => format!("mcpvisor built with the features {list} only"),
+        (None, None) => "mcpvisor built with its default features".to_owned(),
     };
     let mut md = format!(
         "Each point: {runs} runs of {secs} s after {:.1} s of warm-up, a fresh server process per run, servers interleaved; `tools/call echo`, client and server on the same {} cores; {built}.\n\n",

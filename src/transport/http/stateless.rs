@@ -14,6 +14,7 @@
 //! (progress, logs, a `subscriptions/listen` stream). The client closing
 //! the connection cancels the request.
 
+use super::streams::send_within;
 use super::wire::{write_response, ChunkedWriter, Framing, Request, Response};
 use super::ResponseMode;
 use crate::jsonrpc::{self, ErrorObject, Message, Parsed};
@@ -246,7 +247,7 @@ impl Sink for StreamSink {
     fn send(&self, out: Outgoing) {
         match out {
             Outgoing::Notification(n) => {
-                if let Err(TrySendError::Full(_)) = self.notes.try_send(n) {
+                if let Err(TrySendError::Full(_)) = send_within(&self.notes, STREAM_QUEUE, n) {
                     log::warn!("a response stream's client reads too slowly: notification dropped");
                 }
             }
@@ -317,7 +318,7 @@ pub(crate) fn serve(
     keepalive: Duration,
 ) -> bool {
     let framing = Framing::of(req);
-    let (notes_tx, notes) = crossbeam_channel::bounded(STREAM_QUEUE);
+    let (notes_tx, notes) = crossbeam_channel::unbounded();
     let (end_tx, end) = crossbeam_channel::bounded(1);
     let sink: Arc<dyn Sink> = Arc::new(StreamSink {
         notes: notes_tx,
