@@ -66,6 +66,9 @@ pub struct Session {
     // (changed under `inflight`'s lock, or before taking it).
     answering: AtomicUsize,
     idle: Condvar,
+    // Threads in `wait_idle` (changed under `inflight`'s lock): only then
+    // does a request's end notify `idle` (a notify is a system call).
+    idle_waiters: AtomicUsize,
     outbound: Outbound,
     closed: AtomicBool,
     // This session, for handles that outlive a request.
@@ -103,6 +106,7 @@ impl Session {
             inflight: Mutex::new(HashMap::new()),
             answering: AtomicUsize::new(0),
             idle: Condvar::new(),
+            idle_waiters: AtomicUsize::new(0),
             outbound: Outbound::default(),
             closed: AtomicBool::new(false),
             this,
@@ -549,7 +553,7 @@ impl Session {
         if inflight.remove(id).is_some() && answered {
             self.answering.fetch_sub(1, Ordering::SeqCst);
         }
-        if inflight.is_empty() {
+        if inflight.is_empty() && self.idle_waiters.load(Ordering::SeqCst) > 0 {
             self.idle.notify_all();
         }
     }
@@ -569,18 +573,20 @@ impl Session {
     pub fn wait_idle(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         let mut inflight = lock(&self.inflight);
-        while !inflight.is_empty() {
+        self.idle_waiters.fetch_add(1, Ordering::SeqCst);
+        let idle = loop {
             let now = Instant::now();
-            if now >= deadline {
-                return false;
+            if inflight.is_empty() || now >= deadline {
+                break inflight.is_empty();
             }
             inflight = self
                 .idle
                 .wait_timeout(inflight, deadline - now)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
-        }
-        true
+        };
+        self.idle_waiters.fetch_sub(1, Ordering::SeqCst);
+        idle
     }
 
     /// Ends the session: cancels everything in flight, fails every pending

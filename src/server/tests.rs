@@ -408,6 +408,42 @@ fn a_drain_waits_for_calls_in_flight_and_refuses_new_ones() {
     assert_eq!(answer["result"]["content"][0]["text"], "done");
 }
 
+#[test]
+fn a_wait_for_a_session_to_be_idle_is_woken_by_the_last_request_ending() {
+    let (started_tx, started) = crossbeam_channel::bounded(1);
+    let (go_tx, go) = crossbeam_channel::bounded::<()>(1);
+    let server = Server::builder("idle", "1")
+        .tool(tool("hold", move |_| {
+            let _ = started_tx.send(());
+            let _ = go.recv();
+            ToolResult::text("done")
+        }))
+        .build()
+        .unwrap();
+    let mut c = Client::new(&server);
+    // With nothing waiting, requests end without notifying anyone.
+    assert_eq!(c.call(1, "ping", json!({}))["result"], json!({}));
+    c.send(json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hold","arguments":{}}}));
+    started.recv_timeout(WAIT).unwrap();
+    let (idle_tx, idle) = crossbeam_channel::bounded(1);
+    let session = c.session.clone();
+    std::thread::spawn(move || {
+        // Far longer than the test waits: only a wake-up ends it in time.
+        let _ = idle_tx.send(session.wait_idle(Duration::from_secs(3600)));
+    });
+    assert!(
+        idle.recv_timeout(Duration::from_millis(100)).is_err(),
+        "a call is in flight"
+    );
+    go_tx.send(()).unwrap();
+    assert_eq!(
+        idle.recv_timeout(WAIT),
+        Ok(true),
+        "woken when the call ended"
+    );
+    assert_eq!(c.recv()["id"], 2);
+}
+
 /// Sends a request into its session from inside `send`, on the first
 /// response: a client that answers the instant it reads.
 struct Eager {
