@@ -19,8 +19,10 @@
 //! directory of its own (`target/echo-features`); by default it has every
 //! default feature (every transport, TLS, JSON Schema). HTTP needs `http`
 //! in LIST; without it, measure `--transports stdio`. `--echo PATH`
-//! measures that build of `examples/echo` instead of building one (an A/B
-//! of two builds: run once with each).
+//! measures that binary of `examples/echo` instead of building one (not
+//! with `--echo-features`): to compare two builds, copy each binary
+//! elsewhere (a build overwrites `target/release/examples/echo`) and run
+//! once with each.
 //! With `--out DIR` it also writes `DIR/compare.md` (the tables) and
 //! `DIR/throughput.svg` (throughput against concurrency). The baselines
 //! are cargo projects of their own under `benches/baselines/`.
@@ -35,7 +37,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-/// Our server's binary, as built by [`build`].
+/// Our server's binary: built by [`build`], or given with `--echo`.
 static ECHO: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 const ECHO_CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello world"}}}"#;
 
@@ -566,10 +568,19 @@ fn main() {
             "--out" => out = Some(value()),
             "--transports" => transports = value().split(',').map(str::to_owned).collect(),
             "--echo-features" => echo_features = Some(value()),
-            "--echo" => echo = Some(value()),
+            "--echo" => {
+                let path = value();
+                let found =
+                    std::fs::canonicalize(&path).unwrap_or_else(|e| panic!("--echo {path}: {e}"));
+                echo = Some(found.display().to_string());
+            }
             _ => {} // cargo bench passes --bench
         }
     }
+    assert!(
+        echo.is_none() || echo_features.is_none(),
+        "--echo measures a binary as it was built: not with --echo-features"
+    );
     build(echo_features.as_deref(), echo.as_deref());
     let window = Duration::from_secs_f64(secs);
     let warmup = Duration::from_secs_f64((secs / 3.0).max(0.2));
@@ -585,7 +596,7 @@ fn main() {
         Vec::new()
     };
     let built = match (&echo, &echo_features) {
-        (Some(path), _) => format!("mcpvisor: the build at {path}"),
+        (Some(path), _) => format!("mcpvisor as built at `{path}`"),
         (None, Some(list)) if list.is_empty() => {
             "mcpvisor built with no optional feature (stdio only)".to_owned()
         }

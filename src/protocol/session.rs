@@ -66,8 +66,9 @@ pub struct Session {
     // (changed under `inflight`'s lock, or before taking it).
     answering: AtomicUsize,
     idle: Condvar,
-    // Threads in `wait_idle` (changed under `inflight`'s lock): only then
-    // does a request's end notify `idle` (a notify is a system call).
+    // Threads in `wait_idle` (changed and read under `inflight`'s lock):
+    // only then does a request's end notify `idle` (std's notify is a
+    // system call even with no waiter).
     idle_waiters: AtomicUsize,
     outbound: Outbound,
     closed: AtomicBool,
@@ -567,6 +568,12 @@ impl Session {
     /// Number of requests in flight.
     pub fn inflight(&self) -> usize {
         lock(&self.inflight).len()
+    }
+
+    /// Threads waiting in [`Session::wait_idle`].
+    #[cfg(test)]
+    pub(crate) fn idle_waiters(&self) -> usize {
+        self.idle_waiters.load(Ordering::SeqCst)
     }
 
     /// Waits until no request is in flight or `timeout` passes; true if idle.

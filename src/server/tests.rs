@@ -421,8 +421,6 @@ fn a_wait_for_a_session_to_be_idle_is_woken_by_the_last_request_ending() {
         .build()
         .unwrap();
     let mut c = Client::new(&server);
-    // With nothing waiting, requests end without notifying anyone.
-    assert_eq!(c.call(1, "ping", json!({}))["result"], json!({}));
     c.send(json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hold","arguments":{}}}));
     started.recv_timeout(WAIT).unwrap();
     let (idle_tx, idle) = crossbeam_channel::bounded(1);
@@ -431,10 +429,13 @@ fn a_wait_for_a_session_to_be_idle_is_woken_by_the_last_request_ending() {
         // Far longer than the test waits: only a wake-up ends it in time.
         let _ = idle_tx.send(session.wait_idle(Duration::from_secs(3600)));
     });
-    assert!(
-        idle.recv_timeout(Duration::from_millis(100)).is_err(),
-        "a call is in flight"
-    );
+    // The waiter is counted (and about to wait) before the call ends.
+    let deadline = std::time::Instant::now() + WAIT;
+    while c.session.idle_waiters() == 0 {
+        assert!(std::time::Instant::now() < deadline, "never waiting");
+        std::thread::yield_now();
+    }
+    assert!(idle.try_recv().is_err(), "a call is in flight");
     go_tx.send(()).unwrap();
     assert_eq!(
         idle.recv_timeout(WAIT),
