@@ -34,7 +34,7 @@ impl Sink for EndSink {
     fn send(&self, out: Outgoing) {
         if let Some(m) = out.message() {
             // The other end is gone: nowhere to deliver.
-            let _ = self.0.send(m.to_string().into_bytes());
+            let _ = self.0.send(crate::jsonrpc::to_text(m).into_bytes());
         }
     }
 }
@@ -68,7 +68,7 @@ mod client_end {
                 .0
                 .as_ref()
                 .ok_or_else(|| io::Error::from(io::ErrorKind::BrokenPipe))?;
-            tx.send(message.to_string().into_bytes())
+            tx.send(crate::jsonrpc::to_text(message).into_bytes())
                 .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
         }
         fn close(&mut self) {

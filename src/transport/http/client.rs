@@ -543,7 +543,7 @@ impl Target {
     }
 
     fn try_post(self: &Arc<Self>, message: &Value) -> io::Result<()> {
-        let bytes = message.to_string().into_bytes();
+        let bytes = crate::jsonrpc::to_text(message).into_bytes();
         // A call is answered when its handler is done: as long as the
         // call's own timeout allows.
         let call = message.get("method").is_some() && message.get("id").is_some();

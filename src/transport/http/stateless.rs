@@ -413,7 +413,7 @@ fn answer_whole(
     let mut resp = Response {
         status,
         headers,
-        body: message.to_string().into_bytes(),
+        body: jsonrpc::to_text(&message).into_bytes(),
     };
     resp.headers
         .push(("Content-Type".into(), "application/json".into()));
@@ -429,7 +429,7 @@ fn sse_headers(mut headers: Vec<(String, String)>) -> Vec<(String, String)> {
 
 fn event(out: &mut Vec<u8>, message: &Value) {
     out.extend_from_slice(b"event: message\ndata: ");
-    out.extend_from_slice(message.to_string().as_bytes());
+    out.extend_from_slice(jsonrpc::to_text(message).as_bytes());
     out.extend_from_slice(b"\n\n");
 }
 

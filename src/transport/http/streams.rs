@@ -267,6 +267,8 @@ impl SessionStreams {
         if let (true, Outgoing::Request(request)) = (self.json_only && stream != STANDALONE, &out) {
             return self.request_without_stream(request.clone());
         }
+        // Serialized before the session's lock is taken.
+        let text = out.message().map(crate::jsonrpc::to_text);
         let mut st = self.lock();
         let capacity = self.capacity;
         let Some(s) = st.get_mut(stream) else {
@@ -286,10 +288,10 @@ impl SessionStreams {
             }
             other => {
                 let last = matches!(other, Outgoing::Response { .. });
-                let Some(message) = other.message() else {
+                let Some(text) = text else {
                     return;
                 };
-                let data: Arc<str> = Arc::from(message.to_string());
+                let data: Arc<str> = Arc::from(text);
                 let seq = s.next_seq;
                 s.next_seq += 1;
                 s.log.push_back((seq, data.clone(), last));
