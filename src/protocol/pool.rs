@@ -300,21 +300,15 @@ impl Inner {
     /// [`WATCH_TICK`] (a handler that blocks, waiting for its client say):
     /// then nothing is expected.
     fn soon_taken(&self, running: usize) -> bool {
-        let average = self.job_nanos.load(Ordering::Relaxed);
-        let short = SHORT_WAIT.as_nanos() as u64;
         let running_for = self
             .nanos_now()
             .saturating_sub(self.job_started.load(Ordering::Relaxed));
-        // (Not sooner than half a watchdog tick: on a busy machine a
-        // short job is pre-empted for longer than it runs.)
-        let overran = average
-            .saturating_mul(2)
-            .max(WATCH_TICK.as_nanos() as u64 / 2);
-        if running_for > overran {
-            return false;
-        }
-        let ahead = (self.rx.len() as u64).saturating_mul(average);
-        ahead / running as u64 <= short
+        soon_reached(
+            self.job_nanos.load(Ordering::Relaxed),
+            running_for,
+            self.rx.len(),
+            running,
+        )
     }
 
     /// Nanoseconds since the pool's epoch.
@@ -497,6 +491,23 @@ impl Inner {
     }
 }
 
+/// [`Inner::soon_taken`] on its figures: jobs averaging `average` ns, the
+/// latest running for `running_for` ns, `queued` waiting for `running`
+/// threads.
+fn soon_reached(average: u64, running_for: u64, queued: usize, running: usize) -> bool {
+    let short = SHORT_WAIT.as_nanos() as u64;
+    // (Not sooner than half a watchdog tick: on a busy machine a short
+    // job is pre-empted for longer than it runs.)
+    let overran = average
+        .saturating_mul(2)
+        .max(WATCH_TICK.as_nanos() as u64 / 2);
+    if running_for > overran {
+        return false;
+    }
+    let ahead = (queued as u64).saturating_mul(average);
+    ahead / running.max(1) as u64 <= short
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -574,28 +585,30 @@ mod tests {
         wait(&rx);
         // Instant jobs until the average says so (a job pre-empted on a
         // busy machine weighs for a while).
-        let average = || Duration::from_nanos(pool.inner.job_nanos.load(Ordering::SeqCst));
+        let read = || Duration::from_nanos(pool.inner.job_nanos.load(Ordering::SeqCst));
+        let mut average = read();
         for _ in 0..10_000 {
-            if average() < SHORT_WAIT / 2 {
+            if average < SHORT_WAIT / 2 {
                 break;
             }
             assert!(pool.try_submit(job(&tx)).is_ok());
             wait(&rx);
+            average = read();
         }
-        let average = average();
-        assert!(average < SHORT_WAIT, "instant jobs average {average:?}");
-        assert!(queue.try_send(job(&tx)).is_ok());
-        let inner = &pool.inner;
-        inner.job_started.store(inner.nanos_now(), Ordering::SeqCst);
+        assert!(average < SHORT_WAIT / 2, "instant jobs average {average:?}");
+        // On those figures (not the pool's own, which its running threads
+        // change meanwhile):
+        let average = average.as_nanos() as u64;
         assert!(
-            inner.soon_taken(1),
+            soon_reached(average, 0, 1, 1),
             "a job queued behind one just begun is left to it"
         );
-        inner.job_started.store(0, Ordering::SeqCst);
-        assert!(!inner.soon_taken(1), "not behind one that overran");
-        assert!(pool.try_submit(job(&tx)).is_ok());
-        wait(&rx);
-        wait(&rx);
+        let overran = WATCH_TICK.as_nanos() as u64;
+        assert!(
+            !soon_reached(average, overran.max(3 * average), 1, 1),
+            "not behind one that overran"
+        );
+
         // Short jobs so far; now one blocks. A short job queued behind it
         // runs anyway: the watchdog sees it wait and adds a thread.
         let (release_tx, release) = crossbeam_channel::bounded::<()>(1);
