@@ -366,11 +366,12 @@ fn progress_is_never_sent_after_the_response_nor_backwards() {
     );
 }
 
-#[test]
-fn a_drain_waits_for_calls_in_flight_and_refuses_new_ones() {
+/// A server whose tool `hold` runs until told to go on, and a client with
+/// a call of it (id 1) running: the server, the client, and the go-ahead.
+fn a_call_held() -> (Server, Client, Sender<()>) {
     let (started_tx, started) = crossbeam_channel::bounded(1);
     let (go_tx, go) = crossbeam_channel::bounded::<()>(1);
-    let server = Server::builder("drain", "1")
+    let server = Server::builder("held", "1")
         .tool(tool("hold", move |_| {
             let _ = started_tx.send(());
             let _ = go.recv();
@@ -381,6 +382,12 @@ fn a_drain_waits_for_calls_in_flight_and_refuses_new_ones() {
     let mut c = Client::new(&server);
     c.send(json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hold","arguments":{}}}));
     started.recv_timeout(WAIT).unwrap();
+    (server, c, go_tx)
+}
+
+#[test]
+fn a_drain_waits_for_calls_in_flight_and_refuses_new_ones() {
+    let (server, mut c, go_tx) = a_call_held();
     let engine = server.engine().clone();
     let drained = std::thread::spawn(move || engine.drain(WAIT));
     // A request after the drain began is refused at once.
@@ -410,19 +417,7 @@ fn a_drain_waits_for_calls_in_flight_and_refuses_new_ones() {
 
 #[test]
 fn a_wait_for_a_session_to_be_idle_is_woken_by_the_last_request_ending() {
-    let (started_tx, started) = crossbeam_channel::bounded(1);
-    let (go_tx, go) = crossbeam_channel::bounded::<()>(1);
-    let server = Server::builder("idle", "1")
-        .tool(tool("hold", move |_| {
-            let _ = started_tx.send(());
-            let _ = go.recv();
-            ToolResult::text("done")
-        }))
-        .build()
-        .unwrap();
-    let mut c = Client::new(&server);
-    c.send(json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hold","arguments":{}}}));
-    started.recv_timeout(WAIT).unwrap();
+    let (_server, c, go_tx) = a_call_held();
     let (idle_tx, idle) = crossbeam_channel::bounded(1);
     let session = c.session.clone();
     std::thread::spawn(move || {
@@ -442,7 +437,7 @@ fn a_wait_for_a_session_to_be_idle_is_woken_by_the_last_request_ending() {
         Ok(true),
         "woken when the call ended"
     );
-    assert_eq!(c.recv()["id"], 2);
+    assert_eq!(c.recv()["id"], 1);
 }
 
 /// Sends a request into its session from inside `send`, on the first
