@@ -89,12 +89,8 @@ impl Server {
     }
 }
 
-/// Builds `examples/echo` (with only `features` if given; not at all if
-/// `echo` names a binary to measure instead) and both baselines (release).
-fn build(features: Option<&str>, echo: Option<&str>) {
-    if let Some(path) = echo {
-        let _ = ECHO.set(path.to_owned());
-    }
+/// Builds `examples/echo` (with only `features` if given); its path.
+fn build_echo(features: Option<&str>) -> String {
     let mut ours = common::cargo();
     ours.args(["build", "--release", "--quiet", "--example", "echo"]);
     let target = match features {
@@ -106,13 +102,18 @@ fn build(features: Option<&str>, echo: Option<&str>) {
         }
         None => format!("{ROOT}/target"),
     };
-    if echo.is_none() {
-        assert!(
-            ours.status().expect("cargo").success(),
-            "building examples/echo failed"
-        );
-        let _ = ECHO.set(format!("{target}/release/examples/echo"));
-    }
+    assert!(
+        ours.status().expect("cargo").success(),
+        "building examples/echo failed"
+    );
+    format!("{target}/release/examples/echo")
+}
+
+/// Builds `examples/echo` (with only `features` if given) unless `echo`
+/// names a binary to measure instead, and both baselines (release).
+fn build(features: Option<&str>, echo: Option<&str>) {
+    let ours = echo.map_or_else(|| build_echo(features), str::to_owned);
+    let _ = ECHO.set(ours);
     for project in ["rmcp-echo", "raw-echo"] {
         let status = common::cargo()
             .args(["build", "--release", "--quiet", "--manifest-path"])

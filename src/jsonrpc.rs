@@ -383,10 +383,10 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
-/// `value` as JSON text, serialized straight into a buffer: several times
-/// faster than `Value`'s `Display` (`to_string()`), which writes through a
-/// formatter a piece at a time (a third of an HTTP call's serialization
-/// cost went there). A `Value` always serializes: its maps have string keys.
+/// `value` as JSON text, serialized straight into a buffer (`Value`'s
+/// `Display`, `to_string()`, writes through a formatter a piece at a time
+/// and is several times slower). A `Value` always serializes: its maps
+/// have string keys.
 pub(crate) fn to_text(value: &Value) -> String {
     serde_json::to_string(value).unwrap_or_default()
 }

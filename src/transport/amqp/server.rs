@@ -177,7 +177,7 @@ impl Sink for Reply {
             log::warn!("amqp: publish backlog full; a notification was dropped");
             return;
         }
-        let body = serde_json::to_vec(message).unwrap_or_default();
+        let body = jsonrpc::to_text(message).into_bytes();
         let _ = self.shared.work.send(Work::Publish {
             body,
             envelope: self.envelope(),
@@ -760,8 +760,8 @@ impl Link<'_> {
         else {
             return self.ack(ticket);
         };
-        let body = serde_json::to_vec(&jsonrpc::error_response_value(Some(r.id()), &error))
-            .unwrap_or_default();
+        let body =
+            jsonrpc::to_text(&jsonrpc::error_response_value(Some(r.id()), &error)).into_bytes();
         self.perform(Work::Publish {
             body,
             envelope: Envelope {
@@ -791,7 +791,7 @@ impl Link<'_> {
         );
         if let (Some(reply), Some(reply_to)) = (why.reply(), &envelope.reply_to) {
             self.perform(Work::Publish {
-                body: serde_json::to_vec(&reply).unwrap_or_default(),
+                body: jsonrpc::to_text(&reply).into_bytes(),
                 envelope: self
                     .shared
                     .envelope(correlation_id, envelope.session.clone()),

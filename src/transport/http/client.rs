@@ -512,7 +512,7 @@ impl Target {
         let error = ErrorObject::internal(format!("the HTTP request failed: {why}"));
         let answer =
             serde_json::json!({"jsonrpc": "2.0", "id": id.to_value(), "error": error.to_value()});
-        self.deliver(answer.to_string().into_bytes(), None);
+        self.deliver(crate::jsonrpc::to_text(&answer).into_bytes(), None);
     }
 
     /// Cancels our stateless call `id` the way 2026-07-28 does: by closing
