@@ -1,5 +1,7 @@
 //! Peers that stop reading must cost only their own connection (#11).
 
+mod common;
+
 use mcpvisor::client::{CallOptions, Client, ClientOptions, Connection};
 use mcpvisor::server::{Server, Tool, ToolResult};
 use mcpvisor::transport::tcp::TcpOptions;
@@ -19,8 +21,14 @@ fn a_tcp_peer_that_stops_reading_disturbs_no_other_client() {
         }))
         .build()
         .unwrap();
+    // The server stops reading a peer that does not read its answers; the
+    // connection ends when a write has blocked for the write timeout.
     let tcp = server
-        .start_tcp(TcpOptions::default().with_bind("127.0.0.1:0".parse().unwrap()))
+        .start_tcp(
+            TcpOptions::default()
+                .with_bind("127.0.0.1:0".parse().unwrap())
+                .with_write_timeout(Duration::from_secs(1)),
+        )
         .unwrap();
     let addr = tcp.local_addr();
     const CALLS: usize = 4000;
@@ -41,9 +49,9 @@ fn a_tcp_peer_that_stops_reading_disturbs_no_other_client() {
         let done = lines.iter().try_for_each(|l| writeln!(writer, "{l}"));
         let _ = wrote_tx.send(done.is_ok());
     });
-    // Let the flood reach the server (or the server end it) before the
-    // well-behaved client asks; with the defect every handler thread is
-    // blocked on the flooder's full queue by then.
+    // Let the server end the flood before the well-behaved client asks;
+    // with the defect every handler thread is blocked on the flooder's
+    // full queue by then.
     let _ = wrote.recv_timeout(WAIT);
     let good = Client::connect(Connection::tcp(addr).unwrap(), ClientOptions::default()).unwrap();
     let quick = CallOptions {
@@ -89,4 +97,54 @@ fn a_tcp_peer_that_stops_reading_disturbs_no_other_client() {
         std::thread::yield_now();
     }
     good.close();
+}
+
+#[test]
+fn a_stdio_client_that_sends_everything_before_reading_gets_every_answer() {
+    // A client that pipelines 20,000 calls and reads late: the server stops
+    // reading while its outbox is half full, so the client's writes wait,
+    // and every call is answered once the client reads (before, 1,024
+    // unread answers cut the connection and lost the rest).
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    const CALLS: u64 = 20_000;
+    let mut child = Command::new(common::example("echo"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn examples/echo");
+    let mut stdin = std::io::BufWriter::new(child.stdin.take().unwrap());
+    let (wrote_tx, wrote) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let mut sent = writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}}}}}}"#
+        )
+        .and_then(|_| writeln!(stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#));
+        for id in 1..=CALLS {
+            sent = sent.and_then(|_| {
+                writeln!(
+                    stdin,
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"message":"m{id}"}}}}}}"#
+                )
+            });
+        }
+        let _ = wrote_tx.send(sent.and_then(|_| stdin.flush()).is_ok());
+        // Dropping stdin is the end of input: the server exits when done.
+    });
+    // Read nothing until everything is sent or the server has stopped
+    // taking requests in (the writer waits then; bounded either way).
+    let _ = wrote.recv_timeout(Duration::from_secs(2));
+    let mut ids = std::collections::BTreeSet::new();
+    for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
+        let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+        let id = v["id"].as_u64().expect("an answer with its id");
+        if id > 0 {
+            assert_eq!(v["result"]["content"][0]["text"], format!("m{id}"), "{v}");
+        }
+        assert!(ids.insert(id), "answered once: {id}");
+    }
+    assert_eq!(ids.len() as u64, CALLS + 1, "every call answered");
+    assert!(child.wait().unwrap().success());
 }

@@ -22,6 +22,7 @@
 //! ```
 
 use super::direct::Direct;
+use super::flow::{Drained, Room};
 use super::lines::{Frame, LineBudget, LineReader};
 use crate::jsonrpc::ParseError;
 use crate::protocol::{Engine, Outgoing, Session, Sink};
@@ -48,8 +49,13 @@ pub struct ConnectionOptions {
     /// Largest accepted message; a larger one is answered -32600 and
     /// dropped (default [`DEFAULT_MAX_MESSAGE_BYTES`]).
     pub max_message_bytes: usize,
-    /// Messages the outbox holds for your writer; when a peer leaves it
-    /// full the connection overflows and ends (default [`DEFAULT_OUTBOX_CAPACITY`]).
+    /// Messages the outbox holds for your writer (default
+    /// [`DEFAULT_OUTBOX_CAPACITY`]). While half of them are queued, the
+    /// reader takes no more messages in ([`ServerConnection::wait_for_room`],
+    /// which [`ServerConnection::read_lines`] calls): a peer that reads
+    /// slower than it sends is slowed down, not cut off. When the outbox is
+    /// full all the same (handlers sending to a peer that stopped reading),
+    /// the connection overflows and ends.
     pub outbox_capacity: usize,
     /// Grace after [`ServerConnection::close`] (default [`DEFAULT_SHUTDOWN_GRACE`]).
     pub shutdown_grace: Duration,
@@ -88,6 +94,8 @@ pub struct ServerConnection {
     _stop: Sender<()>,
     // Shared with the sink and the outbox of `open`.
     overflow: Option<Arc<Overflow>>,
+    // Room in the outbox of `open` for what the peer sends next.
+    room: Option<Room>,
 }
 
 /// The messages to send to the peer, in order, each one serialized
@@ -101,6 +109,8 @@ pub struct Outbox {
     direct: Option<Arc<Direct>>,
     // Whether to poll before parking (the writer's traffic so far).
     spin: crate::wait::Spin,
+    // Wakes a reader waiting for room.
+    drained: Drained,
 }
 
 /// Serializes each outgoing message into the outbox.
@@ -185,7 +195,9 @@ impl ServerConnection {
         direct: Option<Arc<Direct>>,
     ) -> (ServerConnection, Outbox) {
         // Producers: the session's sink (handlers, the reader); consumer: your writer.
-        let (tx, rx) = crossbeam_channel::bounded(options.outbox_capacity.max(1));
+        let capacity = options.outbox_capacity.max(1);
+        let (tx, rx) = crossbeam_channel::bounded(capacity);
+        let (room, drained) = super::flow::pair(&rx, capacity);
         let (stop_tx, stop_rx) = crossbeam_channel::bounded(0);
         let overflow = Arc::new(Overflow::default());
         let sink = Arc::new(OutboxSink {
@@ -195,6 +207,7 @@ impl ServerConnection {
         });
         let mut conn = Self::with_sink(engine, sink, &options, stop_tx);
         conn.overflow = Some(overflow.clone());
+        conn.room = Some(room);
         if let Some(d) = &direct {
             d.serve(&conn.session);
         }
@@ -206,6 +219,7 @@ impl ServerConnection {
                 overflow,
                 direct,
                 spin: crate::wait::Spin::default(),
+                drained,
             },
         )
     }
@@ -241,6 +255,7 @@ impl ServerConnection {
             grace: options.shutdown_grace,
             _stop: stop,
             overflow: None,
+            room: None,
         }
     }
 
@@ -252,6 +267,16 @@ impl ServerConnection {
             return self.too_large(message.len());
         }
         self.session.receive(message, &self.sink);
+    }
+
+    /// Waits while half the outbox is queued for the peer (it reads slower
+    /// than it is answered), so that a framer of your own that calls this
+    /// before each [`receive`](Self::receive) slows its peer down instead
+    /// of letting the outbox overflow. Only this connection's reader waits.
+    /// Returns false once the outbox's writer is gone (nothing more will be
+    /// sent: stop reading); true at once for a connection without an outbox.
+    pub fn wait_for_room(&self) -> bool {
+        self.room.as_ref().is_none_or(Room::wait)
     }
 
     /// Tells the peer that a message of `len` bytes was too large (for a
@@ -288,6 +313,9 @@ impl ServerConnection {
             .with_budget(budget)
             .with_spin(spin_fd);
         while let Some((frame, more)) = lines.next_frame_and_more()? {
+            if !self.wait_for_room() {
+                break;
+            }
             // Answers made on this thread (quick tools, lists, ping) while
             // more requests are at hand go to the writer, which batches them.
             let _ahead = super::direct::ReadingAhead::set(more);
@@ -338,10 +366,11 @@ impl Outbox {
         }
         let since = std::time::Instant::now();
         if let Ok(m) = self.spin.poll_if_worthwhile(&self.rx) {
+            self.drained.took(&self.rx);
             return Some(m);
         }
         let m = crossbeam_channel::select! {
-            recv(self.rx) -> m => m.ok(),
+            recv(self.rx) -> m => m.ok().inspect(|_| self.drained.took(&self.rx)),
             recv(self.stop) -> _ => self.try_recv(),
         };
         self.spin.parked(since);
@@ -353,7 +382,9 @@ impl Outbox {
         if self.overflowed() {
             return None;
         }
-        self.rx.try_recv().ok()
+        let m = self.rx.try_recv().ok()?;
+        self.drained.took(&self.rx);
+        Some(m)
     }
 
     /// Whether the peer left the outbox full (the connection is ending).
@@ -420,3 +451,7 @@ impl Outbox {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "custom_tests.rs"]
+mod tests;

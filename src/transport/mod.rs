@@ -22,6 +22,7 @@ pub mod amqp;
 pub mod connection;
 pub mod custom;
 pub(crate) mod direct;
+pub(crate) mod flow;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod lines;

@@ -37,9 +37,11 @@ pub struct TcpOptions {
     /// Idle timeout (default [`DEFAULT_TCP_IDLE_TIMEOUT`]).
     pub idle_timeout: Duration,
     /// Longest a write may block (default [`DEFAULT_TCP_WRITE_TIMEOUT`]).
-    /// A peer that stops reading loses its connection after this, or as
-    /// soon as its outbox (1,024 messages) is full, whichever comes first;
-    /// no other connection waits for it.
+    /// A peer that reads slower than it sends is read from no further
+    /// while 512 messages wait for it (half its outbox); one that stops
+    /// reading loses its connection when a write has blocked this long, or
+    /// when its outbox (1,024 messages) is full all the same; no other
+    /// connection waits for it.
     pub write_timeout: Duration,
     /// Line limit and shutdown grace, as for stdio.
     pub lines: StdioOptions,
