@@ -383,6 +383,16 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
+/// Whether `bytes` may hold a request (or a batch with one), looked at
+/// before parsing: false only when the member name `"method"` or `"id"`
+/// appears nowhere, which no request with its names written plainly can
+/// do. A notification or a response may be taken for one (a member of
+/// its params or result with that name); never the other way round.
+pub(crate) fn may_be_request(bytes: &[u8]) -> bool {
+    let has = |name: &[u8]| bytes.windows(name.len()).any(|w| w == name);
+    has(b"\"method\"") && has(b"\"id\"")
+}
+
 /// `value` as JSON text, serialized straight into a buffer (`Value`'s
 /// `Display`, `to_string()`, writes through a formatter a piece at a time
 /// and is several times slower). A `Value` always serializes: its maps
@@ -587,6 +597,24 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_request_is_never_taken_for_something_else() {
+        for request in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            r#"{ "method" : "tools/call", "params": {}, "id" : "a", "jsonrpc":"2.0" }"#,
+            r#"[{"jsonrpc":"2.0","method":"x"},{"jsonrpc":"2.0","id":2,"method":"y"}]"#,
+        ] {
+            assert!(may_be_request(request.as_bytes()), "{request}");
+        }
+        for other in [
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+            "",
+        ] {
+            assert!(!may_be_request(other.as_bytes()), "{other}");
+        }
+    }
     use serde_json::json;
 
     fn err(bytes: &str) -> ParseError {

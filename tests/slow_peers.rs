@@ -114,6 +114,15 @@ fn a_stdio_client_that_sends_everything_before_reading_gets_every_answer() {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn examples/echo");
+    // However the server fails, reading below ends (60 s at most).
+    let (finished, watchdog) = crossbeam_channel::bounded::<()>(1);
+    let pid = child.id() as i32;
+    std::thread::spawn(move || {
+        if watchdog.recv_timeout(Duration::from_secs(60)) != Ok(()) {
+            // SAFETY: kill(2) has no memory preconditions.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
     let mut stdin = std::io::BufWriter::new(child.stdin.take().unwrap());
     let (wrote_tx, wrote) = crossbeam_channel::bounded(1);
     std::thread::spawn(move || {
@@ -135,7 +144,7 @@ fn a_stdio_client_that_sends_everything_before_reading_gets_every_answer() {
     });
     // Read nothing until everything is sent or the server has stopped
     // taking requests in (the writer waits then; bounded either way).
-    let _ = wrote.recv_timeout(Duration::from_secs(2));
+    let _ = wrote.recv_timeout(Duration::from_secs(1));
     let mut ids = std::collections::BTreeSet::new();
     for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
         let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
@@ -146,5 +155,6 @@ fn a_stdio_client_that_sends_everything_before_reading_gets_every_answer() {
         assert!(ids.insert(id), "answered once: {id}");
     }
     assert_eq!(ids.len() as u64, CALLS + 1, "every call answered");
+    let _ = finished.send(());
     assert!(child.wait().unwrap().success());
 }

@@ -819,14 +819,48 @@ impl Shared {
         if self.closed.load(Ordering::SeqCst) {
             return Err(ClientError::Closed);
         }
-        let result = {
-            let mut w = lock(&self.writer);
-            let result = w.write(message);
-            if self.close_pending.load(Ordering::SeqCst) {
-                w.close();
-            }
-            result
+        self.write_holding(lock(&self.writer), message)
+    }
+
+    /// Writes `message` from the reader thread, which must never wait for
+    /// the writer: a call may hold it, its write waiting for a server that
+    /// reads no more until this thread has read what it sent. Written now
+    /// if the writer is free, else by a thread of its own.
+    fn write_from_reader(self: &Arc<Self>, message: Value) {
+        if self.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let held = match self.writer.try_lock() {
+            Ok(w) => Some(w),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
         };
+        if let Some(w) = held {
+            let _ = self.write_holding(w, &message);
+            return;
+        }
+        let shared = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("mcpvisor-client-reply".into())
+            .spawn(move || {
+                let _ = shared.write(&message);
+            });
+        if let Err(e) = spawned {
+            log::warn!("client: cannot answer the server (no thread: {e})");
+        }
+    }
+
+    /// Writes `message` with the writer `w` held.
+    fn write_holding(
+        &self,
+        mut w: std::sync::MutexGuard<'_, Box<dyn MessageWriter>>,
+        message: &Value,
+    ) -> Result<(), ClientError> {
+        let result = w.write(message);
+        if self.close_pending.load(Ordering::SeqCst) {
+            w.close();
+        }
+        drop(w);
         result.map_err(|e| {
             // Ending our side ends the reader, which reconnects or gives up.
             lock(&self.writer).close();
@@ -1122,12 +1156,9 @@ pub fn callback_cancel_token() -> Option<CancelToken> {
 /// Answers a request of the server's on the callback pool: callbacks may
 /// block (a user deciding), never on the reader thread.
 fn serve_peer_request(shared: &Arc<Shared>, r: Request, related: Option<&RequestId>) {
-    let reply = |shared: &Shared, outcome: Result<Value, ErrorObject>, id: &RequestId| {
-        let message = match outcome {
-            Ok(v) => jsonrpc::result_response(id, v),
-            Err(e) => jsonrpc::error_response_value(Some(id), &e),
-        };
-        let _ = shared.write(&message);
+    // On the reader thread (ping, refusals): never waiting for the writer.
+    let reply = |shared: &Arc<Shared>, outcome: Result<Value, ErrorObject>, id: &RequestId| {
+        shared.write_from_reader(response_to(id, outcome));
     };
     // `ping` runs no user code: answered at once, never queued behind callbacks.
     if r.method() == "ping" {
@@ -1200,7 +1231,9 @@ fn serve_peer_request(shared: &Arc<Shared>, r: Request, related: Option<&Request
                     r.method()
                 )
             }
-            Some(outcome) => reply(&job_shared, outcome, r.id()),
+            Some(outcome) => {
+                let _ = job_shared.write(&response_to(r.id(), outcome));
+            }
             None => {}
         }
     });
@@ -1216,6 +1249,14 @@ fn serve_peer_request(shared: &Arc<Shared>, r: Request, related: Option<&Request
             Err(ErrorObject::internal("the client is busy; retry later")),
             &id,
         );
+    }
+}
+
+/// The response to the server's request `id`.
+fn response_to(id: &RequestId, outcome: Result<Value, ErrorObject>) -> Value {
+    match outcome {
+        Ok(v) => jsonrpc::result_response(id, v),
+        Err(e) => jsonrpc::error_response_value(Some(id), &e),
     }
 }
 
@@ -1250,3 +1291,7 @@ fn heartbeat(shared: std::sync::Weak<Shared>, every: Duration) {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "reader_tests.rs"]
+mod reader_tests;

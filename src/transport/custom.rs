@@ -197,7 +197,7 @@ impl ServerConnection {
         // Producers: the session's sink (handlers, the reader); consumer: your writer.
         let capacity = options.outbox_capacity.max(1);
         let (tx, rx) = crossbeam_channel::bounded(capacity);
-        let (room, drained) = super::flow::pair(&rx, capacity);
+        let (room, drained) = super::flow::pair(&tx, capacity);
         let (stop_tx, stop_rx) = crossbeam_channel::bounded(0);
         let overflow = Arc::new(Overflow::default());
         let sink = Arc::new(OutboxSink {
@@ -269,14 +269,22 @@ impl ServerConnection {
         self.session.receive(message, &self.sink);
     }
 
-    /// Waits while half the outbox is queued for the peer (it reads slower
-    /// than it is answered), so that a framer of your own that calls this
-    /// before each [`receive`](Self::receive) slows its peer down instead
-    /// of letting the outbox overflow. Only this connection's reader waits.
-    /// Returns false once the outbox's writer is gone (nothing more will be
-    /// sent: stop reading); true at once for a connection without an outbox.
-    pub fn wait_for_room(&self) -> bool {
-        self.room.as_ref().is_none_or(Room::wait)
+    /// Before [`receive`](Self::receive)`(message)`: if `message` may be a
+    /// request and half the outbox is queued for the peer (it reads slower
+    /// than it is answered), waits until the writer has taken the queue
+    /// down to a quarter, so that a framer of your own slows its peer down
+    /// instead of letting the outbox overflow. Call it from the one thread
+    /// that receives; nothing else waits. Returns false once the outbox's
+    /// writer is gone (nothing more will be sent: stop reading); true at
+    /// once for a connection without an outbox.
+    pub fn wait_for_room(&self, message: &[u8]) -> bool {
+        self.room_for(|| crate::jsonrpc::may_be_request(message))
+    }
+
+    /// [`wait_for_room`](Self::wait_for_room) for a message that `asks`
+    /// says may be a request.
+    fn room_for(&self, asks: impl FnOnce() -> bool) -> bool {
+        self.room.as_ref().is_none_or(|room| room.wait(asks))
     }
 
     /// Tells the peer that a message of `len` bytes was too large (for a
@@ -294,7 +302,10 @@ impl ServerConnection {
     /// Hands every line of `input` to the connection until EOF
     /// (newline-delimited JSON-RPC): blank lines are skipped, a line over
     /// the size limit is discarded up to its newline and refused, and the
-    /// buffer never holds more than the limit.
+    /// buffer never holds more than the limit. Flow control
+    /// ([`wait_for_room`](Self::wait_for_room)) is applied to each line, so
+    /// a writer must drain the outbox meanwhile (from another thread); it
+    /// returns early when the outbox's writer is gone.
     pub fn read_lines(&self, input: impl Read) -> io::Result<()> {
         self.read_lines_within(input, None, None)
     }
@@ -313,7 +324,12 @@ impl ServerConnection {
             .with_budget(budget)
             .with_spin(spin_fd);
         while let Some((frame, more)) = lines.next_frame_and_more()? {
-            if !self.wait_for_room() {
+            // A line too long to keep is answered: room for it as for a request.
+            let room = match frame {
+                Frame::Line(line) => self.wait_for_room(line),
+                Frame::TooLong { .. } => self.room_for(|| true),
+            };
+            if !room {
                 break;
             }
             // Answers made on this thread (quick tools, lists, ping) while

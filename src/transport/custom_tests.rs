@@ -20,67 +20,77 @@ fn lines(pings: usize) -> Vec<u8> {
     text.into_bytes()
 }
 
-/// The ids of the answers `outbox` holds until it ends.
-fn answered(outbox: &Outbox) -> BTreeSet<u64> {
-    std::iter::from_fn(|| outbox.recv())
-        .map(|m| {
-            let v: serde_json::Value = serde_json::from_slice(&m).unwrap();
-            assert!(v.get("result").is_some(), "an answer: {v}");
-            v["id"].as_u64().unwrap()
-        })
-        .collect()
+const WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Waits until `done` holds (10 s at most).
+fn until(what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + WAIT;
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::yield_now();
+    }
+}
+
+/// The ids of the answers `outbox` holds until it ends (on a thread of
+/// its own, 10 s at most), and whether it overflowed.
+fn answered(outbox: Outbox) -> (BTreeSet<u64>, bool) {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let ids = std::iter::from_fn(|| outbox.recv())
+            .map(|m| {
+                let v: serde_json::Value = serde_json::from_slice(&m).unwrap();
+                assert!(v.get("result").is_some(), "an answer: {v}");
+                v["id"].as_u64().unwrap()
+            })
+            .collect();
+        let _ = tx.send((ids, outbox.overflowed()));
+    });
+    rx.recv_timeout(WAIT).expect("the outbox ends")
 }
 
 /// A connection reading `input` on a thread of its own (closed at the end
-/// of the input), its outbox, and whether its reader waits for room.
+/// of the input): how its reading ended, its outbox, and whether its
+/// reader waits for room.
 fn reading(
     capacity: usize,
     input: Vec<u8>,
-) -> (
-    std::thread::JoinHandle<io::Result<()>>,
-    Outbox,
-    impl Fn() -> bool,
-) {
+) -> (Receiver<io::Result<()>>, Outbox, impl Fn() -> bool) {
     let options = ConnectionOptions {
         outbox_capacity: capacity,
         ..Default::default()
     };
     let (conn, outbox) = ServerConnection::open(&engine(), options);
     let waiting = conn.room.as_ref().unwrap().probe();
-    let reader = std::thread::spawn(move || {
+    let (done_tx, done) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
         let read = conn.read_lines(&input[..]);
         conn.close();
-        read
+        let _ = done_tx.send(read);
     });
-    (reader, outbox, waiting)
+    (done, outbox, waiting)
 }
 
 #[test]
 fn a_peer_that_reads_late_is_slowed_down_and_loses_no_answer() {
     const PINGS: usize = 200;
-    let (reader, outbox, waiting) = reading(16, lines(PINGS));
+    let (done, outbox, waiting) = reading(16, lines(PINGS));
     // Nobody writes yet: the reader stops once half the outbox is queued
     // (without the wait it would read on and the outbox overflow).
-    while !waiting() && !reader.is_finished() {
-        std::thread::yield_now();
-    }
-    assert!(waiting(), "the reader waits for the writer");
+    until("the reader waits for the writer", &waiting);
+    assert!(done.is_empty(), "still reading");
     assert!(!outbox.overflowed());
     assert!(outbox.rx.len() >= 8, "half the outbox (8 of 16) is queued");
     // The peer reads now: everything is answered.
-    let ids = answered(&outbox);
-    reader.join().unwrap().unwrap();
+    let (ids, overflowed) = answered(outbox);
+    assert!(done.recv_timeout(WAIT).unwrap().is_ok());
     assert_eq!(ids, (0..=PINGS as u64).collect::<BTreeSet<_>>());
-    assert!(!outbox.overflowed());
+    assert!(!overflowed);
 }
 
 #[test]
 fn a_reader_waiting_for_room_stops_when_the_writer_is_gone() {
-    let (reader, outbox, waiting) = reading(4, lines(100));
-    while !waiting() {
-        assert!(!reader.is_finished(), "the reader waits for room");
-        std::thread::yield_now();
-    }
+    let (done, outbox, waiting) = reading(4, lines(100));
+    until("the reader waits for room", &waiting);
     drop(outbox);
-    reader.join().unwrap().unwrap();
+    assert!(done.recv_timeout(WAIT).unwrap().is_ok());
 }

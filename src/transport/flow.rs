@@ -1,13 +1,15 @@
 //! Flow control between a connection's reader and its outbox: while half
-//! the outbox is queued for the peer, the reader takes no more messages in,
-//! until the writer has taken some out. A peer that sends faster than it
-//! reads (a pipelining client, one that pauses reading for a moment) is
-//! slowed down as a pipe would slow it, instead of having its outbox
-//! overflow and its connection end with its answers lost. Only the
-//! connection's own reader waits; handlers never do. A peer that stops
-//! reading altogether is ended by the writer (a write that blocks past its
-//! timeout) or, if messages other than answers keep coming, by the
-//! outbox's overflow.
+//! the outbox is queued for the peer, the reader takes no more requests
+//! in, until the writer has taken the queue down to a quarter. A peer that
+//! sends faster than it reads (a pipelining client, one that pauses
+//! reading for a moment) is slowed down as a pipe would slow it, instead
+//! of having its outbox overflow and its connection end with its answers
+//! lost. What cannot add to the queue (a notification such as a
+//! cancellation, a response to the server's own request) is taken in all
+//! the same. Only the connection's own reader waits; handlers never do.
+//! A peer that stops reading altogether is waited for as long as the
+//! writer waits for it: on TCP, until a write has blocked for the write
+//! timeout; on a pipe (stdio), until the peer closes it.
 
 use crossbeam_channel::{Receiver, Sender};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
@@ -15,17 +17,22 @@ use std::sync::Arc;
 
 /// What the reader and the writer share.
 struct Shared {
-    // The reader takes no message in while this many are queued.
+    // The reader takes no request in while this many messages are queued…
     high: usize,
+    // …until fewer than this many are (one wake-up per stretch, not per
+    // message, under steady backpressure).
+    low: usize,
     // The reader waits for the writer's word.
     waiting: AtomicBool,
 }
 
-/// The reader's side: waits for room in the outbox.
+/// The reader's side: waits for room in the outbox. One reader: a
+/// second thread waiting at the same time could miss its word.
 pub(crate) struct Room {
     shared: Arc<Shared>,
-    // The outbox's queue, only to see its length.
-    queue: Receiver<Vec<u8>>,
+    // The outbox's queue, only to see its length (a sender: when the
+    // writer is gone the queue is disconnected, and nothing more is queued).
+    queue: Sender<Vec<u8>>,
     // A word from the writer; disconnected once the writer is gone.
     word: Receiver<()>,
 }
@@ -37,10 +44,12 @@ pub(crate) struct Drained {
 }
 
 /// A reader / writer pair for an outbox of `capacity` messages whose
-/// queue is `queue`.
-pub(crate) fn pair(queue: &Receiver<Vec<u8>>, capacity: usize) -> (Room, Drained) {
+/// queue `queue` feeds.
+pub(crate) fn pair(queue: &Sender<Vec<u8>>, capacity: usize) -> (Room, Drained) {
+    let high = (capacity / 2).max(1);
     let shared = Arc::new(Shared {
-        high: (capacity / 2).max(1),
+        high,
+        low: (high / 2).max(1),
         waiting: AtomicBool::new(false),
     });
     // At most one word is pending; a stale one only makes the reader look again.
@@ -59,14 +68,13 @@ pub(crate) fn pair(queue: &Receiver<Vec<u8>>, capacity: usize) -> (Room, Drained
 }
 
 impl Room {
-    fn has_room(&self) -> bool {
-        self.queue.len() < self.shared.high
-    }
-
-    /// Returns once fewer than half the outbox's messages are queued:
-    /// true, or false if the writer is gone (nothing more will be sent).
-    pub(crate) fn wait(&self) -> bool {
-        if self.has_room() {
+    /// Returns when the next message may be taken in: at once unless half
+    /// the outbox is queued and `asks` (asked only then) says it may be a
+    /// request; else once the writer has taken the queue down to a
+    /// quarter. True, or false if the writer is gone (nothing more will be
+    /// sent).
+    pub(crate) fn wait(&self, asks: impl FnOnce() -> bool) -> bool {
+        if self.queue.len() < self.shared.high || !asks() {
             return true;
         }
         loop {
@@ -74,7 +82,7 @@ impl Room {
             // Against the writer's take-then-look: either it sees the flag
             // or this sees what it took.
             fence(Ordering::SeqCst);
-            if self.has_room() {
+            if self.queue.len() < self.shared.low {
                 self.shared.waiting.store(false, Ordering::SeqCst);
                 return true;
             }
@@ -96,10 +104,10 @@ impl Room {
 
 impl Drained {
     /// The writer took messages out of `queue`: wakes a waiting reader if
-    /// there is room now.
+    /// the queue is down to a quarter of the outbox.
     pub(crate) fn took(&self, queue: &Receiver<Vec<u8>>) {
         fence(Ordering::SeqCst);
-        if self.shared.waiting.load(Ordering::SeqCst) && queue.len() < self.shared.high {
+        if self.shared.waiting.load(Ordering::SeqCst) && queue.len() < self.shared.low {
             self.shared.waiting.store(false, Ordering::SeqCst);
             let _ = self.word.try_send(());
         }
@@ -109,40 +117,57 @@ impl Drained {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Duration, Instant};
 
-    #[test]
-    fn a_reader_waits_while_half_the_outbox_is_queued_and_is_woken_when_the_writer_takes() {
-        let (tx, rx) = crossbeam_channel::bounded(4);
-        let (room, drained) = pair(&rx, 4);
-        tx.send(vec![1]).unwrap();
-        assert!(room.wait(), "one queued of four: room");
-        tx.send(vec![2]).unwrap();
-        let (done_tx, done) = crossbeam_channel::bounded(1);
-        let reader = std::thread::spawn(move || {
-            let r = room.wait();
-            done_tx.send(()).unwrap();
-            r
-        });
-        // The reader waits (two of four queued) until the writer takes one.
-        while !drained.shared.waiting.load(Ordering::SeqCst) {
+    /// Waits until `done` holds (10 s at most).
+    fn until(what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}");
             std::thread::yield_now();
         }
-        assert!(done.try_recv().is_err(), "waiting while two are queued");
+    }
+
+    #[test]
+    fn a_request_waits_from_half_the_outbox_down_to_a_quarter_and_a_notification_does_not() {
+        let (tx, rx) = crossbeam_channel::bounded(8);
+        let (room, drained) = pair(&tx, 8);
+        for m in 0..3 {
+            tx.send(vec![m]).unwrap();
+        }
+        assert!(room.wait(|| true), "three queued of eight: room");
+        tx.send(vec![3]).unwrap();
+        assert!(
+            room.wait(|| false),
+            "a notification adds nothing to the queue"
+        );
+        let waiting = room.probe();
+        let (done_tx, done) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || done_tx.send(room.wait(|| true)).unwrap());
+        until("the reader waits with four of eight queued", &waiting);
+        // Three left: still above a quarter; two left: still; one: room.
+        for _ in 0..2 {
+            rx.recv().unwrap();
+            drained.took(&rx);
+            assert!(done.try_recv().is_err(), "waiting down to a quarter");
+        }
         rx.recv().unwrap();
         drained.took(&rx);
-        assert!(reader.join().unwrap(), "woken with room");
+        let woken = done.recv_timeout(Duration::from_secs(10));
+        assert_eq!(woken, Ok(true), "woken once one is left");
     }
 
     #[test]
     fn a_waiting_reader_is_told_when_the_writer_is_gone() {
-        let (tx, rx) = crossbeam_channel::bounded(2);
-        let (room, drained) = pair(&rx, 2);
+        let (tx, _rx) = crossbeam_channel::bounded(2);
+        let (room, drained) = pair(&tx, 2);
         tx.send(vec![1]).unwrap();
-        let reader = std::thread::spawn(move || room.wait());
-        while !drained.shared.waiting.load(Ordering::SeqCst) {
-            std::thread::yield_now();
-        }
+        let waiting = room.probe();
+        let (done_tx, done) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || done_tx.send(room.wait(|| true)).unwrap());
+        until("the reader waits", &waiting);
         drop(drained);
-        assert!(!reader.join().unwrap(), "no writer: nothing more is sent");
+        let woken = done.recv_timeout(Duration::from_secs(10));
+        assert_eq!(woken, Ok(false), "no writer: nothing more is sent");
     }
 }

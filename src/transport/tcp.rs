@@ -37,11 +37,12 @@ pub struct TcpOptions {
     /// Idle timeout (default [`DEFAULT_TCP_IDLE_TIMEOUT`]).
     pub idle_timeout: Duration,
     /// Longest a write may block (default [`DEFAULT_TCP_WRITE_TIMEOUT`]).
-    /// A peer that reads slower than it sends is read from no further
-    /// while 512 messages wait for it (half its outbox); one that stops
-    /// reading loses its connection when a write has blocked this long, or
-    /// when its outbox (1,024 messages) is full all the same; no other
-    /// connection waits for it.
+    /// A peer that reads slower than it sends has no more requests read
+    /// from it while 512 messages wait for it (half its outbox), until 256
+    /// do; one that stops reading loses its connection when a write has
+    /// blocked this long, or when its outbox (1,024 messages) is full all
+    /// the same; no other connection waits for it. Zero is not a timeout:
+    /// writes then wait as long as the peer does.
     pub write_timeout: Duration,
     /// Line limit and shutdown grace, as for stdio.
     pub lines: StdioOptions,
