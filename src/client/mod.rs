@@ -59,6 +59,10 @@ pub const DEFAULT_CALLBACK_THREADS: usize = 4;
 pub const CALLBACK_QUEUE: usize = 256;
 /// Name prefix of the callback threads.
 const CALLBACK_THREAD_PREFIX: &str = "mcpvisor-client-callback-";
+/// The client's own answers to the server (`ping`, refusals) that may wait
+/// to be written; beyond, one is dropped (logged) and the server's request
+/// goes unanswered.
+pub const REPLY_QUEUE: usize = 64;
 
 /// Why a client call failed.
 #[derive(Debug, Clone, PartialEq)]
@@ -273,6 +277,9 @@ struct Shared {
     // Runs notification and progress callbacks in arrival order, off the
     // reader thread; started at the first one.
     notifier: OnceLock<Option<Sender<Notice>>>,
+    // Writes the reader thread's own answers (ping, refusals), so that the
+    // reader never waits for the writer or the peer; started at the first.
+    replies: OnceLock<Option<Sender<Value>>>,
     // Notices queued or running on the notifier.
     queued_notices: Arc<AtomicUsize>,
     closed: AtomicBool,
@@ -394,6 +401,7 @@ impl Client {
             answering: Mutex::new(HashMap::new()),
             output_schemas: typed::OutputSchemas::default(),
             notifier: OnceLock::new(),
+            replies: OnceLock::new(),
             queued_notices: Arc::new(AtomicUsize::new(0)),
             closed: AtomicBool::new(false),
             close_pending: AtomicBool::new(false),
@@ -819,53 +827,48 @@ impl Shared {
         if self.closed.load(Ordering::SeqCst) {
             return Err(ClientError::Closed);
         }
-        self.write_holding(lock(&self.writer), message)
-    }
-
-    /// Writes `message` from the reader thread, which must never wait for
-    /// the writer: a call may hold it, its write waiting for a server that
-    /// reads no more until this thread has read what it sent. Written now
-    /// if the writer is free, else by a thread of its own.
-    fn write_from_reader(self: &Arc<Self>, message: Value) {
-        if self.closed.load(Ordering::SeqCst) {
-            return;
-        }
-        let held = match self.writer.try_lock() {
-            Ok(w) => Some(w),
-            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
+        let result = {
+            let mut w = lock(&self.writer);
+            let result = w.write(message);
+            if self.close_pending.load(Ordering::SeqCst) {
+                w.close();
+            }
+            result
         };
-        if let Some(w) = held {
-            let _ = self.write_holding(w, &message);
-            return;
-        }
-        let shared = self.clone();
-        let spawned = std::thread::Builder::new()
-            .name("mcpvisor-client-reply".into())
-            .spawn(move || {
-                let _ = shared.write(&message);
-            });
-        if let Err(e) = spawned {
-            log::warn!("client: cannot answer the server (no thread: {e})");
-        }
-    }
-
-    /// Writes `message` with the writer `w` held.
-    fn write_holding(
-        &self,
-        mut w: std::sync::MutexGuard<'_, Box<dyn MessageWriter>>,
-        message: &Value,
-    ) -> Result<(), ClientError> {
-        let result = w.write(message);
-        if self.close_pending.load(Ordering::SeqCst) {
-            w.close();
-        }
-        drop(w);
         result.map_err(|e| {
             // Ending our side ends the reader, which reconnects or gives up.
             lock(&self.writer).close();
             ClientError::io(&e)
         })
+    }
+
+    /// Writes `message` (an answer of the reader thread's own) from a
+    /// thread of its own: the reader must never wait for the writer or
+    /// the peer, since a call may hold the writer, its write waiting for a
+    /// server that reads no more until this reader has read what it sent.
+    fn write_from_reader(self: &Arc<Self>, message: Value) {
+        let replies = self.replies.get_or_init(|| {
+            let (tx, rx) = crossbeam_channel::bounded::<Value>(REPLY_QUEUE);
+            // Ends when the connection's last handle is gone.
+            let shared = Arc::downgrade(self);
+            thread::Builder::new()
+                .name("mcpvisor-client-replies".into())
+                .spawn(move || {
+                    for message in rx {
+                        let Some(shared) = shared.upgrade() else {
+                            return;
+                        };
+                        let _ = shared.write(&message);
+                    }
+                })
+                .inspect_err(|e| log::error!("client: cannot start the reply thread: {e}"))
+                .ok()
+                .map(|_| tx)
+        });
+        let queued = replies.as_ref().map(|tx| tx.try_send(message));
+        if !matches!(queued, Some(Ok(()))) {
+            log::warn!("client: an answer to the server could not be queued (at most {REPLY_QUEUE}); dropped");
+        }
     }
 
     fn shutdown(&self) {

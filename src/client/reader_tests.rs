@@ -18,7 +18,9 @@ impl MessageWriter for GatedWriter {
     fn write(&mut self, message: &Value) -> io::Result<()> {
         let _ = self.written.send(message.clone());
         if message["method"] == "tools/call" {
-            let _ = self.gate.recv_timeout(WAIT);
+            // Longer than the test waits for the reader: without the
+            // change, the reader is still held when the test gives up.
+            let _ = self.gate.recv_timeout(3 * WAIT);
         }
         Ok(())
     }

@@ -51,7 +51,7 @@ pub struct ConnectionOptions {
     pub max_message_bytes: usize,
     /// Messages the outbox holds for your writer (default
     /// [`DEFAULT_OUTBOX_CAPACITY`]). While half of them are queued, the
-    /// reader takes no more messages in ([`ServerConnection::wait_for_room`],
+    /// reader takes no more requests in ([`ServerConnection::wait_for_room`],
     /// which [`ServerConnection::read_lines`] calls): a peer that reads
     /// slower than it sends is slowed down, not cut off. When the outbox is
     /// full all the same (handlers sending to a peer that stopped reading),
@@ -273,10 +273,10 @@ impl ServerConnection {
     /// request and half the outbox is queued for the peer (it reads slower
     /// than it is answered), waits until the writer has taken the queue
     /// down to a quarter, so that a framer of your own slows its peer down
-    /// instead of letting the outbox overflow. Call it from the one thread
-    /// that receives; nothing else waits. Returns false once the outbox's
-    /// writer is gone (nothing more will be sent: stop reading); true at
-    /// once for a connection without an outbox.
+    /// instead of letting the outbox overflow. Nothing but the caller
+    /// waits. Returns false if the outbox's writer is gone while it waits
+    /// (nothing more will be sent: stop reading); true at once for a
+    /// connection without an outbox.
     pub fn wait_for_room(&self, message: &[u8]) -> bool {
         self.room_for(|| crate::jsonrpc::may_be_request(message))
     }

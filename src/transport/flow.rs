@@ -4,9 +4,11 @@
 //! sends faster than it reads (a pipelining client, one that pauses
 //! reading for a moment) is slowed down as a pipe would slow it, instead
 //! of having its outbox overflow and its connection end with its answers
-//! lost. What cannot add to the queue (a notification such as a
-//! cancellation, a response to the server's own request) is taken in all
-//! the same. Only the connection's own reader waits; handlers never do.
+//! lost. A message that names no method or no id (a notification such as
+//! a cancellation, a response to the server's own request) is taken in all
+//! the same, as far as a look at its bytes tells; one behind a waiting
+//! request waits with it. Only the connection's own reader waits;
+//! handlers never do.
 //! A peer that stops reading altogether is waited for as long as the
 //! writer waits for it: on TCP, until a write has blocked for the write
 //! timeout; on a pipe (stdio), until the peer closes it.
@@ -26,10 +28,11 @@ struct Shared {
     waiting: AtomicBool,
 }
 
-/// The reader's side: waits for room in the outbox. One reader: a
-/// second thread waiting at the same time could miss its word.
+/// The reader's side: waits for room in the outbox.
 pub(crate) struct Room {
     shared: Arc<Shared>,
+    // One waiter at a time: the writer's word wakes one.
+    one: std::sync::Mutex<()>,
     // The outbox's queue, only to see its length (a sender: when the
     // writer is gone the queue is disconnected, and nothing more is queued).
     queue: Sender<Vec<u8>>,
@@ -57,6 +60,7 @@ pub(crate) fn pair(queue: &Sender<Vec<u8>>, capacity: usize) -> (Room, Drained) 
     (
         Room {
             shared: shared.clone(),
+            one: std::sync::Mutex::new(()),
             queue: queue.clone(),
             word: word_rx,
         },
@@ -77,6 +81,7 @@ impl Room {
         if self.queue.len() < self.shared.high || !asks() {
             return true;
         }
+        let _one = crate::sync::lock(&self.one);
         loop {
             self.shared.waiting.store(true, Ordering::SeqCst);
             // Against the writer's take-then-look: either it sees the flag

@@ -38,8 +38,8 @@ pub struct TcpOptions {
     pub idle_timeout: Duration,
     /// Longest a write may block (default [`DEFAULT_TCP_WRITE_TIMEOUT`]).
     /// A peer that reads slower than it sends has no more requests read
-    /// from it while 512 messages wait for it (half its outbox), until 256
-    /// do; one that stops reading loses its connection when a write has
+    /// from it while 512 messages wait for it (half its outbox), until
+    /// fewer than 256 do; one that stops reading loses its connection when a write has
     /// blocked this long, or when its outbox (1,024 messages) is full all
     /// the same; no other connection waits for it. Zero is not a timeout:
     /// writes then wait as long as the peer does.
