@@ -827,19 +827,16 @@ impl Shared {
         if self.closed.load(Ordering::SeqCst) {
             return Err(ClientError::Closed);
         }
-        let result = {
-            let mut w = lock(&self.writer);
-            let result = w.write(message);
-            if self.close_pending.load(Ordering::SeqCst) {
-                w.close();
-            }
-            result
-        };
-        result.map_err(|e| {
-            // Ending our side ends the reader, which reconnects or gives up.
-            lock(&self.writer).close();
-            ClientError::io(&e)
-        })
+        let mut w = lock(&self.writer);
+        let result = w.write(message);
+        // A failed write ends our side, which ends the reader, which
+        // reconnects or gives up: closed under the same lock, never a
+        // writer that a reconnection put in meanwhile.
+        if result.is_err() || self.close_pending.load(Ordering::SeqCst) {
+            w.close();
+        }
+        drop(w);
+        result.map_err(|e| ClientError::io(&e))
     }
 
     /// Writes `message` (an answer of the reader thread's own) from a
@@ -847,6 +844,9 @@ impl Shared {
     /// the peer, since a call may hold the writer, its write waiting for a
     /// server that reads no more until this reader has read what it sent.
     fn write_from_reader(self: &Arc<Self>, message: Value) {
+        if self.closed.load(Ordering::SeqCst) {
+            return;
+        }
         let replies = self.replies.get_or_init(|| {
             let (tx, rx) = crossbeam_channel::bounded::<Value>(REPLY_QUEUE);
             // Ends when the connection's last handle is gone.
@@ -858,16 +858,27 @@ impl Shared {
                         let Some(shared) = shared.upgrade() else {
                             return;
                         };
-                        let _ = shared.write(&message);
+                        // A writer of the user's own may panic: the next
+                        // answers are still written.
+                        let written =
+                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                shared.write(&message)
+                            }));
+                        if written.is_err() {
+                            log::error!("client: the connection's writer panicked");
+                        }
                     }
                 })
                 .inspect_err(|e| log::error!("client: cannot start the reply thread: {e}"))
                 .ok()
                 .map(|_| tx)
         });
-        let queued = replies.as_ref().map(|tx| tx.try_send(message));
-        if !matches!(queued, Some(Ok(()))) {
-            log::warn!("client: an answer to the server could not be queued (at most {REPLY_QUEUE}); dropped");
+        match replies.as_ref().map(|tx| tx.try_send(message)) {
+            Some(Ok(())) => {}
+            Some(Err(_)) => log::warn!(
+                "client: {REPLY_QUEUE} answers to the server wait to be written; one more is dropped"
+            ),
+            None => log::warn!("client: no thread to write an answer to the server; dropped"),
         }
     }
 
