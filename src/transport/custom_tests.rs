@@ -1,5 +1,6 @@
 use super::*;
 use crate::protocol::Engine;
+use crate::transport::flow::tests::until;
 use std::collections::BTreeSet;
 
 fn engine() -> Arc<Engine> {
@@ -21,15 +22,6 @@ fn lines(pings: usize) -> Vec<u8> {
 }
 
 const WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Waits until `done` holds (10 s at most).
-fn until(what: &str, done: impl Fn() -> bool) {
-    let deadline = std::time::Instant::now() + WAIT;
-    while !done() {
-        assert!(std::time::Instant::now() < deadline, "{what}");
-        std::thread::yield_now();
-    }
-}
 
 /// The ids of the answers `outbox` holds until it ends (on a thread of
 /// its own, 10 s at most), and whether it overflowed.

@@ -120,12 +120,12 @@ impl Drained {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::time::{Duration, Instant};
 
     /// Waits until `done` holds (10 s at most).
-    fn until(what: &str, done: impl Fn() -> bool) {
+    pub(crate) fn until(what: &str, done: impl Fn() -> bool) {
         let deadline = Instant::now() + Duration::from_secs(10);
         while !done() {
             assert!(Instant::now() < deadline, "{what}");
