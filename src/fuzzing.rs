@@ -6,8 +6,9 @@
 use std::io::{self, Read};
 
 /// The JSON-RPC parser and validator: bytes parse or are refused with a
-/// value, and every message that parses, serialized again, validates to
-/// the same message.
+/// value; every message that parses, serialized again, validates to the
+/// same message; and a message read the short way (typed members) is the
+/// one the long way (a JSON value, then validation) makes of it.
 pub fn jsonrpc(data: &[u8]) {
     use crate::jsonrpc::{parse, validate, Message, Parsed};
     let again = |m: &Message| {
@@ -24,6 +25,11 @@ pub fn jsonrpc(data: &[u8]) {
             "a message changed on its round trip"
         );
     };
+    // The short way (typed members) only ever agrees with the long one.
+    if let Some(short) = crate::jsonrpc::members::read(data) {
+        let value = serde_json::from_slice(data).expect("read the short way, so JSON");
+        assert_eq!(validate(value), Ok(short), "the two readings differ");
+    }
     match parse(data) {
         Ok(Parsed::Single(m)) => again(&m),
         Ok(Parsed::Batch(items)) => items.iter().flatten().for_each(again),

@@ -10,6 +10,9 @@
 
 use serde_json::{Map, Value};
 use std::fmt;
+use std::sync::OnceLock;
+
+pub(crate) mod members;
 
 /// The only accepted value of the `jsonrpc` member.
 pub const JSONRPC_VERSION: &str = "2.0";
@@ -191,11 +194,15 @@ impl fmt::Display for ErrorObject {
 impl std::error::Error for ErrorObject {}
 
 /// A request: it has an `id` and expects exactly one response.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone)]
 pub struct Request {
     id: RequestId,
     method: String,
-    object: Map<String, Value>,
+    params: Option<Map<String, Value>>,
+    /// Members other than `jsonrpc`, `id`, `method` and `params`.
+    extra: Map<String, Value>,
+    /// The whole message, put together again when first asked for.
+    whole: OnceLock<Map<String, Value>>,
 }
 
 impl Request {
@@ -209,7 +216,7 @@ impl Request {
     }
     /// The `params` object, if present.
     pub fn params(&self) -> Option<&Map<String, Value>> {
-        self.object.get("params").and_then(Value::as_object)
+        self.params.as_ref()
     }
     /// `params._meta`, if present.
     pub fn meta(&self) -> Option<&Map<String, Value>> {
@@ -217,34 +224,62 @@ impl Request {
     }
     /// The whole message, every member as it arrived.
     pub fn object(&self) -> &Map<String, Value> {
-        &self.object
+        self.whole
+            .get_or_init(|| whole(Some(&self.id), &self.method, &self.params, &self.extra))
     }
     /// Builds a request object (used by the server for server-to-client requests).
     pub fn new(id: RequestId, method: &str, params: Option<Value>) -> Request {
-        let mut object = Map::new();
-        object.insert("jsonrpc".into(), JSONRPC_VERSION.into());
-        object.insert("id".into(), id.to_value());
-        object.insert("method".into(), method.into());
-        if let Some(p) = params {
-            object.insert("params".into(), p);
-        }
+        let (params, extra) = match params {
+            Some(Value::Object(p)) => (Some(p), Map::new()),
+            // Not an object: kept as given, as a member of its own.
+            Some(other) => (None, Map::from_iter([("params".to_owned(), other)])),
+            None => (None, Map::new()),
+        };
         Request {
             id,
             method: method.to_owned(),
-            object,
+            params,
+            extra,
+            whole: OnceLock::new(),
         }
     }
     /// The message as JSON.
     pub fn into_value(self) -> Value {
-        Value::Object(self.object)
+        let object = match self.whole.into_inner() {
+            Some(object) => object,
+            None => whole(Some(&self.id), &self.method, &self.params, &self.extra),
+        };
+        Value::Object(object)
+    }
+}
+
+impl PartialEq for Request {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.id, &self.method, &self.params, &self.extra)
+            == (&other.id, &other.method, &other.params, &other.extra)
+    }
+}
+
+impl fmt::Debug for Request {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Request")
+            .field("id", &self.id)
+            .field("method", &self.method)
+            .field("params", &self.params)
+            .field("extra", &self.extra)
+            .finish()
     }
 }
 
 /// A notification: a `method` and no `id`; never answered.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone)]
 pub struct Notification {
     method: String,
-    object: Map<String, Value>,
+    params: Option<Map<String, Value>>,
+    /// Members other than `jsonrpc`, `method` and `params`.
+    extra: Map<String, Value>,
+    /// The whole message, put together again when first asked for.
+    whole: OnceLock<Map<String, Value>>,
 }
 
 impl Notification {
@@ -254,12 +289,48 @@ impl Notification {
     }
     /// The `params` object, if present.
     pub fn params(&self) -> Option<&Map<String, Value>> {
-        self.object.get("params").and_then(Value::as_object)
+        self.params.as_ref()
     }
     /// The whole message, every member as it arrived.
     pub fn object(&self) -> &Map<String, Value> {
-        &self.object
+        self.whole
+            .get_or_init(|| whole(None, &self.method, &self.params, &self.extra))
     }
+}
+
+impl PartialEq for Notification {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.method, &self.params, &self.extra) == (&other.method, &other.params, &other.extra)
+    }
+}
+
+impl fmt::Debug for Notification {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Notification")
+            .field("method", &self.method)
+            .field("params", &self.params)
+            .field("extra", &self.extra)
+            .finish()
+    }
+}
+
+/// A request's or notification's members as one JSON object again.
+fn whole(
+    id: Option<&RequestId>,
+    method: &str,
+    params: &Option<Map<String, Value>>,
+    extra: &Map<String, Value>,
+) -> Map<String, Value> {
+    let mut object = extra.clone();
+    object.insert("jsonrpc".into(), JSONRPC_VERSION.into());
+    if let Some(id) = id {
+        object.insert("id".into(), id.to_value());
+    }
+    object.insert("method".into(), method.into());
+    if let Some(p) = params {
+        object.insert("params".into(), Value::Object(p.clone()));
+    }
+    object
 }
 
 /// A response to a request this side sent.
@@ -421,6 +492,11 @@ pub fn excerpt(value: impl fmt::Display) -> String {
 
 /// Parses bytes into a message or batch, validating every framing rule.
 pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
+    // Nearly every message is plain: read straight into its fields. What
+    // is not (a batch, bad input) is read again the long way, below.
+    if let Some(message) = members::read(bytes) {
+        return Ok(Parsed::Single(message));
+    }
     let value: Value = serde_json::from_slice(bytes)
         .map_err(|e| ParseError::new(PARSE_ERROR, format!("Parse error: {e}"), None))?;
     match value {
@@ -479,20 +555,40 @@ pub fn validate(value: Value) -> Result<Message, ParseError> {
                     });
                 }
             }
-            match raw_id {
-                None => Ok(Message::Notification(Notification { method, object })),
-                Some(raw) => match RequestId::from_value(raw) {
-                    Some(id) => Ok(Message::Request(Request { id, method, object })),
-                    None => Err(ParseError::new(
-                        INVALID_REQUEST,
-                        format!(
-                            "request id must be a string or an integer, got {}",
-                            excerpt(raw)
-                        ),
-                        None,
-                    )),
-                },
+            if let (Some(raw), None) = (raw_id, &id) {
+                return Err(ParseError::new(
+                    INVALID_REQUEST,
+                    format!(
+                        "request id must be a string or an integer, got {}",
+                        excerpt(raw)
+                    ),
+                    None,
+                ));
             }
+            let mut extra = object;
+            for name in ["jsonrpc", "id", "method"] {
+                extra.remove(name);
+            }
+            let params = match extra.remove("params") {
+                Some(Value::Object(p)) => Some(p),
+                _ => None,
+            };
+            let whole = OnceLock::new();
+            Ok(match id {
+                None => Message::Notification(Notification {
+                    method,
+                    params,
+                    extra,
+                    whole,
+                }),
+                Some(id) => Message::Request(Request {
+                    id,
+                    method,
+                    params,
+                    extra,
+                    whole,
+                }),
+            })
         }
         Some(other) => Err(fail(
             INVALID_REQUEST,
@@ -738,6 +834,49 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn the_short_reading_agrees_with_validation_or_steps_aside() {
+        let long = |text: &str| validate(serde_json::from_str(text).unwrap());
+        for plain in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{}}}"#,
+            r#"{"method":"x","jsonrpc":"2.0","extra":[1],"id":"s\u0041"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":9223372036854775807,"result":{"a":1},"other":null}"#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-1,"message":"m"}}"#,
+            r#"{"jsonrpc":"2.0","id":"r","error":{"code":-1,"message":"m","data":[]}}"#,
+        ] {
+            let short = members::read(plain.as_bytes()).expect(plain);
+            assert_eq!(Ok(short), long(plain), "{plain}");
+        }
+        // Not certain: left to validation, which answers or refuses them.
+        for unusual in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"a"}"#,
+            r#"{"jsonrpc":"2.0","jsonrpc":"2.0","method":"a"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"a","x":1,"x":2}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"a","result":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":1,"params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":9223372036854775808,"method":"a"}"#,
+            r#"{"jsonrpc":"2.0","id":1.0,"method":"a"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"a"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"result":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":"x","message":"m"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":"m"}}"#,
+            r#"{"jsonrpc":"2.0","method":"a","params":[]}"#,
+            r#"{"jsonrpc":"2.00","method":"a"}"#,
+            r#"{"jsonrpc":2.0,"method":"a"}"#,
+            r#"{"id":1,"method":"a"}"#,
+            r#"[{"jsonrpc":"2.0","method":"a"}]"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"a"} x"#,
+        ] {
+            assert!(members::read(unusual.as_bytes()).is_none(), "{unusual}");
+        }
+        // A duplicate is read as a JSON object reads it: the last one wins.
+        let twice = r#"{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}"#;
+        assert_eq!(single(twice), long(twice).unwrap());
+        assert!(matches!(single(twice), Message::Request(r) if r.method() == "b"));
     }
 
     #[test]
