@@ -143,11 +143,8 @@ pub fn auth(req: &Request, tokens: &[[u8; 32]]) -> Result<Owner, Response> {
 fn accepts(req: &Request, media: &str) -> bool {
     req.header("accept").is_some_and(|a| {
         a.split(',').any(|part| {
-            part.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .eq_ignore_ascii_case(media)
+            let range = part.split(';').next().unwrap_or("");
+            range.trim_ascii().eq_ignore_ascii_case(media)
         })
     })
 }
@@ -231,10 +228,7 @@ mod tests {
         Request {
             method: "POST".into(),
             path: "/mcp".into(),
-            headers: headers
-                .iter()
-                .map(|(n, v)| (n.to_string(), v.to_string()))
-                .collect(),
+            headers: headers.iter().copied().collect(),
             ..Default::default()
         }
     }

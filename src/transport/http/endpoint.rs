@@ -4,7 +4,9 @@
 use super::checks::{self, origin_allowed, reject};
 use super::listener::Handler;
 use super::stateless;
-use super::streams::{parse_event_id, Attached, Frame, ResumeError, SessionStreams, STANDALONE};
+use super::streams::{
+    parse_event_id, Attached, EventId, Frame, ResumeError, SessionStreams, STANDALONE,
+};
 use super::wire::{write_head_response, write_response, ChunkedWriter, Framing, Request, Response};
 use super::{HttpOptions, ResponseMode};
 use crate::jsonrpc::{self, Message, Parsed};
@@ -516,11 +518,8 @@ impl Endpoint {
                 Frame::Reconnect(retry) => {
                     // SSE polling: tell the client when to come back, then close.
                     if !(prime && primes) {
-                        let _ = write!(
-                            out,
-                            "id: {}-{}\ndata: \n\n",
-                            attached.stream, attached.last_seq
-                        );
+                        let id = EventId(attached.stream, attached.last_seq);
+                        let _ = write!(out, "id: {id}\ndata: \n\n");
                     }
                     let _ = write!(out, "retry: {}\n\n", retry.as_millis());
                     return Ok(());

@@ -10,6 +10,7 @@ mod checks;
 #[cfg(feature = "client")]
 pub(crate) mod client;
 mod endpoint;
+pub(crate) mod headers;
 mod listener;
 #[cfg(feature = "client")]
 mod socket;

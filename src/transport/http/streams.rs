@@ -27,8 +27,8 @@ pub const LIVE_QUEUE: usize = 1024;
 pub enum Frame {
     /// An SSE event; `last` for the response that ends a request stream.
     Event {
-        /// Its event id.
-        id: String,
+        /// Its event id (written only on an SSE stream).
+        id: EventId,
         /// The JSON text.
         data: Arc<str>,
         /// Whether the stream ends with it.
@@ -217,7 +217,7 @@ impl SessionStreams {
                 .iter()
                 .filter(|(seq, _, _)| *seq > n)
                 .map(|(seq, data, last)| Frame::Event {
-                    id: event_id(stream, *seq),
+                    id: EventId(stream, *seq),
                     data: data.clone(),
                     last: *last,
                 })
@@ -297,7 +297,7 @@ impl SessionStreams {
                 s.log.push_back((seq, data.clone(), last));
                 s.finished |= last;
                 s.forward(Frame::Event {
-                    id: event_id(stream, seq),
+                    id: EventId(stream, seq),
                     data,
                     last,
                 });
@@ -422,9 +422,15 @@ impl Expirable for SessionStreams {
     }
 }
 
-/// `"<stream>-<seq>"`.
-pub fn event_id(stream: u64, seq: u64) -> String {
-    format!("{stream}-{seq}")
+/// An event's id: its stream and its place in it, written
+/// `"<stream>-<seq>"` (formatted only when an SSE event carries it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventId(pub u64, pub u64);
+
+impl std::fmt::Display for EventId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.0, self.1)
+    }
 }
 
 /// Parses an event id into (stream, seq).
@@ -472,7 +478,7 @@ mod tests {
 
     #[test]
     fn event_ids_round_trip() {
-        assert_eq!(parse_event_id(&event_id(7, 42)), Some((7, 42)));
+        assert_eq!(parse_event_id(&EventId(7, 42).to_string()), Some((7, 42)));
         assert_eq!(parse_event_id("x-1"), None);
         assert_eq!(parse_event_id("17"), None);
     }

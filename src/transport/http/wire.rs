@@ -3,6 +3,7 @@
 //! `Expect: 100-continue`), fixed responses, and chunked streams that are
 //! flushed frame by frame (for SSE).
 
+use super::headers::Headers;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -33,7 +34,7 @@ pub struct Request {
     /// Path without the query string.
     pub path: String,
     /// Headers with lowercase names, in order.
-    pub headers: Vec<(String, String)>,
+    pub headers: Headers,
     /// The body (empty until [`Conn::read_body`]).
     pub body: Vec<u8>,
     /// Whether the connection may serve another request afterwards.
@@ -61,17 +62,7 @@ impl Request {
 
     /// The first value of a header (name in lowercase).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn all(&self, name: &'static str) -> impl Iterator<Item = &str> + '_ {
-        self.headers
-            .iter()
-            .filter(move |(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
+        self.headers.get(name)
     }
 
     /// The body's framing from `Content-Length` and `Transfer-Encoding`,
@@ -80,12 +71,17 @@ impl Request {
     /// and `Transfer-Encoding` from an HTTP/1.0 client.
     fn framing(&self, max_body: usize) -> Result<BodyFraming, ReadError> {
         let codings: Vec<&str> = self
+            .headers
             .all("transfer-encoding")
             .flat_map(|v| v.split(','))
             .map(str::trim)
             .collect();
         let mut length: Option<usize> = None;
-        for value in self.all("content-length").flat_map(|v| v.split(',')) {
+        for value in self
+            .headers
+            .all("content-length")
+            .flat_map(|v| v.split(','))
+        {
             let n = parse_decimal(value.trim())
                 .ok_or(ReadError::Reject(400, "invalid Content-Length"))?;
             if length.is_some_and(|l| l != n) {
@@ -368,7 +364,7 @@ impl Conn {
         let mut req = Request {
             method: parsed.method.unwrap_or("").to_owned(),
             path: target.split('?').next().unwrap_or("/").to_owned(),
-            headers: Vec::with_capacity(parsed.headers.len()),
+            headers: Headers::with_capacity(parsed.headers.len(), head_end),
             body: Vec::new(),
             keep_alive: http11,
             http11,
@@ -377,8 +373,7 @@ impl Conn {
         for h in parsed.headers.iter() {
             let value = std::str::from_utf8(h.value)
                 .map_err(|_| ReadError::Reject(400, "non-UTF-8 header value"))?;
-            req.headers
-                .push((h.name.to_ascii_lowercase(), value.trim().to_owned()));
+            req.headers.push(h.name, value);
         }
         // HTTP/1.0 connections are not kept alive: our responses do not
         // say `Connection: keep-alive`, which a 1.0 client would need.
@@ -566,9 +561,17 @@ impl Response {
     }
 }
 
-fn head(status: u16, headers: &[(String, String)], keep_alive: bool) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256);
-    out.extend_from_slice(format!("HTTP/1.1 {status} {}\r\n", reason(status)).as_bytes());
+/// Room for a response head: the status line and a few headers.
+const HEAD_ROOM: usize = 256;
+
+/// The status line and `headers`, in a buffer with room for `body` more bytes.
+fn head(status: u16, headers: &[(String, String)], keep_alive: bool, body: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEAD_ROOM + body);
+    out.extend_from_slice(b"HTTP/1.1 ");
+    push_decimal(&mut out, usize::from(status));
+    out.push(b' ');
+    out.extend_from_slice(reason(status).as_bytes());
+    out.extend_from_slice(b"\r\n");
     for (n, v) in headers {
         out.extend_from_slice(n.as_bytes());
         out.extend_from_slice(b": ");
@@ -579,6 +582,21 @@ fn head(status: u16, headers: &[(String, String)], keep_alive: bool) -> Vec<u8> 
         out.extend_from_slice(b"Connection: close\r\n");
     }
     out
+}
+
+/// `n` in decimal (a response is written without `fmt`).
+fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 /// Writes a complete response.
@@ -593,8 +611,11 @@ pub fn write_head_response(w: impl Write, resp: &Response, keep_alive: bool) -> 
 }
 
 fn write_full(mut w: impl Write, resp: &Response, keep_alive: bool, body: bool) -> io::Result<()> {
-    let mut out = head(resp.status, &resp.headers, keep_alive);
-    out.extend_from_slice(format!("Content-Length: {}\r\n\r\n", resp.body.len()).as_bytes());
+    let length = resp.body.len();
+    let mut out = head(resp.status, &resp.headers, keep_alive, length);
+    out.extend_from_slice(b"Content-Length: ");
+    push_decimal(&mut out, length);
+    out.extend_from_slice(b"\r\n\r\n");
     if body {
         out.extend_from_slice(&resp.body);
     }
@@ -638,7 +659,7 @@ impl<W: Write> ChunkedWriter<W> {
         headers: &[(String, String)],
         framing: Framing,
     ) -> io::Result<Self> {
-        let mut out = head(status, headers, framing.keep_alive && framing.chunked);
+        let mut out = head(status, headers, framing.keep_alive && framing.chunked, 0);
         if framing.chunked {
             out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
         }
@@ -698,6 +719,15 @@ mod tests {
         let peer = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (ours, _) = l.accept().unwrap();
         (Conn::new(ours, limits()), peer)
+    }
+
+    #[test]
+    fn decimals_are_written_as_fmt_writes_them() {
+        for n in [0, 7, 10, 99, 100, 65_535, 1_234_567_890, usize::MAX] {
+            let mut out = b"x".to_vec();
+            push_decimal(&mut out, n);
+            assert_eq!(out, format!("x{n}").into_bytes());
+        }
     }
 
     #[test]
