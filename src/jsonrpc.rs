@@ -3,8 +3,9 @@
 //! Every rule of the JSON-RPC framing that MCP keeps is stated here once:
 //! `jsonrpc` must be exactly `"2.0"` (never repaired), request ids are strings
 //! or integers (never null), `method` is a string, `params` is an object, and a
-//! response carries exactly one of `result` / `error`. A parsed message keeps
-//! the JSON object it arrived as, so `_meta` and unknown members pass through
+//! response carries exactly one of `result` / `error` (`validate_members`,
+//! whichever way a message's members were read). A parsed message keeps
+//! every member it arrived with, so `_meta` and unknown members pass through
 //! untouched. [`ParseError::response`] is the one place where a parse or
 //! validation failure becomes the error response sent back.
 
@@ -12,7 +13,8 @@ use serde_json::{Map, Value};
 use std::fmt;
 use std::sync::OnceLock;
 
-pub(crate) mod members;
+mod members;
+use members::Members;
 
 /// The only accepted value of the `jsonrpc` member.
 pub const JSONRPC_VERSION: &str = "2.0";
@@ -199,7 +201,8 @@ pub struct Request {
     id: RequestId,
     method: String,
     params: Option<Map<String, Value>>,
-    /// Members other than `jsonrpc`, `id`, `method` and `params`.
+    /// Members other than `jsonrpc`, `id`, `method` and an object `params`
+    /// (`params` that is not an object, given to [`Request::new`], is here).
     extra: Map<String, Value>,
     /// The whole message, put together again when first asked for.
     whole: OnceLock<Map<String, Value>>,
@@ -224,8 +227,10 @@ impl Request {
     }
     /// The whole message, every member as it arrived.
     pub fn object(&self) -> &Map<String, Value> {
-        self.whole
-            .get_or_init(|| whole(Some(&self.id), &self.method, &self.params, &self.extra))
+        self.whole.get_or_init(|| {
+            let (id, method) = (Some(self.id.clone()), self.method.clone());
+            assemble(id, method, self.params.clone(), self.extra.clone())
+        })
     }
     /// Builds a request object (used by the server for server-to-client requests).
     pub fn new(id: RequestId, method: &str, params: Option<Value>) -> Request {
@@ -247,7 +252,7 @@ impl Request {
     pub fn into_value(self) -> Value {
         let object = match self.whole.into_inner() {
             Some(object) => object,
-            None => whole(Some(&self.id), &self.method, &self.params, &self.extra),
+            None => assemble(Some(self.id), self.method, self.params, self.extra),
         };
         Value::Object(object)
     }
@@ -293,8 +298,14 @@ impl Notification {
     }
     /// The whole message, every member as it arrived.
     pub fn object(&self) -> &Map<String, Value> {
-        self.whole
-            .get_or_init(|| whole(None, &self.method, &self.params, &self.extra))
+        self.whole.get_or_init(|| {
+            assemble(
+                None,
+                self.method.clone(),
+                self.params.clone(),
+                self.extra.clone(),
+            )
+        })
     }
 }
 
@@ -314,22 +325,24 @@ impl fmt::Debug for Notification {
     }
 }
 
-/// A request's or notification's members as one JSON object again.
-fn whole(
-    id: Option<&RequestId>,
-    method: &str,
-    params: &Option<Map<String, Value>>,
-    extra: &Map<String, Value>,
+/// A request's or notification's members as one JSON object again: the
+/// envelope first (`jsonrpc`, `id`, `method`, `params`), then the others.
+fn assemble(
+    id: Option<RequestId>,
+    method: String,
+    params: Option<Map<String, Value>>,
+    extra: Map<String, Value>,
 ) -> Map<String, Value> {
-    let mut object = extra.clone();
+    let mut object = Map::new();
     object.insert("jsonrpc".into(), JSONRPC_VERSION.into());
     if let Some(id) = id {
         object.insert("id".into(), id.to_value());
     }
     object.insert("method".into(), method.into());
     if let Some(p) = params {
-        object.insert("params".into(), Value::Object(p.clone()));
+        object.insert("params".into(), Value::Object(p));
     }
+    object.extend(extra);
     object
 }
 
@@ -492,10 +505,11 @@ pub fn excerpt(value: impl fmt::Display) -> String {
 
 /// Parses bytes into a message or batch, validating every framing rule.
 pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
-    // Nearly every message is plain: read straight into its fields. What
-    // is not (a batch, bad input) is read again the long way, below.
-    if let Some(message) = members::read(bytes) {
-        return Ok(Parsed::Single(message));
+    // One object, as nearly every message is: its members are read
+    // straight from the bytes. Anything else (a batch, bad JSON) is parsed
+    // into a value first.
+    if let Some(members) = members::read(bytes) {
+        return validate_members(members).map(Parsed::Single);
     }
     let value: Value = serde_json::from_slice(bytes)
         .map_err(|e| ParseError::new(PARSE_ERROR, format!("Parse error: {e}"), None))?;
@@ -510,20 +524,34 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
 
 /// Validates one JSON value as a JSON-RPC message.
 pub fn validate(value: Value) -> Result<Message, ParseError> {
-    let Value::Object(object) = value else {
-        return Err(ParseError::new(
+    match value {
+        Value::Object(object) => validate_members(Members::of(object)),
+        _ => Err(ParseError::new(
             INVALID_REQUEST,
             "a JSON-RPC message must be an object",
             None,
-        ));
-    };
+        )),
+    }
+}
+
+/// What a message's members make: every rule of the framing, for messages
+/// read either way ([`parse`] reads an object's members straight from its
+/// bytes).
+fn validate_members(m: Members) -> Result<Message, ParseError> {
+    let Members {
+        jsonrpc,
+        id: raw_id,
+        method,
+        params,
+        result,
+        error,
+        mut extra,
+    } = m;
     // The id, when readable, goes into any error we send.
-    let raw_id = object.get("id");
-    let id = raw_id.and_then(RequestId::from_value);
+    let id = raw_id.as_ref().and_then(RequestId::from_value);
     // Responses are never answered; anything else that is broken is (with
     // `id: null` when the id cannot be read), as JSON-RPC asks.
-    let looks_like_response = object.get("method").is_none()
-        && (object.contains_key("result") || object.contains_key("error"));
+    let looks_like_response = method.is_none() && (result.is_some() || error.is_some());
     let answerable = !looks_like_response;
     let fail = |code: i64, msg: String| ParseError {
         code,
@@ -532,7 +560,7 @@ pub fn validate(value: Value) -> Result<Message, ParseError> {
         answerable,
     };
 
-    match object.get("jsonrpc") {
+    match &jsonrpc {
         Some(Value::String(v)) if v == JSONRPC_VERSION => {}
         Some(other) => {
             return Err(fail(
@@ -543,102 +571,106 @@ pub fn validate(value: Value) -> Result<Message, ParseError> {
         None => return Err(fail(INVALID_REQUEST, "missing jsonrpc member".into())),
     }
 
-    match object.get("method") {
+    match method {
         Some(Value::String(method)) => {
-            let method = method.clone();
-            if let Some(p) = object.get("params") {
-                if !p.is_object() {
-                    // A notification with bad params is still a notification: never answered.
+            let params = match params {
+                None => None,
+                Some(Value::Object(p)) => Some(p),
+                // A notification with bad params is still a notification: never answered.
+                Some(_) => {
                     return Err(ParseError {
                         answerable: raw_id.is_some(),
                         ..fail(INVALID_PARAMS, "params must be an object".into())
-                    });
+                    })
+                }
+            };
+            // Kept as members of their own, as anything else unknown.
+            for (name, value) in [("result", result), ("error", error)] {
+                if let Some(value) = value {
+                    extra.insert(name.into(), value);
                 }
             }
-            if let (Some(raw), None) = (raw_id, &id) {
-                return Err(ParseError::new(
-                    INVALID_REQUEST,
-                    format!(
-                        "request id must be a string or an integer, got {}",
-                        excerpt(raw)
-                    ),
-                    None,
-                ));
-            }
-            let mut extra = object;
-            for name in ["jsonrpc", "id", "method"] {
-                extra.remove(name);
-            }
-            let params = match extra.remove("params") {
-                Some(Value::Object(p)) => Some(p),
-                _ => None,
-            };
             let whole = OnceLock::new();
-            Ok(match id {
-                None => Message::Notification(Notification {
+            match (raw_id, id) {
+                (None, _) => Ok(Message::Notification(Notification {
                     method,
                     params,
                     extra,
                     whole,
-                }),
-                Some(id) => Message::Request(Request {
+                })),
+                (Some(_), Some(id)) => Ok(Message::Request(Request {
                     id,
                     method,
                     params,
                     extra,
                     whole,
-                }),
-            })
+                })),
+                (Some(raw), None) => Err(ParseError::new(
+                    INVALID_REQUEST,
+                    format!(
+                        "request id must be a string or an integer, got {}",
+                        excerpt(&raw)
+                    ),
+                    None,
+                )),
+            }
         }
         Some(other) => Err(fail(
             INVALID_REQUEST,
-            format!("method must be a string, got {}", excerpt(other)),
+            format!("method must be a string, got {}", excerpt(&other)),
         )),
         None => {
-            let has_result = object.contains_key("result");
-            let has_error = object.contains_key("error");
-            if !has_result && !has_error {
-                return Err(fail(
-                    INVALID_REQUEST,
-                    "message has neither method nor result/error".into(),
-                ));
-            }
-            if has_result && has_error {
-                return Err(fail(
-                    INVALID_REQUEST,
-                    "response has both result and error".into(),
-                ));
-            }
-            if has_error
-                && object
-                    .get("error")
-                    .and_then(ErrorObject::from_value)
-                    .is_none()
-            {
-                return Err(fail(
-                    INVALID_REQUEST,
-                    "error must have an integer code and a string message".into(),
-                ));
-            }
-            match raw_id {
-                Some(Value::Null) if has_error => {
-                    Ok(Message::Response(Response { id: None, object }))
+            let (name, outcome) = match (result, error) {
+                (None, None) => {
+                    return Err(fail(
+                        INVALID_REQUEST,
+                        "message has neither method nor result/error".into(),
+                    ))
                 }
-                Some(raw) => match RequestId::from_value(raw) {
-                    Some(id) => Ok(Message::Response(Response {
-                        id: Some(id),
-                        object,
-                    })),
-                    None => Err(fail(
+                (Some(_), Some(_)) => {
+                    return Err(fail(
+                        INVALID_REQUEST,
+                        "response has both result and error".into(),
+                    ))
+                }
+                (Some(r), None) => ("result", r),
+                (None, Some(e)) => {
+                    if ErrorObject::from_value(&e).is_none() {
+                        return Err(fail(
+                            INVALID_REQUEST,
+                            "error must have an integer code and a string message".into(),
+                        ));
+                    }
+                    ("error", e)
+                }
+            };
+            let id = match (&raw_id, id.clone()) {
+                (Some(Value::Null), _) if name == "error" => None,
+                (Some(_), Some(id)) => Some(id),
+                (Some(raw), None) => {
+                    return Err(fail(
                         INVALID_REQUEST,
                         format!(
                             "response id must be a string or an integer, got {}",
                             excerpt(raw)
                         ),
-                    )),
-                },
-                None => Err(fail(INVALID_REQUEST, "response has no id".into())),
-            }
+                    ))
+                }
+                (None, _) => return Err(fail(INVALID_REQUEST, "response has no id".into())),
+            };
+            // The whole message, every member as it arrived.
+            let members = [
+                ("jsonrpc", jsonrpc),
+                ("id", raw_id),
+                (name, Some(outcome)),
+                ("params", params),
+            ];
+            let mut object: Map<String, Value> = members
+                .into_iter()
+                .filter_map(|(name, value)| Some((name.to_owned(), value?)))
+                .collect();
+            object.extend(extra);
+            Ok(Message::Response(Response { id, object }))
         }
     }
 }
@@ -837,46 +869,49 @@ mod tests {
     }
 
     #[test]
-    fn the_short_reading_agrees_with_validation_or_steps_aside() {
-        let long = |text: &str| validate(serde_json::from_str(text).unwrap());
-        for plain in [
+    fn members_read_from_the_bytes_make_what_the_parsed_object_makes() {
+        for text in [
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{}}}"#,
             r#"{"method":"x","jsonrpc":"2.0","extra":[1],"id":"s\u0041"}"#,
+            r#"{"\u006asonrpc":"2\u002e0","\u006dethod":"a","\u0069d":7}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
             r#"{"jsonrpc":"2.0","id":9223372036854775807,"result":{"a":1},"other":null}"#,
             r#"{"jsonrpc":"2.0","id":null,"error":{"code":-1,"message":"m"}}"#,
             r#"{"jsonrpc":"2.0","id":"r","error":{"code":-1,"message":"m","data":[]}}"#,
-        ] {
-            let short = members::read(plain.as_bytes()).expect(plain);
-            assert_eq!(Ok(short), long(plain), "{plain}");
-        }
-        // Not certain: left to validation, which answers or refuses them.
-        for unusual in [
             r#"{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}"#,
             r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"a"}"#,
-            r#"{"jsonrpc":"2.0","jsonrpc":"2.0","method":"a"}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"a","x":1,"x":2}"#,
+            r#"{"jsonrpc":"1.0","jsonrpc":"2.0","method":"a"}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"a","result":1}"#,
             r#"{"jsonrpc":"2.0","id":1,"result":1,"params":{}}"#,
             r#"{"jsonrpc":"2.0","id":9223372036854775808,"method":"a"}"#,
             r#"{"jsonrpc":"2.0","id":1.0,"method":"a"}"#,
             r#"{"jsonrpc":"2.0","id":null,"method":"a"}"#,
             r#"{"jsonrpc":"2.0","id":null,"result":1}"#,
+            r#"{"jsonrpc":"2.0","result":1}"#,
             r#"{"jsonrpc":"2.0","id":1,"error":{"code":"x","message":"m"}}"#,
             r#"{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":"m"}}"#,
             r#"{"jsonrpc":"2.0","method":"a","params":[]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"a","params":null}"#,
             r#"{"jsonrpc":"2.00","method":"a"}"#,
             r#"{"jsonrpc":2.0,"method":"a"}"#,
+            r#"{"jsonrpc":"2.0","method":7}"#,
             r#"{"id":1,"method":"a"}"#,
-            r#"[{"jsonrpc":"2.0","method":"a"}]"#,
-            r#"{"jsonrpc":"2.0","id":1,"method":"a"} x"#,
+            r#"{"jsonrpc":"2.0"}"#,
+            "{}",
         ] {
-            assert!(members::read(unusual.as_bytes()).is_none(), "{unusual}");
+            let long = validate(serde_json::from_str(text).unwrap());
+            match (parse(text.as_bytes()), long) {
+                (Ok(Parsed::Single(short)), Ok(long)) => assert_eq!(short, long, "{text}"),
+                (Err(short), Err(long)) => assert_eq!(short, long, "{text}"),
+                (short, long) => panic!("{text}: {short:?} against {long:?}"),
+            }
         }
-        // A duplicate is read as a JSON object reads it: the last one wins.
+        // A member given twice counts with its last value, as in an object.
         let twice = r#"{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}"#;
-        assert_eq!(single(twice), long(twice).unwrap());
         assert!(matches!(single(twice), Message::Request(r) if r.method() == "b"));
+        let escaped = r#"{"\u006asonrpc":"2\u002e0","\u006dethod":"a","\u0069d":7}"#;
+        assert!(matches!(single(escaped), Message::Request(r) if r.id() == &RequestId::Number(7)));
     }
 
     #[test]

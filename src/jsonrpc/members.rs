@@ -1,153 +1,87 @@
-//! A message's members read straight into their fields, the way nearly
-//! every message arrives: no JSON object is built for the envelope, its
-//! member names are compared where they lie in the input, and `"2.0"` is
-//! checked without being copied. Anything this reading is not sure of
-//! (another shape, a duplicate member, a member of the wrong type) is left
-//! to [`validate`](super::validate), which states every rule and words
-//! every error: this module decides nothing of its own, it only takes the
-//! shortcut when the answer is certain to be the same.
+//! A message's envelope members (`jsonrpc`, `id`, `method`, `params`,
+//! `result`, `error`) and the rest, gathered either from an object already
+//! parsed ([`Members::of`]) or straight from the bytes ([`read`]): the
+//! second builds no JSON object for the envelope and compares member names
+//! where they lie in the input. What the members make is decided in one
+//! place, [`super::validate_members`], whichever way they were gathered.
 
-use super::{ErrorObject, Message, Notification, Request, RequestId, Response, JSONRPC_VERSION};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::{Map, Value};
 use std::fmt;
-use std::sync::OnceLock;
 
-/// `bytes` as a message, when they plainly are one; `None` sends them the
-/// long way (batches, bad input, unusual shapes).
-pub(crate) fn read(bytes: &[u8]) -> Option<Message> {
-    serde_json::from_slice::<Plain>(bytes).ok().map(|p| p.0)
-}
-
-/// A message read the short way.
-struct Plain(Message);
-
-/// The id member as read.
-enum Id {
-    Valid(RequestId),
-    Null,
-}
-
+/// The envelope members of one message, each as it arrived, and the rest.
+/// A member given twice counts once, with its last value, as in a JSON
+/// object.
 #[derive(Default)]
-struct Members {
-    version: bool,
-    id: Option<Id>,
-    method: Option<String>,
-    params: Option<Map<String, Value>>,
-    result: Option<Value>,
-    error: Option<Value>,
-    extra: Map<String, Value>,
+pub(super) struct Members {
+    pub(super) jsonrpc: Option<Value>,
+    pub(super) id: Option<Value>,
+    pub(super) method: Option<Value>,
+    pub(super) params: Option<Value>,
+    pub(super) result: Option<Value>,
+    pub(super) error: Option<Value>,
+    /// Every other member.
+    pub(super) extra: Map<String, Value>,
 }
 
 impl Members {
-    /// The message, when its members leave no doubt about it.
-    fn message(self) -> Option<Message> {
-        if !self.version {
-            return None;
-        }
-        let Members {
-            id,
-            method,
-            params,
-            result,
-            error,
-            extra,
-            ..
-        } = self;
-        match (method, result, error) {
-            (Some(method), None, None) => Some(match id {
-                None => Message::Notification(Notification {
-                    method,
-                    params,
-                    extra,
-                    whole: OnceLock::new(),
-                }),
-                Some(Id::Valid(id)) => Message::Request(Request {
-                    id,
-                    method,
-                    params,
-                    extra,
-                    whole: OnceLock::new(),
-                }),
-                Some(Id::Null) => return None,
-            }),
-            (None, result, error) if params.is_none() => {
-                let (name, outcome) = match (result, error) {
-                    (Some(r), None) => ("result", r),
-                    (None, Some(e)) if ErrorObject::from_value(&e).is_some() => ("error", e),
-                    _ => return None,
-                };
-                let id = match (id?, name) {
-                    (Id::Valid(id), _) => Some(id),
-                    (Id::Null, "error") => None,
-                    (Id::Null, _) => return None,
-                };
-                let mut object = extra;
-                object.insert("jsonrpc".into(), JSONRPC_VERSION.into());
-                object.insert(
-                    "id".into(),
-                    id.as_ref().map_or(Value::Null, RequestId::to_value),
-                );
-                object.insert(name.into(), outcome);
-                Some(Message::Response(Response { id, object }))
-            }
-            _ => None,
+    /// The members of a parsed object.
+    pub(super) fn of(mut object: Map<String, Value>) -> Members {
+        Members {
+            jsonrpc: object.remove("jsonrpc"),
+            id: object.remove("id"),
+            method: object.remove("method"),
+            params: object.remove("params"),
+            result: object.remove("result"),
+            error: object.remove("error"),
+            extra: object,
         }
     }
 }
 
-/// Stores a member seen for the first time; a second one is left to the
-/// long way (which keeps the last, as a JSON object does).
-fn once<T, E: de::Error>(slot: &mut Option<T>, value: T) -> Result<(), E> {
-    match slot.replace(value) {
-        None => Ok(()),
-        Some(_) => Err(E::custom("duplicate member")),
-    }
+/// The members of `bytes` when they are one JSON object; `None` for
+/// anything else (a batch, another value, bad JSON), which is parsed the
+/// long way.
+pub(super) fn read(bytes: &[u8]) -> Option<Members> {
+    serde_json::from_slice::<Members>(bytes).ok()
 }
 
-impl<'de> Deserialize<'de> for Plain {
+impl<'de> Deserialize<'de> for Members {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(PlainVisitor)
+        d.deserialize_map(MembersVisitor)
     }
 }
 
-struct PlainVisitor;
+struct MembersVisitor;
 
-impl<'de> Visitor<'de> for PlainVisitor {
-    type Value = Plain;
+impl<'de> Visitor<'de> for MembersVisitor {
+    type Value = Members;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON-RPC message")
+        f.write_str("a JSON object")
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Plain, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
         let mut m = Members::default();
         while let Some(key) = map.next_key::<Key>()? {
-            match key {
-                Key::Jsonrpc => {
-                    map.next_value::<Version>()?;
-                    if std::mem::replace(&mut m.version, true) {
-                        return Err(de::Error::custom("duplicate member"));
-                    }
-                }
-                Key::Id => once(&mut m.id, map.next_value::<Id>()?)?,
-                Key::Method => once(&mut m.method, map.next_value::<String>()?)?,
-                Key::Params => once(&mut m.params, map.next_value()?)?,
-                Key::Result => once(&mut m.result, map.next_value()?)?,
-                Key::Error => once(&mut m.error, map.next_value()?)?,
+            let slot = match key {
+                Key::Jsonrpc => &mut m.jsonrpc,
+                Key::Id => &mut m.id,
+                Key::Method => &mut m.method,
+                Key::Params => &mut m.params,
+                Key::Result => &mut m.result,
+                Key::Error => &mut m.error,
                 Key::Other(name) => {
                     let value = map.next_value()?;
-                    if m.extra.insert(name, value).is_some() {
-                        return Err(de::Error::custom("duplicate member"));
-                    }
+                    m.extra.insert(name, value);
+                    continue;
                 }
-            }
+            };
+            *slot = Some(map.next_value()?);
         }
-        m.message()
-            .map(Plain)
-            .ok_or_else(|| de::Error::custom("not a plain message"))
+        Ok(m)
     }
 }
 
-/// A member name.
+/// A member name, compared where it lies in the input.
 enum Key {
     Jsonrpc,
     Id,
@@ -179,58 +113,5 @@ impl<'de> Deserialize<'de> for Key {
             }
         }
         d.deserialize_str(KeyVisitor)
-    }
-}
-
-/// The `jsonrpc` member, when it is exactly `"2.0"`.
-struct Version;
-
-impl<'de> Deserialize<'de> for Version {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct VersionVisitor;
-        impl Visitor<'_> for VersionVisitor {
-            type Value = Version;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("\"2.0\"")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Version, E> {
-                if v == JSONRPC_VERSION {
-                    Ok(Version)
-                } else {
-                    Err(E::custom("not 2.0"))
-                }
-            }
-        }
-        d.deserialize_str(VersionVisitor)
-    }
-}
-
-impl<'de> Deserialize<'de> for Id {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct IdVisitor;
-        impl Visitor<'_> for IdVisitor {
-            type Value = Id;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string, an integer or null")
-            }
-            fn visit_i64<E: de::Error>(self, n: i64) -> Result<Id, E> {
-                Ok(Id::Valid(RequestId::Number(n)))
-            }
-            fn visit_u64<E: de::Error>(self, n: u64) -> Result<Id, E> {
-                i64::try_from(n)
-                    .map(|n| Id::Valid(RequestId::Number(n)))
-                    .map_err(|_| E::custom("id out of range"))
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<Id, E> {
-                Ok(Id::Valid(RequestId::String(s.to_owned())))
-            }
-            fn visit_string<E: de::Error>(self, s: String) -> Result<Id, E> {
-                Ok(Id::Valid(RequestId::String(s)))
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Id, E> {
-                Ok(Id::Null)
-            }
-        }
-        d.deserialize_any(IdVisitor)
     }
 }

@@ -2,6 +2,7 @@
 //! returns `Ok` or the response to send; the endpoint chains them with `?`
 //! in the order the specification lists them.
 
+use super::headers::trim_ows;
 use super::wire::{Request, Response};
 use crate::protocol::ProtocolVersion;
 use crate::transport::session_table::Owner;
@@ -30,7 +31,7 @@ const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
 
 /// `host[:port]` -> host (IPv6 keeps its brackets), lowercase.
 fn host_name(authority: &str) -> String {
-    let a = authority.trim().to_ascii_lowercase();
+    let a = trim_ows(authority).to_ascii_lowercase();
     if a.starts_with('[') {
         return a.split_inclusive(']').next().unwrap_or("").to_owned();
     }
@@ -47,7 +48,7 @@ fn host_matches(name: &str, authority: &str) -> bool {
         None => name.contains(':'),
     };
     if with_port {
-        name.eq_ignore_ascii_case(authority.trim())
+        name.eq_ignore_ascii_case(trim_ows(authority))
     } else {
         name.eq_ignore_ascii_case(&host_name(authority))
     }
@@ -119,7 +120,7 @@ pub fn auth(req: &Request, tokens: &[[u8; 32]]) -> Result<Owner, Response> {
             h.strip_prefix("Bearer ")
                 .or_else(|| h.strip_prefix("bearer "))
         })
-        .map(|t| token_digest(t.trim()));
+        .map(|t| token_digest(trim_ows(t)));
     let matched = presented.filter(|p| {
         // Visit every token and every byte: no early exit leaks which matched.
         tokens.iter().fold(false, |found, t| {
@@ -144,7 +145,7 @@ fn accepts(req: &Request, media: &str) -> bool {
     req.header("accept").is_some_and(|a| {
         a.split(',').any(|part| {
             let range = part.split(';').next().unwrap_or("");
-            range.trim_ascii().eq_ignore_ascii_case(media)
+            trim_ows(range).eq_ignore_ascii_case(media)
         })
     })
 }
@@ -178,11 +179,8 @@ pub fn accept_sse(req: &Request) -> Result<(), Response> {
 /// POST bodies are `application/json`.
 pub fn content_type(req: &Request) -> Result<(), Response> {
     let ok = req.header("content-type").is_some_and(|c| {
-        c.split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .eq_ignore_ascii_case("application/json")
+        let media = c.split(';').next().unwrap_or("");
+        trim_ows(media).eq_ignore_ascii_case("application/json")
     });
     if ok {
         Ok(())

@@ -4,9 +4,7 @@
 use super::checks::{self, origin_allowed, reject};
 use super::listener::Handler;
 use super::stateless;
-use super::streams::{
-    parse_event_id, Attached, EventId, Frame, ResumeError, SessionStreams, STANDALONE,
-};
+use super::streams::{Attached, EventId, Frame, ResumeError, SessionStreams, STANDALONE};
 use super::wire::{write_head_response, write_response, ChunkedWriter, Framing, Request, Response};
 use super::{HttpOptions, ResponseMode};
 use crate::jsonrpc::{self, Message, Parsed};
@@ -296,8 +294,9 @@ impl Endpoint {
             .ok_or_else(|| reject(404, -32001, "Session not found"))?;
         let attached = match req.header("last-event-id") {
             Some(last) => {
-                let (stream_id, seq) = parse_event_id(last)
-                    .ok_or_else(|| reject(400, -32000, "Bad Request: malformed Last-Event-ID"))?;
+                let EventId(stream_id, seq) = last
+                    .parse()
+                    .map_err(|()| reject(400, -32000, "Bad Request: malformed Last-Event-ID"))?;
                 session.attach(stream_id, Some(seq))
             }
             None => session.attach(STANDALONE, None),

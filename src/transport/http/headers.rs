@@ -23,19 +23,19 @@ impl Headers {
     }
 
     /// Adds a field: the name in lowercase, the value without the spaces
-    /// and tabs around it (RFC 9110 §5.5).
+    /// and tabs around it ([`trim_ows`]).
     pub fn push(&mut self, name: &str, value: &str) {
         let start = self.len();
         self.text
             .extend(name.chars().map(|c| c.to_ascii_lowercase()));
         let middle = self.len();
-        self.text
-            .push_str(value.trim_matches(|c| c == ' ' || c == '\t'));
+        self.text.push_str(trim_ows(value));
         self.fields.push((start..middle, middle..self.len()));
     }
 
     fn len(&self) -> u32 {
-        // A request head is bounded far below 4 GiB (`WireLimits::max_head`).
+        // A head of 4 GiB or more is refused before its fields are read
+        // (`Conn::read_head`), and what is kept here is no longer than it.
         u32::try_from(self.text.len()).unwrap_or(u32::MAX)
     }
 
@@ -63,6 +63,13 @@ impl Headers {
             .filter(move |f| self.named(f, name))
             .map(|(_, v)| self.at(v))
     }
+}
+
+/// `text` without the optional whitespace around it: spaces and tabs, and
+/// nothing else (RFC 9110 §5.6.3). The one trim of header values and of the
+/// list items and parameters inside them.
+pub(crate) fn trim_ows(text: &str) -> &str {
+    text.trim_matches([' ', '\t'])
 }
 
 impl<N: AsRef<str>, V: AsRef<str>> FromIterator<(N, V)> for Headers {

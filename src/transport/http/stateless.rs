@@ -43,7 +43,6 @@ pub const STREAM_QUEUE: usize = 1024;
 pub(crate) fn is_stateless(req: &Request, parsed: &Parsed) -> bool {
     let header = req
         .header("mcp-protocol-version")
-        .map(str::trim)
         .and_then(crate::protocol::ProtocolVersion::parse);
     let single = match parsed {
         Parsed::Single(Message::Request(r)) => Some(r),
@@ -68,14 +67,9 @@ pub(crate) fn status_of(code: i64) -> u16 {
     }
 }
 
-/// A header value without the optional whitespace around it.
-fn header<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
-    req.header(name).map(|v| v.trim_matches([' ', '\t']))
-}
-
 /// `MCP-Protocol-Version` must equal `_meta`'s version.
 fn version_header(req: &Request, envelope: &Envelope) -> Result<(), ErrorObject> {
-    match header(req, "mcp-protocol-version") {
+    match req.header("mcp-protocol-version") {
         Some(v) if v == envelope.requested => Ok(()),
         Some(v) => Err(ErrorObject::header_mismatch(format!(
             "MCP-Protocol-Version {:?} does not match params._meta[{META_PROTOCOL_VERSION:?}] {:?}",
@@ -90,7 +84,7 @@ fn version_header(req: &Request, envelope: &Envelope) -> Result<(), ErrorObject>
 
 /// `Mcp-Method` must equal the body's method (exactly).
 fn method_header(req: &Request, r: &jsonrpc::Request) -> Result<(), ErrorObject> {
-    match header(req, "mcp-method") {
+    match req.header("mcp-method") {
         Some(m) if m == r.method() => Ok(()),
         Some(m) => Err(ErrorObject::header_mismatch(format!(
             "Mcp-Method {:?} does not match the method {:?}",
@@ -119,7 +113,7 @@ fn name_header(req: &Request, r: &jsonrpc::Request) -> Result<(), ErrorObject> {
     let Some((field, body)) = name_of(r) else {
         return Ok(());
     };
-    let sent = header(req, "mcp-name").map(decode_value).transpose()?;
+    let sent = req.header("mcp-name").map(decode_value).transpose()?;
     match (sent, body) {
         (Some(h), Some(b)) if h == b => Ok(()),
         (None, _) => Err(ErrorObject::header_mismatch(format!(
@@ -203,9 +197,11 @@ fn param_headers(req: &Request, r: &jsonrpc::Request, engine: &Engine) -> Result
         let Some(arg) = h.argument(args) else {
             continue;
         };
-        let sent = header(req, &h.header_name().to_ascii_lowercase()).ok_or_else(|| {
-            ErrorObject::header_mismatch(format!("the {} header is required", h.header_name()))
-        })?;
+        let sent = req
+            .header(&h.header_name().to_ascii_lowercase())
+            .ok_or_else(|| {
+                ErrorObject::header_mismatch(format!("the {} header is required", h.header_name()))
+            })?;
         if !same_value(&decode_value(sent)?, arg) {
             return Err(ErrorObject::header_mismatch(format!(
                 "{} does not match arguments.{}",

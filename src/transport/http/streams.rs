@@ -433,10 +433,18 @@ impl std::fmt::Display for EventId {
     }
 }
 
-/// Parses an event id into (stream, seq).
-pub fn parse_event_id(id: &str) -> Option<(u64, u64)> {
-    let (s, q) = id.trim().split_once('-')?;
-    Some((s.parse().ok()?, q.parse().ok()?))
+impl std::str::FromStr for EventId {
+    type Err = ();
+    /// An id as [`Display`](std::fmt::Display) writes it: two decimal
+    /// numbers (digits only) joined by `-`.
+    fn from_str(id: &str) -> Result<EventId, ()> {
+        let number = |n: &str| match n.bytes().all(|b| b.is_ascii_digit()) {
+            true => n.parse().map_err(drop),
+            false => Err(()),
+        };
+        let (stream, seq) = id.split_once('-').ok_or(())?;
+        Ok(EventId(number(stream)?, number(seq)?))
+    }
 }
 
 /// The sink of one stream.
@@ -478,8 +486,9 @@ mod tests {
 
     #[test]
     fn event_ids_round_trip() {
-        assert_eq!(parse_event_id(&EventId(7, 42).to_string()), Some((7, 42)));
-        assert_eq!(parse_event_id("x-1"), None);
-        assert_eq!(parse_event_id("17"), None);
+        assert_eq!(EventId(7, 42).to_string().parse(), Ok(EventId(7, 42)));
+        for bad in ["x-1", "17", "+7-42", "7-+42", "7-", "-7", "7-42-1", ""] {
+            assert_eq!(bad.parse::<EventId>(), Err(()), "{bad}");
+        }
     }
 }

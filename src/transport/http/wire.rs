@@ -3,7 +3,7 @@
 //! `Expect: 100-continue`), fixed responses, and chunked streams that are
 //! flushed frame by frame (for SSE).
 
-use super::headers::Headers;
+use super::headers::{trim_ows, Headers};
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -74,7 +74,7 @@ impl Request {
             .headers
             .all("transfer-encoding")
             .flat_map(|v| v.split(','))
-            .map(str::trim)
+            .map(trim_ows)
             .collect();
         let mut length: Option<usize> = None;
         for value in self
@@ -82,7 +82,7 @@ impl Request {
             .all("content-length")
             .flat_map(|v| v.split(','))
         {
-            let n = parse_decimal(value.trim())
+            let n = parse_decimal(trim_ows(value))
                 .ok_or(ReadError::Reject(400, "invalid Content-Length"))?;
             if length.is_some_and(|l| l != n) {
                 return Err(ReadError::Reject(400, "conflicting Content-Length"));
@@ -344,7 +344,8 @@ impl Conn {
                 Err(e) => return Err(e),
             }
         };
-        if head_end > self.limits.max_head {
+        // (A head past 4 GiB could not be indexed by `Headers` either.)
+        if head_end > self.limits.max_head || u32::try_from(head_end).is_err() {
             return Err(ReadError::Reject(431, "request header fields too large"));
         }
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
@@ -612,7 +613,8 @@ pub fn write_head_response(w: impl Write, resp: &Response, keep_alive: bool) -> 
 
 fn write_full(mut w: impl Write, resp: &Response, keep_alive: bool, body: bool) -> io::Result<()> {
     let length = resp.body.len();
-    let mut out = head(resp.status, &resp.headers, keep_alive, length);
+    let room = if body { length } else { 0 };
+    let mut out = head(resp.status, &resp.headers, keep_alive, room);
     out.extend_from_slice(b"Content-Length: ");
     push_decimal(&mut out, length);
     out.extend_from_slice(b"\r\n\r\n");
