@@ -762,6 +762,20 @@ mod tests {
     }
 
     #[test]
+    fn framing_values_lose_spaces_and_tabs_only() {
+        let head = |length: &str| {
+            let (mut conn, mut peer) = pair();
+            let text = format!("POST /mcp HTTP/1.1\r\nHost: h\r\nContent-Length:{length}\r\n\r\n");
+            peer.write_all(text.as_bytes()).unwrap();
+            conn.read_head().map(|r| r.framing)
+        };
+        assert_eq!(head(" \t5\t ").unwrap(), BodyFraming::Length(5));
+        // What only Unicode calls a space is part of the value: not a length.
+        let err = head(" 5\u{a0}").unwrap_err();
+        assert!(matches!(err, ReadError::Reject(400, _)), "{err:?}");
+    }
+
+    #[test]
     fn memory_follows_the_bytes_that_arrived_not_the_announced_length() {
         // #11 items 4 and 25 (repro t19): Content-Length 4 MiB and one byte.
         let (mut conn, mut peer) = pair();
