@@ -196,16 +196,10 @@ impl fmt::Display for ErrorObject {
 impl std::error::Error for ErrorObject {}
 
 /// A request: it has an `id` and expects exactly one response.
-#[derive(Clone)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Request {
     id: RequestId,
-    method: String,
-    params: Option<Map<String, Value>>,
-    /// Members other than `jsonrpc`, `id`, `method` and an object `params`
-    /// (`params` that is not an object, given to [`Request::new`], is here).
-    extra: Map<String, Value>,
-    /// The whole message, put together again when first asked for.
-    whole: OnceLock<Map<String, Value>>,
+    call: Call,
 }
 
 impl Request {
@@ -215,11 +209,11 @@ impl Request {
     }
     /// The method name.
     pub fn method(&self) -> &str {
-        &self.method
+        &self.call.method
     }
     /// The `params` object, if present.
     pub fn params(&self) -> Option<&Map<String, Value>> {
-        self.params.as_ref()
+        self.call.params.as_ref()
     }
     /// `params._meta`, if present.
     pub fn meta(&self) -> Option<&Map<String, Value>> {
@@ -227,10 +221,7 @@ impl Request {
     }
     /// The whole message, every member as it arrived.
     pub fn object(&self) -> &Map<String, Value> {
-        self.whole.get_or_init(|| {
-            let (id, method) = (Some(self.id.clone()), self.method.clone());
-            assemble(id, method, self.params.clone(), self.extra.clone())
-        })
+        self.call.object(Some(&self.id))
     }
     /// Builds a request object (used by the server for server-to-client requests).
     pub fn new(id: RequestId, method: &str, params: Option<Value>) -> Request {
@@ -242,82 +233,85 @@ impl Request {
         };
         Request {
             id,
-            method: method.to_owned(),
-            params,
-            extra,
-            whole: OnceLock::new(),
+            call: Call::new(method.to_owned(), params, extra),
         }
     }
     /// The message as JSON.
     pub fn into_value(self) -> Value {
-        let object = match self.whole.into_inner() {
-            Some(object) => object,
-            None => assemble(Some(self.id), self.method, self.params, self.extra),
-        };
-        Value::Object(object)
-    }
-}
-
-impl PartialEq for Request {
-    fn eq(&self, other: &Self) -> bool {
-        (&self.id, &self.method, &self.params, &self.extra)
-            == (&other.id, &other.method, &other.params, &other.extra)
-    }
-}
-
-impl fmt::Debug for Request {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Request")
-            .field("id", &self.id)
-            .field("method", &self.method)
-            .field("params", &self.params)
-            .field("extra", &self.extra)
-            .finish()
+        Value::Object(self.call.into_object(Some(self.id)))
     }
 }
 
 /// A notification: a `method` and no `id`; never answered.
-#[derive(Clone)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Notification {
-    method: String,
-    params: Option<Map<String, Value>>,
-    /// Members other than `jsonrpc`, `method` and `params`.
-    extra: Map<String, Value>,
-    /// The whole message, put together again when first asked for.
-    whole: OnceLock<Map<String, Value>>,
+    call: Call,
 }
 
 impl Notification {
     /// The method name.
     pub fn method(&self) -> &str {
-        &self.method
+        &self.call.method
     }
     /// The `params` object, if present.
     pub fn params(&self) -> Option<&Map<String, Value>> {
-        self.params.as_ref()
+        self.call.params.as_ref()
     }
     /// The whole message, every member as it arrived.
     pub fn object(&self) -> &Map<String, Value> {
-        self.whole.get_or_init(|| {
-            assemble(
-                None,
-                self.method.clone(),
-                self.params.clone(),
-                self.extra.clone(),
-            )
-        })
+        self.call.object(None)
     }
 }
 
-impl PartialEq for Notification {
+/// What a request and a notification both carry.
+#[derive(Clone)]
+struct Call {
+    method: String,
+    params: Option<Map<String, Value>>,
+    /// Members other than `jsonrpc`, `id`, `method` and an object `params`
+    /// (`params` that is not an object, given to [`Request::new`], is here).
+    extra: Map<String, Value>,
+    /// The whole message, put together again when first asked for.
+    whole: OnceLock<Map<String, Value>>,
+}
+
+impl Call {
+    fn new(method: String, params: Option<Map<String, Value>>, extra: Map<String, Value>) -> Call {
+        Call {
+            method,
+            params,
+            extra,
+            whole: OnceLock::new(),
+        }
+    }
+
+    /// The whole message, with `id` unless it is a notification.
+    fn object(&self, id: Option<&RequestId>) -> &Map<String, Value> {
+        self.whole.get_or_init(|| {
+            let (params, extra) = (self.params.clone(), self.extra.clone());
+            assemble(id.cloned(), self.method.clone(), params, extra)
+        })
+    }
+
+    fn into_object(self, id: Option<RequestId>) -> Map<String, Value> {
+        match self.whole.into_inner() {
+            Some(object) => object,
+            None => assemble(id, self.method, self.params, self.extra),
+        }
+    }
+}
+
+impl PartialEq for Call {
+    /// Equal members; whether the whole object was put together yet does
+    /// not count.
     fn eq(&self, other: &Self) -> bool {
         (&self.method, &self.params, &self.extra) == (&other.method, &other.params, &other.extra)
     }
 }
 
-impl fmt::Debug for Notification {
+impl fmt::Debug for Call {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Notification")
+        f.debug_struct("Call")
             .field("method", &self.method)
             .field("params", &self.params)
             .field("extra", &self.extra)
@@ -590,21 +584,10 @@ fn validate_members(m: Members) -> Result<Message, ParseError> {
                     extra.insert(name.into(), value);
                 }
             }
-            let whole = OnceLock::new();
+            let call = Call::new(method, params, extra);
             match (raw_id, id) {
-                (None, _) => Ok(Message::Notification(Notification {
-                    method,
-                    params,
-                    extra,
-                    whole,
-                })),
-                (Some(_), Some(id)) => Ok(Message::Request(Request {
-                    id,
-                    method,
-                    params,
-                    extra,
-                    whole,
-                })),
+                (None, _) => Ok(Message::Notification(Notification { call })),
+                (Some(_), Some(id)) => Ok(Message::Request(Request { id, call })),
                 (Some(raw), None) => Err(ParseError::new(
                     INVALID_REQUEST,
                     format!(

@@ -1,5 +1,5 @@
 //! A request's header fields, kept in one buffer: names in lowercase,
-//! values without the whitespace around them, in the order they came. Two
+//! values without the spaces and tabs around them, in the order they came. Two
 //! allocations per request, where a `(String, String)` per field took two
 //! per field.
 
