@@ -919,12 +919,12 @@ fn spawn_reader(shared: &Arc<Shared>, reader: Box<dyn MessageReader>) -> Result<
 
 fn read_loop(shared: Arc<Shared>, mut reader: Box<dyn MessageReader>) {
     let why = loop {
-        let (bytes, related) = match reader.read_related() {
-            Ok(Some(b)) => b,
+        let (parsed, related) = match reader.read_parsed() {
+            Ok(Some(m)) => m,
             Ok(None) => break ClientError::Closed,
             Err(e) => break ClientError::io(&e),
         };
-        let messages = match jsonrpc::parse(&bytes) {
+        let messages = match parsed {
             Ok(Parsed::Single(m)) => vec![m],
             Ok(Parsed::Batch(items)) => items.into_iter().filter_map(Result::ok).collect(),
             Err(e) => {

@@ -1,7 +1,7 @@
 //! What a client talks through: a message writer and a message reader, made
 //! from any byte stream (stdio of a child process, TCP) or an in-process pair.
 
-use crate::jsonrpc::RequestId;
+use crate::jsonrpc::{self, ParseError, Parsed, RequestId};
 use crate::transport::lines::{Frame, LineReader};
 use serde_json::Value;
 use std::io::{self, BufWriter, Read, Write};
@@ -31,7 +31,19 @@ pub trait MessageReader: Send {
     fn read_related(&mut self) -> io::Result<Option<(Vec<u8>, Option<RequestId>)>> {
         Ok(self.read()?.map(|m| (m, None)))
     }
+    /// The next message parsed (or why it could not be), with the request
+    /// it relates to as [`read_related`](Self::read_related) tells. By
+    /// default that message's bytes, parsed; a transport that parses what
+    /// it reads anyway (AMQP looks at every answer's id) hands over its
+    /// parse, so a message is parsed once.
+    fn read_parsed(&mut self) -> io::Result<Option<(ParsedMessage, Option<RequestId>)>> {
+        let next = self.read_related()?;
+        Ok(next.map(|(bytes, related)| (jsonrpc::parse(&bytes), related)))
+    }
 }
+
+/// A message as [`MessageReader::read_parsed`] gives it.
+pub type ParsedMessage = Result<Parsed, ParseError>;
 
 /// A connection to a server.
 pub struct Connection {

@@ -21,12 +21,13 @@
 //! reconnects, publishes again what is owed, and watches for returned
 //! messages; what is written between connections waits for the next one.
 
+use crate::jsonrpc::Parsed;
 use crate::jsonrpc::RequestId;
 use crate::sync::lock;
 use crate::transport::amqp::envelope::{accept, Envelope};
 use crate::transport::amqp::link::{self, Outcome};
 use crate::transport::amqp::{connect, topology, AmqpConfig};
-use crate::transport::connection::{Connection, MessageReader, MessageWriter};
+use crate::transport::connection::{Connection, MessageReader, MessageWriter, ParsedMessage};
 use amiquip::{Channel, ConsumerMessage, ConsumerOptions, Publish, Return};
 use crossbeam_channel::{Receiver, RecvError, Select, Sender};
 use serde_json::Value;
@@ -50,15 +51,17 @@ pub const OWNER_GONE_GRACE: Duration = Duration::from_secs(2);
 /// with its queue, and waiting for its timeout would be needlessly long.
 pub const OWNER_PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
-type Incoming = io::Result<Option<Vec<u8>>>;
+/// A message for the client: its bytes and what they parsed as (`None`
+/// at the end of the session).
+type Delivered = io::Result<Option<(Vec<u8>, Parsed)>>;
 
 /// What the link thread tells the reader.
 enum Control {
     /// A new connection's consumer (with the connection's number): what
     /// arrives on the client's queue from now on.
     Consumer(u64, Receiver<ConsumerMessage>),
-    /// The end: `Ok(None)` when the session is over, or why the link gave up.
-    End(Incoming),
+    /// The end: `Ok` when the session is over, or why the link gave up.
+    End(io::Result<()>),
 }
 
 /// What the reader and the writers tell the link thread.
@@ -155,7 +158,8 @@ fn request_id(message: &Value) -> Option<RequestId> {
 
 /// What one delivery to the client's queue is for the reader.
 enum Received {
-    Message(Vec<u8>),
+    /// The message, and what it parsed as.
+    Message(Vec<u8>, Parsed),
     Skip,
     /// The server no longer knows the session.
     Over,
@@ -414,7 +418,7 @@ impl Shared {
                 Message::Notification(_) => {}
             }
         }
-        Received::Message(body)
+        Received::Message(body, parsed)
     }
 }
 
@@ -444,7 +448,7 @@ impl ClientLink {
                 "amqp client: the queue of the session's server instance is gone ({}); the session is over",
                 r.reply_text
             );
-            let _ = self.to_reader.send(Control::End(Ok(None)));
+            let _ = self.to_reader.send(Control::End(Ok(())));
         } else {
             let config = &self.shared.config;
             let _ = self.to_reader.send(Control::End(Err(io::Error::new(
@@ -528,7 +532,7 @@ impl ClientLink {
                 log::warn!(
                     "amqp client: the queue of the session's server instance is gone; the session is over"
                 );
-                let _ = self.to_reader.send(Control::End(Ok(None)));
+                let _ = self.to_reader.send(Control::End(Ok(())));
                 Err(Outcome::Stop)
             }
             Err(e) => Err(Outcome::Lost(format!("probe: {e}"))),
@@ -702,9 +706,9 @@ enum Event {
 
 impl AmqpReader {
     /// A delivery; `Some` when it is the reader's answer.
-    fn delivered(&self, d: amiquip::Delivery) -> Option<Incoming> {
+    fn delivered(&self, d: amiquip::Delivery) -> Option<Delivered> {
         match self.shared.received(d.body, &d.properties) {
-            Received::Message(body) => Some(Ok(Some(body))),
+            Received::Message(body, parsed) => Some(Ok(Some((body, parsed)))),
             Received::Skip => None,
             Received::Over => {
                 let _ = self.shared.to_link.send(Signal::Over);
@@ -716,6 +720,18 @@ impl AmqpReader {
 
 impl MessageReader for AmqpReader {
     fn read(&mut self) -> io::Result<Option<Vec<u8>>> {
+        Ok(self.next()?.map(|(body, _)| body))
+    }
+    /// Each message is parsed once, when it arrives (its id is needed
+    /// then): that parse is what the client gets.
+    fn read_parsed(&mut self) -> io::Result<Option<(ParsedMessage, Option<RequestId>)>> {
+        Ok(self.next()?.map(|(_, parsed)| (Ok(parsed), None)))
+    }
+}
+
+impl AmqpReader {
+    /// The next message for the client, from whichever consumer is current.
+    fn next(&mut self) -> Delivered {
         loop {
             // What the previous connection delivered before it ended is
             // read first, then the newer consumer.
@@ -759,7 +775,7 @@ impl MessageReader for AmqpReader {
                         self.consumer = Some((generation, rx));
                     }
                 }
-                Event::Control(Ok(Control::End(outcome))) => return outcome,
+                Event::Control(Ok(Control::End(outcome))) => return outcome.map(|()| None),
                 // The link thread ended (the connection was closed).
                 Event::Control(Err(_)) => return Ok(None),
             }
