@@ -27,7 +27,8 @@ pub use crate::protocol::{PeerRequestHandler, ProgressHandler};
 #[cfg(feature = "amqp")]
 pub use crate::transport::amqp::RESUME_GRACE;
 pub use crate::transport::connection::{
-    Connection, MessageReader, MessageWriter, DEFAULT_CHILD_GRACE, DEFAULT_MAX_MESSAGE_BYTES,
+    Connection, MessageReader, MessageWriter, ParsedMessage, DEFAULT_CHILD_GRACE,
+    DEFAULT_MAX_MESSAGE_BYTES,
 };
 pub use crate::transport::reconnect::{Reconnect, DEFAULT_RECONNECT_ATTEMPTS};
 pub use listen::{LISTEN_RENEWAL, RELISTEN_DELAY};

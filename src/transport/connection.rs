@@ -35,14 +35,17 @@ pub trait MessageReader: Send {
     /// it relates to as [`read_related`](Self::read_related) tells. By
     /// default that message's bytes, parsed; a transport that parses what
     /// it reads anyway (AMQP looks at every answer's id) hands over its
-    /// parse, so a message is parsed once.
+    /// parse, so a message is parsed once. An override must give what
+    /// [`jsonrpc::parse`] makes of the bytes `read_related` would give,
+    /// with the same related id.
     fn read_parsed(&mut self) -> io::Result<Option<(ParsedMessage, Option<RequestId>)>> {
         let next = self.read_related()?;
         Ok(next.map(|(bytes, related)| (jsonrpc::parse(&bytes), related)))
     }
 }
 
-/// A message as [`MessageReader::read_parsed`] gives it.
+/// What one message's bytes parsed as (a message or a batch), or why they
+/// did not, as [`MessageReader::read_parsed`] gives it.
 pub type ParsedMessage = Result<Parsed, ParseError>;
 
 /// A connection to a server.
@@ -510,4 +513,41 @@ fn spawn_child(command: Command) -> io::Result<Child> {
 #[cfg(not(target_os = "linux"))]
 fn spawn_child(mut command: Command) -> io::Result<Child> {
     command.spawn()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::{Message, PARSE_ERROR};
+
+    /// Gives its messages, last first, each with the request it relates to.
+    struct Related(Vec<(Vec<u8>, Option<RequestId>)>);
+
+    impl MessageReader for Related {
+        fn read(&mut self) -> io::Result<Option<Vec<u8>>> {
+            Ok(self.read_related()?.map(|(bytes, _)| bytes))
+        }
+        fn read_related(&mut self) -> io::Result<Option<(Vec<u8>, Option<RequestId>)>> {
+            Ok(self.0.pop())
+        }
+    }
+
+    #[test]
+    fn a_reader_s_messages_are_parsed_by_default_with_what_they_relate_to() {
+        let notification = br#"{"jsonrpc":"2.0","method":"m"}"#.to_vec();
+        let mut reader = Related(vec![
+            (b"{bad".to_vec(), None),
+            (notification, Some(RequestId::Number(3))),
+        ]);
+        let (first, related) = reader.read_parsed().unwrap().unwrap();
+        assert_eq!(related, Some(RequestId::Number(3)));
+        assert!(
+            matches!(&first, Ok(Parsed::Single(Message::Notification(n))) if n.method() == "m"),
+            "{first:?}"
+        );
+        let (second, related) = reader.read_parsed().unwrap().unwrap();
+        assert_eq!(related, None);
+        assert_eq!(second.unwrap_err().code, PARSE_ERROR);
+        assert!(reader.read_parsed().unwrap().is_none());
+    }
 }

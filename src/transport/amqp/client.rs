@@ -21,8 +21,8 @@
 //! reconnects, publishes again what is owed, and watches for returned
 //! messages; what is written between connections waits for the next one.
 
-use crate::jsonrpc::Parsed;
 use crate::jsonrpc::RequestId;
+use crate::jsonrpc::{Message, Parsed};
 use crate::sync::lock;
 use crate::transport::amqp::envelope::{accept, Envelope};
 use crate::transport::amqp::link::{self, Outcome};
@@ -380,8 +380,7 @@ impl Shared {
         // The owning instance answers: its queue is there.
         st.owner_missing_since = None;
         st.last_heard = Some(Instant::now());
-        if let crate::jsonrpc::Parsed::Single(m) = &parsed {
-            use crate::jsonrpc::Message;
+        if let Parsed::Single(m) = &parsed {
             match m {
                 Message::Response(r) => {
                     let answered = r.id().and_then(|id| st.unanswered.remove(id));
@@ -720,18 +719,18 @@ impl AmqpReader {
 
 impl MessageReader for AmqpReader {
     fn read(&mut self) -> io::Result<Option<Vec<u8>>> {
-        Ok(self.next()?.map(|(body, _)| body))
+        Ok(self.next_delivery()?.map(|(body, _)| body))
     }
     /// Each message is parsed once, when it arrives (its id is needed
     /// then): that parse is what the client gets.
     fn read_parsed(&mut self) -> io::Result<Option<(ParsedMessage, Option<RequestId>)>> {
-        Ok(self.next()?.map(|(_, parsed)| (Ok(parsed), None)))
+        Ok(self.next_delivery()?.map(|(_, parsed)| (Ok(parsed), None)))
     }
 }
 
 impl AmqpReader {
     /// The next message for the client, from whichever consumer is current.
-    fn next(&mut self) -> Delivered {
+    fn next_delivery(&mut self) -> Delivered {
         loop {
             // What the previous connection delivered before it ended is
             // read first, then the newer consumer.
