@@ -294,10 +294,7 @@ impl Call {
     }
 
     fn into_object(self, id: Option<RequestId>) -> Map<String, Value> {
-        match self.whole.into_inner() {
-            Some(object) => object,
-            None => assemble(id, self.method, self.params, self.extra),
-        }
+        assemble(id, self.method, self.params, self.extra)
     }
 }
 

@@ -39,9 +39,9 @@ pub struct TcpOptions {
     /// Longest a write may block (default [`DEFAULT_TCP_WRITE_TIMEOUT`]).
     /// A peer that reads slower than it sends has no more requests read
     /// from it while 512 messages wait for it (half its outbox), until
-    /// fewer than 256 do; one that stops reading loses its connection when a write has
-    /// blocked this long, or when its outbox (1,024 messages) is full all
-    /// the same; no other connection waits for it. Zero is not a timeout:
+    /// fewer than 256 do; one that stops reading loses its connection when
+    /// a write has blocked this long, or when its outbox (1,024 messages)
+    /// is full all the same; no other connection waits for it. Zero is not a timeout:
     /// writes then wait as long as the peer does.
     pub write_timeout: Duration,
     /// Line limit and shutdown grace, as for stdio.

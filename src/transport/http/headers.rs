@@ -1,7 +1,7 @@
 //! A request's header fields, kept in one buffer: names in lowercase,
-//! values without the spaces and tabs around them, in the order they came. Two
-//! allocations per request, where a `(String, String)` per field took two
-//! per field.
+//! values without the spaces and tabs around them, in the order they came.
+//! Two allocations per request, where a `(String, String)` per field took
+//! two per field.
 
 use std::ops::Range;
 
@@ -52,12 +52,11 @@ impl Headers {
 
     /// The first value of the field `name` (given in lowercase).
     pub fn get(&self, name: &str) -> Option<&str> {
-        let field = self.fields.iter().find(|f| self.named(f, name))?;
-        Some(self.at(&field.1))
+        self.all(name).next()
     }
 
     /// Every value of the field `name` (given in lowercase), in order.
-    pub fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    pub fn all<'a, 'n>(&'a self, name: &'n str) -> impl Iterator<Item = &'a str> + use<'a, 'n> {
         self.fields
             .iter()
             .filter(move |f| self.named(f, name))
