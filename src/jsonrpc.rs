@@ -215,6 +215,10 @@ impl Request {
     pub fn params(&self) -> Option<&Map<String, Value>> {
         self.call.params.as_ref()
     }
+    /// Consumes the request into its params.
+    pub(crate) fn into_params(self) -> Option<Map<String, Value>> {
+        self.call.params
+    }
     /// `params._meta`, if present.
     pub fn meta(&self) -> Option<&Map<String, Value>> {
         self.params()?.get("_meta")?.as_object()

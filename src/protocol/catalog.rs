@@ -34,8 +34,8 @@ pub trait ToolEntry: Send + Sync {
     /// The definition as `tools/list` shows it; it must hold a string `name`.
     fn definition(&self) -> &Value;
     /// Runs the tool. `arguments` is the request's `arguments` object (`{}`
-    /// when absent); the answer is the whole `CallToolResult`.
-    fn call(&self, arguments: &Value, ctx: &Context) -> Result<Value, ErrorObject>;
+    /// when absent), handed over; the answer is the whole `CallToolResult`.
+    fn call(&self, arguments: Value, ctx: &Context) -> Result<Value, ErrorObject>;
     /// Whether its calls may run as tasks (default: never).
     fn task_support(&self) -> TaskSupport {
         TaskSupport::Forbidden
@@ -486,7 +486,7 @@ mod tests {
         fn definition(&self) -> &Value {
             &self.0
         }
-        fn call(&self, _: &Value, _: &Context) -> Result<Value, ErrorObject> {
+        fn call(&self, _: Value, _: &Context) -> Result<Value, ErrorObject> {
             Ok(json!({"content": []}))
         }
     }

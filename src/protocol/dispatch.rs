@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub(crate) type InlineHandler = fn(&Arc<Session>, &Request) -> Result<Value, ErrorObject>;
-pub(crate) type PoolHandler = fn(&Context, &Request) -> Result<Value, ErrorObject>;
+pub(crate) type PoolHandler = fn(&Context, Request) -> Result<Value, ErrorObject>;
 
 pub(crate) enum Route {
     Inline(InlineHandler),
@@ -166,7 +166,7 @@ fn unknown(_: &Arc<Session>, req: &Request) -> Result<Value, ErrorObject> {
     Err(ErrorObject::method_not_found(req.method()))
 }
 
-fn fallback(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
+fn fallback(ctx: &Context, req: Request) -> Result<Value, ErrorObject> {
     match ctx.engine().catalog.fallback() {
         Some(f) => f.handle(req.method(), req.params(), ctx),
         None => Err(ErrorObject::method_not_found(req.method())),
@@ -254,14 +254,14 @@ pub(crate) fn is_quick_call(session: &Session, req: &Request) -> bool {
             })
 }
 
-fn call_tool(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
-    let p = params(req);
+fn call_tool(ctx: &Context, req: Request) -> Result<Value, ErrorObject> {
+    let p = params(&req);
     let name = required_str(p, "name")?;
     let tool = ctx.engine().catalog.view().tools.get(name).cloned();
     let tool = tool.ok_or_else(|| ErrorObject::invalid_params(format!("Unknown tool: {name}")))?;
-    let empty = Value::Object(Map::new());
-    let arguments = match p.get("arguments") {
-        None | Some(Value::Null) => &empty,
+    // The arguments are handed to the tool, not copied.
+    let arguments = match req.into_params().and_then(|mut p| p.remove("arguments")) {
+        None | Some(Value::Null) => Value::Object(Map::new()),
         Some(v @ Value::Object(_)) => v,
         Some(_) => {
             return Err(ErrorObject::invalid_params(
@@ -281,7 +281,7 @@ fn call_tool(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
         tasks::Plan::Task => {
             let args = arguments.clone();
             let run_entry = tool.entry.clone();
-            if let Some(created) = tasks::start(ctx, move |c| run_entry.call(&args, c)) {
+            if let Some(created) = tasks::start(ctx, move |c| run_entry.call(args, c)) {
                 return Ok(created);
             }
             if entry.task_support() == tasks::TaskSupport::Required {
@@ -295,8 +295,8 @@ fn call_tool(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
     }
 }
 
-fn read_resource(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
-    let uri = required_str(params(req), "uri")?;
+fn read_resource(ctx: &Context, req: Request) -> Result<Value, ErrorObject> {
+    let uri = required_str(params(&req), "uri")?;
     let view = ctx.engine().catalog.view();
     if let Some(r) = view.resources.get(uri) {
         return r.entry.read(uri, ctx);
@@ -333,8 +333,8 @@ fn string_map(v: Option<&Value>, what: &str) -> Result<HashMap<String, String>, 
     }
 }
 
-fn get_prompt(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
-    let p = params(req);
+fn get_prompt(ctx: &Context, req: Request) -> Result<Value, ErrorObject> {
+    let p = params(&req);
     let name = required_str(p, "name")?;
     let prompt = ctx.engine().catalog.view().prompts.get(name).cloned();
     let prompt =
@@ -348,9 +348,9 @@ fn get_prompt(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
     prompt.entry.get(arguments, ctx)
 }
 
-fn complete(ctx: &Context, req: &Request) -> Result<Value, ErrorObject> {
+fn complete(ctx: &Context, req: Request) -> Result<Value, ErrorObject> {
     offered(ctx.engine(), "completions", req.method())?;
-    let p = params(req);
+    let p = params(&req);
     let r = p
         .get("ref")
         .and_then(Value::as_object)

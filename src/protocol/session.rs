@@ -368,17 +368,18 @@ impl Session {
                 // handler never runs; nothing is answered.
                 return ctx.finish(Err(ErrorObject::internal("cancelled")));
             }
-            let outcome = catch_unwind(AssertUnwindSafe(|| handler(&ctx, &request)))
-                .unwrap_or_else(|_| {
+            // The handler takes the request: what it needs of it, it moves.
+            let outcome =
+                catch_unwind(AssertUnwindSafe(|| handler(&ctx, request))).unwrap_or_else(|_| {
                     let msg = super::pool::take_panic_report();
                     log::error!(
                         "handler for {} (request {}) panicked: {msg}",
-                        request.method(),
-                        request.id()
+                        ctx.method(),
+                        ctx.request_id()
                     );
                     Err(ErrorObject::internal(format!(
                         "internal error: the handler for {} panicked",
-                        request.method()
+                        ctx.method()
                     )))
                 });
             let label = match (&outcome, ctx.is_cancelled()) {
@@ -389,7 +390,7 @@ impl Session {
             // Counted before the answer leaves: whoever holds the answer
             // finds it counted.
             if let (Some(arrived), Some(o)) = (arrived, &observer) {
-                o.request_done(request.method(), label, arrived.elapsed());
+                o.request_done(ctx.method(), label, arrived.elapsed());
             }
             ctx.finish(outcome);
         });

@@ -99,17 +99,19 @@ impl ToolEntry for LocalTool {
         self.tool.quick
     }
 
-    fn call(&self, arguments: &Value, ctx: &Context) -> Result<Value, ErrorObject> {
+    fn call(&self, arguments: Value, ctx: &Context) -> Result<Value, ErrorObject> {
         let name = &self.tool.name;
-        // Validate the arguments where they are; copy them only once valid.
-        if let Err(e) = self.input.check(arguments) {
+        if let Err(e) = self.input.check(&arguments) {
             let message = format!("Invalid arguments for tool {name}: {e}");
             if ctx.protocol().version.input_errors_are_tool_errors() {
                 return Ok(ToolResult::error(message).to_value());
             }
             return Err(ErrorObject::invalid_params(message));
         }
-        let args = arguments.as_object().cloned().unwrap_or_default();
+        let args = match arguments {
+            Value::Object(args) => args,
+            _ => Map::new(),
+        };
         match (self.tool.handler)(args, ctx) {
             Ok(result) => self.checked(result),
             Err(ToolError(ErrorKind::Failed(m))) => Ok(ToolResult::error(m).to_value()),
@@ -244,8 +246,8 @@ where
     fn definition(&self) -> &Value {
         &self.definition
     }
-    fn call(&self, arguments: &Value, ctx: &Context) -> Result<Value, ErrorObject> {
-        (self.call)(arguments, ctx)
+    fn call(&self, arguments: Value, ctx: &Context) -> Result<Value, ErrorObject> {
+        (self.call)(&arguments, ctx)
     }
     fn task_support(&self) -> TaskSupport {
         self.task_support

@@ -130,7 +130,7 @@ impl ToolEntry for Tool {
     fn task_support(&self) -> crate::protocol::tasks::TaskSupport {
         self.route.shared.task
     }
-    fn call(&self, arguments: &Value, ctx: &Context) -> Result<Value, ErrorObject> {
+    fn call(&self, arguments: Value, ctx: &Context) -> Result<Value, ErrorObject> {
         let params = json!({"name": self.original, "arguments": arguments});
         match self.route.relay("tools/call", params, ctx) {
             Ok(mut v) => {
