@@ -14,7 +14,9 @@ use std::fmt;
 use std::sync::OnceLock;
 
 mod members;
+mod reply;
 use members::{Members, Version};
+pub use reply::Reply;
 
 /// The only accepted value of the `jsonrpc` member.
 pub const JSONRPC_VERSION: &str = "2.0";
@@ -444,13 +446,18 @@ impl ParseError {
 
     /// The error response to send back, or `None` when no answer is owed.
     /// `id` is `null` when the id could not be read.
-    pub fn response(&self) -> Option<Value> {
+    pub fn reply(&self) -> Option<Reply> {
         self.answerable.then(|| {
-            error_response_value(
-                self.id.as_ref(),
-                &ErrorObject::new(self.code, self.message.clone()),
+            Reply::Error(
+                self.id.clone(),
+                ErrorObject::new(self.code, self.message.clone()),
             )
         })
+    }
+
+    /// [`ParseError::reply`] as a JSON value.
+    pub fn response(&self) -> Option<Value> {
+        self.reply().map(Reply::into_value)
     }
 }
 
@@ -472,11 +479,11 @@ pub(crate) fn may_be_request(bytes: &[u8]) -> bool {
     has(b"\"method\"") && has(b"\"id\"")
 }
 
-/// `value` as JSON text, serialized straight into a buffer (`Value`'s
-/// `Display`, `to_string()`, writes through a formatter a piece at a time
-/// and is several times slower). A `Value` always serializes: its maps
-/// have string keys.
-pub(crate) fn to_text(value: &Value) -> String {
+/// `value` (a [`Value`], a [`Reply`]) as JSON text, serialized straight
+/// into a buffer (`Value`'s `Display`, `to_string()`, writes through a
+/// formatter a piece at a time and is several times slower). Both always
+/// serialize: their maps have string keys.
+pub(crate) fn to_text(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).unwrap_or_default()
 }
 
@@ -663,22 +670,16 @@ fn validate_members(m: Members) -> Result<Message, ParseError> {
     }
 }
 
-/// A success response `{"jsonrpc":"2.0","id":..,"result":..}`.
+/// A success response `{"jsonrpc":"2.0","id":..,"result":..}` as a JSON
+/// value ([`Reply::Result`]).
 pub fn result_response(id: &RequestId, result: Value) -> Value {
-    let mut m = Map::with_capacity(3);
-    m.insert("jsonrpc".into(), JSONRPC_VERSION.into());
-    m.insert("id".into(), id.to_value());
-    m.insert("result".into(), result);
-    Value::Object(m)
+    Reply::Result(id.clone(), result).into_value()
 }
 
-/// An error response; `id: null` when `id` is `None`.
+/// An error response as a JSON value; `id: null` when `id` is `None`
+/// ([`Reply::Error`]).
 pub fn error_response_value(id: Option<&RequestId>, error: &ErrorObject) -> Value {
-    let mut m = Map::with_capacity(3);
-    m.insert("jsonrpc".into(), JSONRPC_VERSION.into());
-    m.insert("id".into(), id.map_or(Value::Null, RequestId::to_value));
-    m.insert("error".into(), error.to_value());
-    Value::Object(m)
+    Reply::Error(id.cloned(), error.clone()).into_value()
 }
 
 /// A notification `{"jsonrpc":"2.0","method":..,"params":..}`.

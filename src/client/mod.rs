@@ -635,7 +635,7 @@ impl Client {
             let Some(message) = out.message() else {
                 return Ok(());
             };
-            shared.write(message).map_err(|e| {
+            shared.write(&message).map_err(|e| {
                 let text = e.to_string();
                 *failed.borrow_mut() = Some(e);
                 text

@@ -2,6 +2,7 @@
 //! batch's requests go back together as one array.
 
 use super::sink::{Outgoing, Sink};
+use crate::jsonrpc::Reply;
 use crate::sync::lock;
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
@@ -28,8 +29,8 @@ impl Sink for Collector {
         let (done, last_cancelled) = {
             let mut st = lock(&self.state);
             let cancelled = match out {
-                Outgoing::Response { message, .. } => {
-                    st.1.push(message);
+                Outgoing::Response(reply) => {
+                    st.1.push(reply.into_value());
                     None
                 }
                 Outgoing::Suppressed { id } => Some(id),
@@ -40,10 +41,9 @@ impl Sink for Collector {
             (done, cancelled)
         };
         match (done, last_cancelled) {
-            (Some(responses), _) if !responses.is_empty() => self.parent.send(Outgoing::Response {
-                id: None,
-                message: Value::Array(responses),
-            }),
+            (Some(responses), _) if !responses.is_empty() => self
+                .parent
+                .send(Outgoing::Response(Reply::Batch(responses))),
             // Every request was cancelled: nothing is written, but whoever
             // waits for the batch's end (an HTTP stream) learns it ended.
             (Some(_), Some(id)) => self.parent.send(Outgoing::Suppressed { id }),
@@ -85,13 +85,13 @@ mod tests {
         // One answered, one cancelled: the array holds the answer.
         let (c, seen) = collector(2);
         c.send(cancelled(1));
-        c.send(Outgoing::Response {
-            id: Some(RequestId::Number(2)),
-            message: serde_json::json!({"id": 2}),
-        });
+        c.send(Outgoing::Response(Reply::Result(
+            RequestId::Number(2),
+            serde_json::json!({}),
+        )));
         assert!(matches!(
             lock(&seen).as_slice(),
-            [Outgoing::Response { id: None, message }] if message.as_array().is_some_and(|a| a.len() == 1)
+            [Outgoing::Response(Reply::Batch(answers))] if answers.len() == 1
         ));
     }
 }

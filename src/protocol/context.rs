@@ -11,7 +11,7 @@ use super::outbound::{CallError, Outbound, Wait};
 use super::sink::{Outgoing, Sink};
 use super::tasks::Task;
 use super::Engine;
-use crate::jsonrpc::{self, ErrorObject, Request, RequestId};
+use crate::jsonrpc::{self, ErrorObject, Reply, Request, RequestId};
 use crate::model::{LogLevel, ProtocolVersion};
 use crate::sync::lock;
 use serde_json::{Map, Value};
@@ -328,10 +328,10 @@ impl Context {
             self.engine()
                 .shape(&self.method, self.protocol.version, task.created_result());
         self.exchange.answering();
-        self.sink.send(Outgoing::Response {
-            id: Some(self.request_id.clone()),
-            message: jsonrpc::result_response(&self.request_id, created),
-        });
+        self.sink.send(Outgoing::Response(Reply::Result(
+            self.request_id.clone(),
+            created,
+        )));
         drop(state);
         self.exchange.request_done(&self.request_id);
         true
@@ -599,17 +599,14 @@ impl Context {
                 Some(round) => round.settle(outcome),
                 None => outcome,
             };
-            let message = match outcome {
-                Ok(v) => {
-                    let v = self.engine().shape(&self.method, self.protocol.version, v);
-                    jsonrpc::result_response(&self.request_id, v)
-                }
-                Err(e) => jsonrpc::error_response_value(Some(&self.request_id), &e),
-            };
-            Outgoing::Response {
-                id: Some(self.request_id.clone()),
-                message,
-            }
+            let id = self.request_id.clone();
+            Outgoing::Response(match outcome {
+                Ok(v) => Reply::Result(
+                    id,
+                    self.engine().shape(&self.method, self.protocol.version, v),
+                ),
+                Err(e) => Reply::Error(Some(id), e),
+            })
         };
         self.exchange.answering();
         self.sink.send(out);

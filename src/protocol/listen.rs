@@ -13,7 +13,7 @@ use super::session::{Session, MAX_SUBSCRIPTIONS, MAX_SUBSCRIPTION_URI_BYTES};
 use super::sink::{Outgoing, Sink};
 use super::stateless::{META_SERVER_INFO, META_SUBSCRIPTION_ID};
 use super::ServerInfo;
-use crate::jsonrpc::{self, ErrorObject, Request, RequestId};
+use crate::jsonrpc::{self, ErrorObject, Reply, Request, RequestId};
 use crate::sync::lock;
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;
@@ -249,10 +249,7 @@ impl Listeners {
                 "resultType": "complete",
                 "_meta": {META_SUBSCRIPTION_ID: l.id.to_value(), META_SERVER_INFO: info.to_value()},
             });
-            l.sink.send(Outgoing::Response {
-                id: Some(l.id.clone()),
-                message: jsonrpc::result_response(&l.id, result),
-            });
+            l.sink.send(Outgoing::Response(Reply::Result(l.id, result)));
         }
     }
 }

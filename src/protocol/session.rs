@@ -11,7 +11,8 @@ use super::sink::{Outgoing, Sink};
 use super::stateless;
 use super::Engine;
 use crate::jsonrpc::{
-    self, ErrorObject, Message, Notification, ParseError, Parsed, Request, RequestId, Response,
+    self, ErrorObject, Message, Notification, ParseError, Parsed, Reply, Request, RequestId,
+    Response,
 };
 use crate::model::{LogLevel, ProtocolVersion};
 use crate::sync::lock;
@@ -199,11 +200,8 @@ impl Session {
     /// Answers a parse or validation failure (when an answer is owed).
     pub fn reject(&self, error: ParseError, sink: &Arc<dyn Sink>) {
         log::warn!("session {}: rejected a message: {error}", self.log_name());
-        if let Some(message) = error.response() {
-            sink.send(Outgoing::Response {
-                id: error.id.clone(),
-                message,
-            });
+        if let Some(reply) = error.reply() {
+            sink.send(Outgoing::Response(reply));
         }
     }
 
@@ -646,12 +644,8 @@ impl Drop for Session {
 }
 
 fn respond(sink: &Arc<dyn Sink>, id: &RequestId, outcome: Result<Value, ErrorObject>) {
-    let message = match outcome {
-        Ok(v) => jsonrpc::result_response(id, v),
-        Err(e) => jsonrpc::error_response_value(Some(id), &e),
-    };
-    sink.send(Outgoing::Response {
-        id: Some(id.clone()),
-        message,
-    });
+    sink.send(Outgoing::Response(match outcome {
+        Ok(v) => Reply::Result(id.clone(), v),
+        Err(e) => Reply::Error(Some(id.clone()), e),
+    }));
 }

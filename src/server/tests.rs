@@ -14,7 +14,7 @@ struct Chan(Sender<Value>);
 impl Sink for Chan {
     fn send(&self, out: Outgoing) {
         if let Some(m) = out.message() {
-            let _ = self.0.send(m.clone());
+            let _ = self.0.send(m.into_owned());
         }
     }
 }
@@ -451,7 +451,7 @@ struct Eager {
 impl Sink for Eager {
     fn send(&self, out: Outgoing) {
         if let Some(m) = out.message() {
-            let _ = self.out.send(m.clone());
+            let _ = self.out.send(m.into_owned());
         }
         let next = self.next.lock().unwrap().take();
         if let (Some(next), Some((session, sink))) = (next, self.session.get()) {

@@ -150,9 +150,8 @@ impl Sink for OutboxSink {
         if self.overflow.happened.load(Ordering::SeqCst) {
             return;
         }
-        let Some(m) = out.message() else { return };
         let mut bytes = Vec::with_capacity(128);
-        if serde_json::to_writer(&mut bytes, m).is_err() {
+        if !out.write_json(&mut bytes) {
             return;
         }
         if let Some(direct) = &self.direct {

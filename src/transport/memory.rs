@@ -32,9 +32,9 @@ struct EndSink(Sender<Vec<u8>>);
 
 impl Sink for EndSink {
     fn send(&self, out: Outgoing) {
-        if let Some(m) = out.message() {
+        if let Some(text) = out.to_text() {
             // The other end is gone: nowhere to deliver.
-            let _ = self.0.send(crate::jsonrpc::to_text(m).into_bytes());
+            let _ = self.0.send(text.into_bytes());
         }
     }
 }

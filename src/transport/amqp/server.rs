@@ -155,20 +155,20 @@ impl Reply {
 
 impl Sink for Reply {
     fn send(&self, out: Outgoing) {
-        let response = matches!(out, Outgoing::Response { .. } | Outgoing::Suppressed { .. });
+        let response = matches!(out, Outgoing::Response(_) | Outgoing::Suppressed { .. });
         let ticket = if response { self.take_ticket() } else { None };
         let reply_to = self
             .session
             .as_ref()
             .map(|s| lock(&s.reply_to).clone())
             .or_else(|| self.reply_to.clone());
-        let (Some(message), Some(reply_to)) = (out.message(), reply_to) else {
+        let (Some(body), Some(reply_to)) = (out.to_text(), reply_to) else {
             if let Some(t) = ticket {
                 let _ = self.shared.work.send(Work::Ack(t));
             }
             return;
         };
-        if self.opened && message.get("error").is_some() {
+        if self.opened && matches!(&out, Outgoing::Response(r) if r.is_error()) {
             if let Some(id) = &self.session_id {
                 self.shared.sessions.remove(id, &None);
             }
@@ -177,9 +177,8 @@ impl Sink for Reply {
             log::warn!("amqp: publish backlog full; a notification was dropped");
             return;
         }
-        let body = jsonrpc::to_text(message).into_bytes();
         let _ = self.shared.work.send(Work::Publish {
-            body,
+            body: body.into_bytes(),
             envelope: self.envelope(),
             reply_to,
             ticket,

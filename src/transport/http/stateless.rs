@@ -17,7 +17,7 @@
 use super::streams::send_within;
 use super::wire::{write_response, ChunkedWriter, Framing, Request, Response};
 use super::ResponseMode;
-use crate::jsonrpc::{self, ErrorObject, Message, Parsed};
+use crate::jsonrpc::{self, ErrorObject, Message, Parsed, Reply};
 use crate::model::{self, base64_decode};
 use crate::protocol::stateless::{announces, name_field, Envelope, META_PROTOCOL_VERSION};
 use crate::protocol::{Engine, Outgoing, Sink};
@@ -248,7 +248,7 @@ impl Sink for StreamSink {
                 }
             }
             // The response (or its cancellation) happens once.
-            end @ (Outgoing::Response { .. } | Outgoing::Suppressed { .. }) => {
+            end @ (Outgoing::Response(_) | Outgoing::Suppressed { .. }) => {
                 let _ = self.end.try_send(end);
             }
             // No requests to a stateless client; SSE polling does not apply.
@@ -384,8 +384,8 @@ fn answer_whole(
     mode: ResponseMode,
     notes: &Receiver<Value>,
 ) -> bool {
-    let message = match end {
-        Outgoing::Response { message, .. } => message,
+    let reply = match end {
+        Outgoing::Response(reply) => reply,
         // Cancelled before it answered: nothing to say.
         _ => {
             let resp = Response {
@@ -396,20 +396,17 @@ fn answer_whole(
             return write_response(stream, &resp, framing.keep_alive).is_ok() && framing.keep_alive;
         }
     };
-    let status = message
-        .get("error")
-        .and_then(|e| e.get("code"))
-        .and_then(Value::as_i64)
-        .map_or(200, status_of);
+    let status = match &reply {
+        Reply::Error(_, e) => status_of(e.code),
+        _ => 200,
+    };
     if status == 200 && mode == ResponseMode::SseOnly {
-        let mut pending: Vec<Value> = notes.try_iter().collect();
-        pending.push(message);
-        return write_sse(stream, headers, framing, &pending).unwrap_or(false);
+        return write_sse(stream, headers, framing, notes, &reply).unwrap_or(false);
     }
     let mut resp = Response {
         status,
         headers,
-        body: jsonrpc::to_text(&message).into_bytes(),
+        body: jsonrpc::to_text(&reply).into_bytes(),
     };
     resp.headers
         .push(("Content-Type".into(), "application/json".into()));
@@ -423,23 +420,26 @@ fn sse_headers(mut headers: Vec<(String, String)>) -> Vec<(String, String)> {
     headers
 }
 
-fn event(out: &mut Vec<u8>, message: &Value) {
+fn event(out: &mut Vec<u8>, message: &impl serde::Serialize) {
     out.extend_from_slice(b"event: message\ndata: ");
     out.extend_from_slice(jsonrpc::to_text(message).as_bytes());
     out.extend_from_slice(b"\n\n");
 }
 
+/// The notifications waiting in `notes`, then `reply`, as one SSE stream.
 fn write_sse(
     stream: &TcpStream,
     headers: Vec<(String, String)>,
     framing: Framing,
-    messages: &[Value],
+    notes: &Receiver<Value>,
+    reply: &Reply,
 ) -> io::Result<bool> {
     let mut w = ChunkedWriter::start(stream, 200, &sse_headers(headers), framing)?;
     let mut out = Vec::new();
-    for m in messages {
-        event(&mut out, m);
+    for n in notes.try_iter() {
+        event(&mut out, &n);
     }
+    event(&mut out, reply);
     w.chunk(&out)?;
     Ok(w.finish()? && framing.keep_alive)
 }
@@ -471,12 +471,12 @@ fn stream_answer(
         match next(Some(Instant::now() + keepalive)) {
             Next::Idle => w.chunk(b": keep-alive\n\n")?,
             Next::Note(n) => event(&mut out, &n),
-            Next::End(Outgoing::Response { message, .. }) => {
+            Next::End(Outgoing::Response(reply)) => {
                 // Notifications sent before the response go before it.
                 for n in notes.try_iter() {
                     event(&mut out, &n);
                 }
-                event(&mut out, &message);
+                event(&mut out, &reply);
                 w.chunk(&out)?;
                 return Ok(w.finish()? && framing.keep_alive);
             }

@@ -268,7 +268,7 @@ impl SessionStreams {
             return self.request_without_stream(request.clone());
         }
         // Serialized before the session's lock is taken.
-        let text = out.message().map(crate::jsonrpc::to_text);
+        let text = out.to_text();
         let mut st = self.lock();
         let capacity = self.capacity;
         let Some(s) = st.get_mut(stream) else {
@@ -287,7 +287,7 @@ impl SessionStreams {
                 Frame::End
             }
             other => {
-                let last = matches!(other, Outgoing::Response { .. });
+                let last = matches!(other, Outgoing::Response(_));
                 let Some(text) = text else {
                     return;
                 };
