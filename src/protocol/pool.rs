@@ -210,7 +210,7 @@ impl Pool {
     /// recorded for the engine to report, not printed): a quick tool's call
     /// on the thread that read it. The pool's counts and job estimate are
     /// left alone: they describe the pool's threads.
-    pub(crate) fn run_here(&self, job: Job) {
+    pub(crate) fn run_here(&self, job: impl FnOnce()) {
         struct Restore(bool, bool);
         impl Drop for Restore {
             fn drop(&mut self) {

@@ -360,7 +360,7 @@ impl Session {
         if quick {
             ctx.mark_quick();
         }
-        let job = Box::new(move || {
+        let job = move || {
             if ctx.is_cancelled() {
                 // Cancelled (or its session ended) while queued: the
                 // handler never runs; nothing is answered.
@@ -391,11 +391,12 @@ impl Session {
                 o.request_done(ctx.method(), label, arrived.elapsed());
             }
             ctx.finish(outcome);
-        });
+        };
         if quick {
+            // Run where it is: no box to allocate.
             return self.engine.pool.run_here(job);
         }
-        if self.engine.pool.try_submit(job).is_err() {
+        if self.engine.pool.try_submit(Box::new(job)).is_err() {
             self.request_done(&id);
             log::warn!(
                 "session {}: handler queue full, request {id} refused",

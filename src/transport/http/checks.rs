@@ -141,18 +141,22 @@ pub fn auth(req: &Request, tokens: &[[u8; 32]]) -> Result<Owner, Response> {
     }
 }
 
-fn accepts(req: &Request, media: &str) -> bool {
-    req.header("accept").is_some_and(|a| {
-        a.split(',').any(|part| {
-            let range = part.split(';').next().unwrap_or("");
-            trim_ows(range).eq_ignore_ascii_case(media)
-        })
-    })
+/// Whether the Accept header lists all of `media` (parameters ignored),
+/// read in one pass.
+fn accepts<const N: usize>(req: &Request, media: [&str; N]) -> bool {
+    let mut found = [false; N];
+    for part in req.header("accept").unwrap_or("").split(',') {
+        let range = trim_ows(part.split(';').next().unwrap_or(""));
+        for (found, media) in found.iter_mut().zip(media) {
+            *found |= range.eq_ignore_ascii_case(media);
+        }
+    }
+    found.iter().all(|&f| f)
 }
 
 /// POST must accept both `application/json` and `text/event-stream`.
 pub fn accept_post(req: &Request) -> Result<(), Response> {
-    if accepts(req, "application/json") && accepts(req, "text/event-stream") {
+    if accepts(req, ["application/json", "text/event-stream"]) {
         Ok(())
     } else {
         Err(reject(
@@ -165,7 +169,7 @@ pub fn accept_post(req: &Request) -> Result<(), Response> {
 
 /// GET must accept `text/event-stream`.
 pub fn accept_sse(req: &Request) -> Result<(), Response> {
-    if accepts(req, "text/event-stream") {
+    if accepts(req, ["text/event-stream"]) {
         Ok(())
     } else {
         Err(reject(
@@ -295,6 +299,23 @@ mod tests {
     #[test]
     fn headers() {
         assert!(accept_post(&req(&[("accept", "application/json, text/event-stream")])).is_ok());
+        // Any order, parameters, case, spaces and tabs; both must be listed.
+        for (accept, post, sse) in [
+            (
+                "text/event-stream;q=0.9,\tApplication/JSON ; q=1",
+                true,
+                true,
+            ),
+            ("text/html, text/event-stream", false, true),
+            ("application/jsonx, text/event-stream", false, true),
+            ("application/json", false, false),
+            ("", false, false),
+        ] {
+            let r = req(&[("accept", accept)]);
+            assert_eq!(accept_post(&r).is_ok(), post, "{accept:?}");
+            assert_eq!(accept_sse(&r).is_ok(), sse, "{accept:?}");
+        }
+        assert!(accept_post(&req(&[])).is_err() && accept_sse(&req(&[])).is_err());
         assert_eq!(
             accept_post(&req(&[("accept", "application/json")]))
                 .unwrap_err()
