@@ -6,7 +6,7 @@
 //! response carries exactly one of `result` / `error` (`validate_members`,
 //! whichever way a message's members were read). A parsed message keeps
 //! every member it arrived with, so `_meta` and unknown members pass through
-//! untouched. [`ParseError::response`] is the one place where a parse or
+//! untouched. [`ParseError::reply`] is the one place where a parse or
 //! validation failure becomes the error response sent back.
 
 use serde_json::{Map, Value};
@@ -171,13 +171,8 @@ impl ErrorObject {
     }
     /// The error object as JSON.
     pub fn to_value(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("code".into(), Value::from(self.code));
-        m.insert("message".into(), Value::String(self.message.clone()));
-        if let Some(d) = &self.data {
-            m.insert("data".into(), d.clone());
-        }
-        Value::Object(m)
+        // It always serializes (see its `Serialize`): string keys only.
+        serde_json::to_value(self).unwrap_or_default()
     }
     pub(crate) fn from_value(v: &Value) -> Option<ErrorObject> {
         let o = v.as_object()?;
@@ -542,7 +537,7 @@ pub fn validate(value: Value) -> Result<Message, ParseError> {
 
 /// What a message's members make: every rule of the framing, for messages
 /// read either way ([`parse`] reads an object's members straight from its
-/// bytes).
+/// text).
 fn validate_members(m: Members) -> Result<Message, ParseError> {
     let Members {
         jsonrpc,
@@ -880,6 +875,9 @@ mod tests {
             r#"{"jsonrpc":2.0,"method":"a"}"#,
             r#"{"jsonrpc":2,"id":1,"method":"a"}"#,
             r#"{"jsonrpc":-2,"method":"a"}"#,
+            r#"{"jsonrpc":18446744073709551616,"method":"a"}"#,
+            r#"{"jsonrpc":2e0,"id":1,"method":"a"}"#,
+            r#"{"jsonrpc":-0,"id":1,"method":"a"}"#,
             r#"{"jsonrpc":null,"id":"x","method":"a"}"#,
             r#"{"jsonrpc":true,"method":"a"}"#,
             r#"{"jsonrpc":["2.0"],"id":1,"method":"a"}"#,
@@ -890,6 +888,8 @@ mod tests {
             r#"{"jsonrpc":"2.0"}"#,
             "{}",
         ] {
+            // Read the short way indeed (not given up on, then read the long way).
+            assert!(members::read(text).is_some(), "{text}");
             let long = validate(serde_json::from_str(text).unwrap());
             match (parse(text.as_bytes()), long) {
                 (Ok(Parsed::Single(short)), Ok(long)) => assert_eq!(short, long, "{text}"),

@@ -7,8 +7,9 @@ use serde_json::Value;
 
 /// A response this side sends. Serialized, it is the JSON-RPC response:
 /// `{"id":…,"jsonrpc":"2.0","result":…}`, the same with `"error"`, or a
-/// batch's array. Its members come in the order serde_json's objects
-/// write theirs (by name), so the text is what an object would give.
+/// batch's array. Its members, and an error object's, come in the order
+/// of their names, as serde_json writes an object's members unless its
+/// `preserve_order` feature is on (this crate does not turn it on).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Reply {
     /// The result of the request `id`.
@@ -21,6 +22,14 @@ pub enum Reply {
 }
 
 impl Reply {
+    /// The answer to the request `id`: its result, or its error.
+    pub fn answer(id: RequestId, outcome: Result<Value, ErrorObject>) -> Reply {
+        match outcome {
+            Ok(result) => Reply::Result(id, result),
+            Err(error) => Reply::Error(Some(id), error),
+        }
+    }
+
     /// The request answered (`None` for a batch, or for an error about a
     /// request whose id could not be read).
     pub fn id(&self) -> Option<&RequestId> {
@@ -106,49 +115,50 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// What the envelope built as an object gives (the text before).
-    fn as_object(v: Value) -> String {
-        serde_json::to_string(&v).unwrap()
-    }
-
     #[test]
-    fn a_reply_is_written_as_the_object_would_be() {
+    fn a_reply_is_written_as_the_object_was() {
+        // The text each gave when it was built as an object, and the value.
         let cases = [
             (
                 Reply::Result(
                     RequestId::Number(-7),
                     json!({"content": [{"type": "text", "text": "é\n\""}]}),
                 ),
-                json!({"jsonrpc": "2.0", "id": -7, "result": {"content": [{"type": "text", "text": "é\n\""}]}}),
+                r#"{"id":-7,"jsonrpc":"2.0","result":{"content":[{"text":"é\n\"","type":"text"}]}}"#,
             ),
             (
                 Reply::Result(RequestId::String("a\"b".into()), json!(null)),
-                json!({"jsonrpc": "2.0", "id": "a\"b", "result": null}),
+                r#"{"id":"a\"b","jsonrpc":"2.0","result":null}"#,
             ),
             (
-                Reply::Error(
-                    Some(RequestId::Number(3)),
-                    ErrorObject::method_not_found("x"),
+                Reply::answer(
+                    RequestId::Number(3),
+                    Err(ErrorObject::method_not_found("x")),
                 ),
-                json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32601, "message": "Method not found: x"}}),
+                r#"{"error":{"code":-32601,"message":"Method not found: x"},"id":3,"jsonrpc":"2.0"}"#,
             ),
             (
                 Reply::Error(None, ErrorObject::new(-32700, "bad").with_data(json!([1]))),
-                json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "bad", "data": [1]}}),
+                r#"{"error":{"code":-32700,"data":[1],"message":"bad"},"id":null,"jsonrpc":"2.0"}"#,
             ),
             (
                 Reply::Batch(vec![
                     json!({"jsonrpc": "2.0", "id": 1, "result": {}}),
                     json!(2),
                 ]),
-                json!([{"jsonrpc": "2.0", "id": 1, "result": {}}, 2]),
+                r#"[{"id":1,"jsonrpc":"2.0","result":{}},2]"#,
             ),
         ];
-        for (reply, object) in cases {
-            assert_eq!(crate::jsonrpc::to_text(&reply), as_object(object.clone()));
-            assert_eq!(reply.to_value(), object);
-            assert_eq!(reply.clone().into_value(), object);
+        for (reply, text) in cases {
+            assert_eq!(crate::jsonrpc::to_text(&reply), text);
+            let value: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(reply.to_value(), value);
+            assert_eq!(reply.clone().into_value(), value);
         }
+        assert_eq!(
+            Reply::answer(RequestId::Number(1), Ok(json!(5))),
+            Reply::Result(RequestId::Number(1), json!(5))
+        );
     }
 
     #[test]

@@ -599,14 +599,9 @@ impl Context {
                 Some(round) => round.settle(outcome),
                 None => outcome,
             };
-            let id = self.request_id.clone();
-            Outgoing::Response(match outcome {
-                Ok(v) => Reply::Result(
-                    id,
-                    self.engine().shape(&self.method, self.protocol.version, v),
-                ),
-                Err(e) => Reply::Error(Some(id), e),
-            })
+            let version = self.protocol.version;
+            let outcome = outcome.map(|v| self.engine().shape(&self.method, version, v));
+            Outgoing::Response(Reply::answer(self.request_id.clone(), outcome))
         };
         self.exchange.answering();
         self.sink.send(out);

@@ -645,8 +645,5 @@ impl Drop for Session {
 }
 
 fn respond(sink: &Arc<dyn Sink>, id: &RequestId, outcome: Result<Value, ErrorObject>) {
-    sink.send(Outgoing::Response(match outcome {
-        Ok(v) => Reply::Result(id.clone(), v),
-        Err(e) => Reply::Error(Some(id.clone()), e),
-    }));
+    sink.send(Outgoing::Response(Reply::answer(id.clone(), outcome)));
 }

@@ -40,6 +40,12 @@ impl Outgoing {
         })
     }
 
+    /// Whether there is a message to write (not for a suppressed response
+    /// or a reconnection).
+    pub fn has_message(&self) -> bool {
+        self.written().is_some()
+    }
+
     /// Appends the message's JSON text to `out`; false when there is no
     /// message to write.
     pub fn write_json(&self, out: &mut Vec<u8>) -> bool {

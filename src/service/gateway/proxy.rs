@@ -16,7 +16,7 @@ use crate::protocol::{
     capability_for, CancelToken, PeerError, PeerRequestHandler, ProgressHandler,
 };
 use crate::Context;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -131,8 +131,11 @@ impl ToolEntry for Tool {
         self.route.shared.task
     }
     fn call(&self, arguments: Value, ctx: &Context) -> Result<Value, ErrorObject> {
-        let params = json!({"name": self.original, "arguments": arguments});
-        match self.route.relay("tools/call", params, ctx) {
+        // The arguments are moved in (`json!` would copy them).
+        let mut params = Map::with_capacity(2);
+        params.insert("name".into(), self.original.clone().into());
+        params.insert("arguments".into(), arguments);
+        match self.route.relay("tools/call", Value::Object(params), ctx) {
             Ok(mut v) => {
                 ours(&mut v["content"], self.route.namespace());
                 Ok(cut(

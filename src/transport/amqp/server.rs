@@ -162,7 +162,7 @@ impl Sink for Reply {
             .as_ref()
             .map(|s| lock(&s.reply_to).clone())
             .or_else(|| self.reply_to.clone());
-        let (Some(body), Some(reply_to)) = (out.to_text(), reply_to) else {
+        let (true, Some(reply_to)) = (out.has_message(), reply_to) else {
             if let Some(t) = ticket {
                 let _ = self.shared.work.send(Work::Ack(t));
             }
@@ -177,8 +177,10 @@ impl Sink for Reply {
             log::warn!("amqp: publish backlog full; a notification was dropped");
             return;
         }
+        // Serialized only now: not for a notification the backlog drops.
+        let body = out.to_text().unwrap_or_default().into_bytes();
         let _ = self.shared.work.send(Work::Publish {
-            body: body.into_bytes(),
+            body,
             envelope: self.envelope(),
             reply_to,
             ticket,
