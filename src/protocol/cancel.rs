@@ -12,18 +12,23 @@ pub struct CancelToken(Arc<Inner>);
 
 struct Inner {
     flag: AtomicBool,
-    // Dropping the sender disconnects `rx`, which wakes every receiver clone.
-    tx: Mutex<Option<Sender<()>>>,
-    rx: Receiver<()>,
+    // Made by the first `receiver()`: most handlers never ask for one.
+    chan: Mutex<Chan>,
+}
+
+#[derive(Default)]
+struct Chan {
+    // Dropping the sender (on cancel) disconnects `rx`, which wakes every
+    // receiver clone.
+    tx: Option<Sender<()>>,
+    rx: Option<Receiver<()>>,
 }
 
 impl Default for CancelToken {
     fn default() -> Self {
-        let (tx, rx) = crossbeam_channel::bounded(0);
         CancelToken(Arc::new(Inner {
             flag: AtomicBool::new(false),
-            tx: Mutex::new(Some(tx)),
-            rx,
+            chan: Mutex::new(Chan::default()),
         }))
     }
 }
@@ -37,7 +42,7 @@ impl CancelToken {
     /// Cancels: sets the flag and wakes every receiver. Idempotent.
     pub fn cancel(&self) {
         self.0.flag.store(true, Ordering::SeqCst);
-        lock(&self.0.tx).take();
+        lock(&self.0.chan).tx.take();
     }
 
     /// Whether the work was cancelled.
@@ -53,7 +58,18 @@ impl CancelToken {
     /// A receiver that becomes ready (disconnected) once the token is cancelled;
     /// use it in `crossbeam_channel::select!` beside your own channels.
     pub fn receiver(&self) -> Receiver<()> {
-        self.0.rx.clone()
+        let mut chan = lock(&self.0.chan);
+        if let Some(rx) = &chan.rx {
+            return rx.clone();
+        }
+        let (tx, rx) = crossbeam_channel::bounded(0);
+        // Cancelled already (the flag is set before `cancel` takes the
+        // lock): the sender is dropped now and the receiver is ready.
+        if !self.is_cancelled() {
+            chan.tx = Some(tx);
+        }
+        chan.rx = Some(rx.clone());
+        rx
     }
 }
 
@@ -72,6 +88,32 @@ mod tests {
         t2.cancel();
         assert!(h.join().unwrap().is_err());
         assert!(t.is_cancelled());
+        assert_eq!(
+            t.receiver().try_recv(),
+            Err(crossbeam_channel::TryRecvError::Disconnected)
+        );
+    }
+
+    #[test]
+    fn a_receiver_asked_for_after_the_cancel_is_ready() {
+        let t = CancelToken::new();
+        t.cancel();
+        assert_eq!(
+            t.receiver().try_recv(),
+            Err(crossbeam_channel::TryRecvError::Disconnected)
+        );
+        // And one asked for before the cancel, by another clone, too.
+        let t = CancelToken::new();
+        let early = t.clone().receiver();
+        assert_eq!(
+            early.try_recv(),
+            Err(crossbeam_channel::TryRecvError::Empty)
+        );
+        t.cancel();
+        assert_eq!(
+            early.try_recv(),
+            Err(crossbeam_channel::TryRecvError::Disconnected)
+        );
         assert_eq!(
             t.receiver().try_recv(),
             Err(crossbeam_channel::TryRecvError::Disconnected)
