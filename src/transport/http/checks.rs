@@ -4,9 +4,9 @@
 
 use super::headers::trim_ows;
 use super::wire::{Request, Response};
+use crate::jsonrpc::{ErrorObject, Reply};
 use crate::protocol::ProtocolVersion;
 use crate::transport::session_table::Owner;
-use serde_json::json;
 
 /// Who may talk to the endpoint, by `Origin` or `Host`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,10 +21,7 @@ pub enum AllowList {
 
 /// An error response with a JSON-RPC error body (`id: null`).
 pub fn reject(status: u16, code: i64, message: &str) -> Response {
-    Response::json(
-        status,
-        &json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}}),
-    )
+    Response::json(status, &Reply::Error(None, ErrorObject::new(code, message)))
 }
 
 const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];

@@ -16,7 +16,7 @@
 //! is held beyond [`DEFAULT_MAX_MESSAGE_BYTES`].
 
 use super::socket::{Security, Socket};
-use crate::jsonrpc::{ErrorObject, RequestId};
+use crate::jsonrpc::{ErrorObject, Reply, RequestId};
 use crate::model::{self, ParamHeader};
 use crate::sync::lock;
 use crate::transport::connection::{
@@ -510,8 +510,7 @@ impl Target {
         }
         log::warn!("client: request {id} failed: {why}");
         let error = ErrorObject::internal(format!("the HTTP request failed: {why}"));
-        let answer =
-            serde_json::json!({"jsonrpc": "2.0", "id": id.to_value(), "error": error.to_value()});
+        let answer = Reply::Error(Some(id.clone()), error);
         self.deliver(crate::jsonrpc::to_text(&answer).into_bytes(), None);
     }
 

@@ -7,7 +7,7 @@ use super::stateless;
 use super::streams::{Attached, EventId, Frame, ResumeError, SessionStreams, STANDALONE};
 use super::wire::{write_head_response, write_response, ChunkedWriter, Framing, Request, Response};
 use super::{HttpOptions, ResponseMode};
-use crate::jsonrpc::{self, Message, Parsed};
+use crate::jsonrpc::{self, ErrorObject, Message, Parsed};
 use crate::protocol::{Engine, ProtocolVersion};
 use crate::transport::session_table::{Owner, SessionTable};
 use crossbeam_channel::RecvTimeoutError;
@@ -542,9 +542,10 @@ impl Endpoint {
 
 /// A POST body that cannot be accepted: 400 with the JSON-RPC error.
 fn refused(e: jsonrpc::ParseError) -> Response {
-    let body = e.response().unwrap_or_else(
-        || json!({"jsonrpc": "2.0", "id": null, "error": {"code": e.code, "message": e.message}}),
-    );
+    // Refused whatever it was: a notification's or a response's error too.
+    let body = e.reply().unwrap_or_else(|| {
+        jsonrpc::Reply::Error(None, ErrorObject::new(e.code, e.message.clone()))
+    });
     Response::json(400, &body)
 }
 

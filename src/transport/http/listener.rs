@@ -88,8 +88,8 @@ impl HttpConnections {
                 }
                 Err(ReadError::Reject(status, why)) => {
                     log::debug!("http: {peer}: {status} {why}");
-                    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": why}});
-                    let _ = write_response(&write_side, &Response::json(status, &body), false);
+                    let body = super::checks::reject(status, crate::jsonrpc::INVALID_REQUEST, why);
+                    let _ = write_response(&write_side, &body, false);
                     linger(&write_side);
                     break;
                 }

@@ -22,7 +22,7 @@ use crate::model::{self, base64_decode};
 use crate::protocol::stateless::{announces, name_field, Envelope, META_PROTOCOL_VERSION};
 use crate::protocol::{Engine, Outgoing, Sink};
 use crossbeam_channel::{select, Receiver, Sender, TrySendError};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::io;
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
@@ -229,7 +229,7 @@ pub(crate) fn check(
 
 /// A stateless error response: JSON with the code's status.
 pub(crate) fn error_response(id: Option<&jsonrpc::RequestId>, e: &ErrorObject) -> Response {
-    Response::json(status_of(e.code), &jsonrpc::error_response_value(id, e))
+    Response::json(status_of(e.code), &Reply::Error(id.cloned(), e.clone()))
 }
 
 /// The sink of one stateless request: notifications queue (dropped when
@@ -493,9 +493,10 @@ pub(crate) fn not_a_request(parsed: &Parsed) -> Option<Response> {
     match parsed {
         Parsed::Single(Message::Request(_)) => None,
         Parsed::Single(_) => Some(Response::status(202)),
-        Parsed::Batch(_) => Some(Response::json(
+        Parsed::Batch(_) => Some(super::checks::reject(
             400,
-            &json!({"jsonrpc": "2.0", "id": null, "error": {"code": jsonrpc::INVALID_REQUEST, "message": "JSON-RPC batches are not part of protocol 2026-07-28"}}),
+            jsonrpc::INVALID_REQUEST,
+            "JSON-RPC batches are not part of protocol 2026-07-28",
         )),
     }
 }
@@ -503,6 +504,7 @@ pub(crate) fn not_a_request(parsed: &Parsed) -> Option<Response> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn header_values_decode_strictly() {

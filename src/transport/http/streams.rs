@@ -326,10 +326,10 @@ impl SessionStreams {
             "cannot send {method} to the client: this server answers POSTs with JSON only \
              and the client has no GET stream open to receive requests"
         ));
-        let answer =
-            serde_json::json!({"jsonrpc": "2.0", "id": request["id"], "error": error.to_value()});
+        let id = crate::jsonrpc::RequestId::from_value(&request["id"]);
+        let answer = crate::jsonrpc::to_text(&crate::jsonrpc::Reply::Error(id, error));
         let mcp = self.mcp();
-        mcp.receive(answer.to_string().as_bytes(), mcp.sink());
+        mcp.receive(answer.as_bytes(), mcp.sink());
     }
 
     /// Whether a request is unanswered or a connection is attached. A

@@ -553,7 +553,7 @@ impl Response {
         self
     }
     /// A JSON body.
-    pub fn json(status: u16, body: &serde_json::Value) -> Response {
+    pub fn json(status: u16, body: &impl serde::Serialize) -> Response {
         Response {
             status,
             headers: vec![("Content-Type".into(), "application/json".into())],
