@@ -441,7 +441,7 @@ impl ParseError {
 
     /// The error response to send back, or `None` when no answer is owed.
     /// `id` is `null` when the id could not be read.
-    pub fn reply(&self) -> Option<Reply> {
+    pub fn reply<R>(&self) -> Option<Reply<R>> {
         self.answerable.then(|| {
             Reply::Error(
                 self.id.clone(),
@@ -452,7 +452,7 @@ impl ParseError {
 
     /// [`ParseError::reply`] as a JSON value.
     pub fn response(&self) -> Option<Value> {
-        self.reply().map(Reply::into_value)
+        self.reply::<Value>().map(Reply::into_value)
     }
 }
 
@@ -674,7 +674,7 @@ pub fn result_response(id: &RequestId, result: Value) -> Value {
 /// An error response as a JSON value; `id: null` when `id` is `None`
 /// ([`Reply::Error`]).
 pub fn error_response_value(id: Option<&RequestId>, error: &ErrorObject) -> Value {
-    Reply::Error(id.cloned(), error.clone()).into_value()
+    Reply::error(id.cloned(), error.clone()).into_value()
 }
 
 /// A notification `{"jsonrpc":"2.0","method":..,"params":..}`.

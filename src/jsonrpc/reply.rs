@@ -10,10 +10,13 @@ use serde_json::Value;
 /// batch's array. Its members, and an error object's, come in the order
 /// of their names, as serde_json writes an object's members unless its
 /// `preserve_order` feature is on (this crate does not turn it on).
+///
+/// `R` is the result: JSON, or anything that serializes to it (a layer
+/// above keeps a tool's result typed until it is written).
 #[derive(Clone, Debug, PartialEq)]
-pub enum Reply {
+pub enum Reply<R = Value> {
     /// The result of the request `id`.
-    Result(RequestId, Value),
+    Result(RequestId, R),
     /// An error; `None` when the request's id could not be read (the
     /// response then says `"id":null`).
     Error(Option<RequestId>, ErrorObject),
@@ -21,9 +24,9 @@ pub enum Reply {
     Batch(Vec<Value>),
 }
 
-impl Reply {
+impl<R> Reply<R> {
     /// The answer to the request `id`: its result, or its error.
-    pub fn answer(id: RequestId, outcome: Result<Value, ErrorObject>) -> Reply {
+    pub fn answer(id: RequestId, outcome: Result<R, ErrorObject>) -> Reply<R> {
         match outcome {
             Ok(result) => Reply::Result(id, result),
             Err(error) => Reply::Error(Some(id), error),
@@ -44,29 +47,40 @@ impl Reply {
     pub fn is_error(&self) -> bool {
         matches!(self, Reply::Error(..))
     }
+}
 
+impl Reply {
+    /// An error response: [`Reply::Error`] where nothing says what a
+    /// result would have been.
+    pub fn error(id: Option<RequestId>, error: ErrorObject) -> Reply {
+        Reply::Error(id, error)
+    }
+}
+
+impl<R: Serialize> Reply<R> {
     /// The response as a JSON value.
     pub fn to_value(&self) -> Value {
         // It always serializes: every map in it has string keys.
         serde_json::to_value(self).unwrap_or_default()
     }
+}
 
+impl<R: Into<Value>> Reply<R> {
     /// The response as a JSON value, its result (or a batch's responses)
     /// moved, not copied.
     pub fn into_value(self) -> Value {
-        match self {
-            Reply::Batch(items) => Value::Array(items),
-            Reply::Result(id, result) => {
-                let mut whole = Reply::Result(id, Value::Null).to_value();
-                whole["result"] = result;
-                whole
-            }
-            error => error.to_value(),
-        }
+        let (envelope, result) = match self {
+            Reply::Batch(items) => return Value::Array(items),
+            Reply::Error(id, error) => return Reply::error(id, error).to_value(),
+            Reply::Result(id, result) => (Reply::Result(id, Value::Null), result.into()),
+        };
+        let mut whole = envelope.to_value();
+        whole["result"] = result;
+        whole
     }
 }
 
-impl Serialize for Reply {
+impl<R: Serialize> Serialize for Reply<R> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         if let Reply::Batch(items) = self {
             return items.serialize(s);
@@ -165,9 +179,9 @@ mod tests {
     fn ids_and_kinds() {
         let id = RequestId::Number(1);
         assert_eq!(Reply::Result(id.clone(), json!(1)).id(), Some(&id));
-        assert_eq!(Reply::Error(None, ErrorObject::internal("x")).id(), None);
-        assert!(Reply::Error(None, ErrorObject::internal("x")).is_error());
-        assert!(!Reply::Batch(vec![json!({"error": {}})]).is_error());
+        assert_eq!(Reply::error(None, ErrorObject::internal("x")).id(), None);
+        assert!(Reply::error(None, ErrorObject::internal("x")).is_error());
+        assert!(!Reply::<Value>::Batch(vec![json!({"error": {}})]).is_error());
         assert!(!Reply::Result(id, json!({"error": 1})).is_error());
     }
 }

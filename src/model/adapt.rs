@@ -1,7 +1,9 @@
 //! Results shaped for the revision a session negotiated: what an older
 //! revision does not define is removed or, for content a client must not
 //! lose silently, turned into text it can read. Newest clients get results
-//! untouched (and for free: nothing is walked).
+//! untouched (and for free: nothing is walked). A tool's result kept
+//! typed ([`Answer::Tool`]) stays typed: its text and image blocks are the
+//! same in every revision, and only its other blocks are adapted as JSON.
 //!
 //! | field or content                 | since      | for older clients        |
 //! |----------------------------------|------------|--------------------------|
@@ -13,10 +15,38 @@
 //! | `icons`                          | 2025-11-25 | removed                  |
 //! | `serverInfo` `description`, `websiteUrl` | 2025-11-25 | removed          |
 
-use super::ProtocolVersion;
+use super::{Answer, Content, ProtocolVersion, ToolResult};
 use serde_json::{json, Value};
 
 use ProtocolVersion::{V2025_03_26, V2025_06_18, V2025_11_25};
+
+/// The first revision with a tool result's `structuredContent`.
+const STRUCTURED_CONTENT_SINCE: ProtocolVersion = V2025_06_18;
+
+/// Adapts the result of `method` for a client speaking `version`, as
+/// [`result`] does; a typed tool result stays typed.
+pub fn answer(method: &str, version: ProtocolVersion, answer: Answer) -> Answer {
+    match answer {
+        Answer::Json(v) => Answer::Json(result(method, version, v)),
+        Answer::Tool(t) if version >= ProtocolVersion::LATEST_SESSION => Answer::Tool(t),
+        Answer::Tool(t) => Answer::Tool(tool_result(version, t)),
+    }
+}
+
+/// A typed `tools/call` result for an older revision.
+fn tool_result(version: ProtocolVersion, mut t: ToolResult) -> ToolResult {
+    if version < STRUCTURED_CONTENT_SINCE {
+        t.structured_content = None;
+    }
+    for c in &mut t.content {
+        if !matches!(c, Content::Text(_) | Content::Image { .. }) {
+            let mut v = c.to_value();
+            block(&mut v, version);
+            *c = Content::Raw(v);
+        }
+    }
+    t
+}
 
 /// Adapts the result of `method` for a client speaking `version`.
 pub fn result(method: &str, version: ProtocolVersion, mut result: Value) -> Value {
@@ -36,7 +66,7 @@ pub fn result(method: &str, version: ProtocolVersion, mut result: Value) -> Valu
         "resources/list" => list(&mut result, "resources", false),
         "resources/templates/list" => list(&mut result, "resourceTemplates", false),
         "tools/call" => {
-            if version < V2025_06_18 {
+            if version < STRUCTURED_CONTENT_SINCE {
                 remove(&mut result, "structuredContent");
             }
             blocks(result.get_mut("content"), version);
@@ -186,5 +216,31 @@ mod tests {
         let get = json!({"messages": [{"role": "user", "content": {"type": "audio", "data": "", "mimeType": "audio/ogg"}}]});
         let old = result("prompts/get", V2024_11_05, get);
         assert_eq!(old["messages"][0]["content"]["type"], "text");
+    }
+
+    #[test]
+    fn a_typed_tool_result_is_adapted_as_its_json_is() {
+        let typed = ToolResult {
+            content: vec![
+                Content::text("t"),
+                Content::image(b"i", "image/png"),
+                Content::audio(b"a", "audio/wav"),
+                Content::link("file:///a", "a"),
+                Content::Raw(json!({"type": "resource", "resource": {
+                    "uri": "file:///r", "text": "r", "icons": [{"src": "https://i"}]
+                }})),
+            ],
+            structured_content: Some(json!({"x": 1})),
+            ..Default::default()
+        };
+        for version in ProtocolVersion::ALL {
+            let shaped = answer("tools/call", version, Answer::Tool(typed.clone()));
+            assert!(matches!(shaped, Answer::Tool(_)), "{version}: still typed");
+            assert_eq!(
+                shaped.into_value(),
+                result("tools/call", version, typed.to_value()),
+                "{version}"
+            );
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! Each turns into its JSON form and back.
 
 use super::meta::{insert_meta, insert_opt, meta_of, string, Annotations};
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{json, Map, Value};
 
 /// One content block of a tool result, prompt message or sampling message.
@@ -165,12 +166,10 @@ impl Content {
     /// The block as JSON.
     pub fn to_value(&self) -> Value {
         match self {
-            Content::Text(t) => json!({"type": "text", "text": t}),
-            Content::Image { data, mime_type } => {
-                json!({"type": "image", "data": data, "mimeType": mime_type})
-            }
-            Content::Audio { data, mime_type } => {
-                json!({"type": "audio", "data": data, "mimeType": mime_type})
+            // Their JSON form is written by `Serialize`.
+            Content::Text(_) | Content::Image { .. } | Content::Audio { .. } => {
+                // It always serializes: its maps have string keys.
+                serde_json::to_value(self).unwrap_or_default()
             }
             Content::Resource(r) => json!({"type": "resource", "resource": r.to_value()}),
             Content::ResourceLink {
@@ -322,6 +321,33 @@ impl Content {
         match self.block() {
             Content::Text(t) => Some(t),
             _ => None,
+        }
+    }
+}
+
+/// Text, image and audio blocks, the ones tool results are made of, are
+/// written straight from their parts; the others as their JSON value
+/// ([`Content::to_value`]). Members come in the order of their names, as
+/// serde_json writes a value's.
+impl Serialize for Content {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let media = |s: S, kind: &str, data: &str, mime_type: &str| {
+            let mut m = s.serialize_map(Some(3))?;
+            m.serialize_entry("data", data)?;
+            m.serialize_entry("mimeType", mime_type)?;
+            m.serialize_entry("type", kind)?;
+            m.end()
+        };
+        match self {
+            Content::Text(text) => {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("text", text)?;
+                m.serialize_entry("type", "text")?;
+                m.end()
+            }
+            Content::Image { data, mime_type } => media(s, "image", data, mime_type),
+            Content::Audio { data, mime_type } => media(s, "audio", data, mime_type),
+            other => other.to_value().serialize(s),
         }
     }
 }

@@ -12,11 +12,12 @@ mod param_header;
 pub(crate) mod schema;
 pub mod skill;
 mod timestamp;
+mod tool_result;
 mod version;
 
 pub use completion::{Completion, CompletionRef, CompletionRequest, MAX_COMPLETION_VALUES};
+pub(crate) use content::blocks_from;
 pub use content::{base64, base64_decode, Content, ResourceContents};
-pub(crate) use content::{blocks_from, blocks_value};
 pub use logging::LogLevel;
 pub(crate) use meta::{
     decoration_builders, implementation, insert_meta, insert_opt, meta_of, string,
@@ -24,6 +25,7 @@ pub(crate) use meta::{
 pub use meta::{Annotations, Decorations, Icon, IconTheme, Role};
 pub use param_header::{param_headers, param_text, ParamHeader, PARAM_HEADER_PREFIX, X_MCP_HEADER};
 pub use timestamp::iso8601;
+pub use tool_result::{Answer, ToolResult};
 
 /// Whether a `capabilities` object (a client's or a server's) declares
 /// the extension `id` (in `extensions`).

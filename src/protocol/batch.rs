@@ -87,7 +87,7 @@ mod tests {
         c.send(cancelled(1));
         c.send(Outgoing::Response(Reply::Result(
             RequestId::Number(2),
-            serde_json::json!({}),
+            serde_json::json!({}).into(),
         )));
         assert!(matches!(
             lock(&seen).as_slice(),

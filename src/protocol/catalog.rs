@@ -22,7 +22,7 @@ use super::context::Context;
 use super::tasks::TaskSupport;
 use crate::jsonrpc::ErrorObject;
 use crate::model::skill::Skill;
-use crate::model::{CompletionRef, CompletionRequest};
+use crate::model::{Answer, CompletionRef, CompletionRequest};
 use crate::sync::{lock, read, write};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -34,8 +34,9 @@ pub trait ToolEntry: Send + Sync {
     /// The definition as `tools/list` shows it; it must hold a string `name`.
     fn definition(&self) -> &Value;
     /// Runs the tool. `arguments` is the request's `arguments` object (`{}`
-    /// when absent), handed over; the answer is the whole `CallToolResult`.
-    fn call(&self, arguments: Value, ctx: &Context) -> Result<Value, ErrorObject>;
+    /// when absent), handed over; the answer is the whole `CallToolResult`
+    /// (as JSON, or typed: [`Answer::Tool`]).
+    fn call(&self, arguments: Value, ctx: &Context) -> Result<Answer, ErrorObject>;
     /// Whether its calls may run as tasks (default: never).
     fn task_support(&self) -> TaskSupport {
         TaskSupport::Forbidden
@@ -486,8 +487,8 @@ mod tests {
         fn definition(&self) -> &Value {
             &self.0
         }
-        fn call(&self, _: Value, _: &Context) -> Result<Value, ErrorObject> {
-            Ok(json!({"content": []}))
+        fn call(&self, _: Value, _: &Context) -> Result<Answer, ErrorObject> {
+            Ok(json!({"content": []}).into())
         }
     }
     fn tool(name: &str) -> Arc<dyn ToolEntry> {

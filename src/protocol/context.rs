@@ -12,7 +12,7 @@ use super::sink::{Outgoing, Sink};
 use super::tasks::Task;
 use super::Engine;
 use crate::jsonrpc::{self, ErrorObject, Reply, Request, RequestId};
-use crate::model::{LogLevel, ProtocolVersion};
+use crate::model::{Answer, LogLevel, ProtocolVersion};
 use crate::sync::lock;
 use serde_json::{Map, Value};
 use std::fmt;
@@ -324,9 +324,11 @@ impl Context {
             return false;
         }
         state.task = Some(task.clone());
-        let created =
-            self.engine()
-                .shape(&self.method, self.protocol.version, task.created_result());
+        let created = self.engine().shape(
+            &self.method,
+            self.protocol.version,
+            task.created_result().into(),
+        );
         self.exchange.answering();
         self.sink.send(Outgoing::Response(Reply::Result(
             self.request_id.clone(),
@@ -579,7 +581,7 @@ impl Context {
 
     /// Ends the request: after this, no progress is sent. Sends the response,
     /// or nothing (`Suppressed`) if the request was cancelled.
-    pub(crate) fn finish(&self, outcome: Result<Value, ErrorObject>) {
+    pub(crate) fn finish(&self, outcome: Result<Answer, ErrorObject>) {
         let mut state = lock(&self.state);
         state.finished = true;
         if let Some(task) = state.task.clone() {
@@ -587,8 +589,9 @@ impl Context {
             // answered when it became one.
             drop(state);
             let version = self.protocol.version;
-            return task
-                .settle(outcome.map(|v| crate::model::adapt::result(&self.method, version, v)));
+            return task.settle(
+                outcome.map(|a| crate::model::adapt::result(&self.method, version, a.into())),
+            );
         }
         let out = if self.cancel.is_cancelled() {
             Outgoing::Suppressed {

@@ -13,13 +13,13 @@ use super::session::Session;
 use super::tasks;
 use super::Engine;
 use crate::jsonrpc::{ErrorObject, Request, INVALID_PARAMS, RESOURCE_NOT_FOUND};
-use crate::model::{CompletionRef, CompletionRequest, LogLevel, ProtocolVersion};
+use crate::model::{Answer, CompletionRef, CompletionRequest, LogLevel, ProtocolVersion};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
 
 pub(crate) type InlineHandler = fn(&Arc<Session>, &Request) -> Result<Value, ErrorObject>;
-pub(crate) type PoolHandler = fn(&Context, Request) -> Result<Value, ErrorObject>;
+pub(crate) type PoolHandler = fn(&Context, Request) -> Result<Answer, ErrorObject>;
 
 pub(crate) enum Route {
     Inline(InlineHandler),
@@ -31,7 +31,9 @@ pub(crate) enum Route {
 pub(crate) fn route(session: &Session, method: &str) -> Route {
     match engine_route(method) {
         Some(route) => route,
-        None if session.engine.catalog.fallback().is_some() => Route::Pool(fallback),
+        None if session.engine.catalog.fallback().is_some() => {
+            Route::Pool(|c, r| fallback(c, r).map(Answer::Json))
+        }
         None => Route::Inline(unknown),
     }
 }
@@ -55,9 +57,9 @@ fn engine_route(method: &str) -> Option<Route> {
         "resources/subscribe" => Route::Inline(subscribe),
         "resources/unsubscribe" => Route::Inline(unsubscribe),
         "tools/call" => Route::Pool(call_tool),
-        "resources/read" => Route::Pool(read_resource),
-        "prompts/get" => Route::Pool(get_prompt),
-        "completion/complete" => Route::Pool(complete),
+        "resources/read" => Route::Pool(|c, r| read_resource(c, r).map(Answer::Json)),
+        "prompts/get" => Route::Pool(|c, r| get_prompt(c, r).map(Answer::Json)),
+        "completion/complete" => Route::Pool(|c, r| complete(c, r).map(Answer::Json)),
         "skills/list" => Route::Inline(super::skills::list),
         "skills/get" => Route::Inline(super::skills::get),
         "resources/directory/read" => Route::Inline(super::skills::read_directory),
@@ -254,7 +256,7 @@ pub(crate) fn is_quick_call(session: &Session, req: &Request) -> bool {
             })
 }
 
-fn call_tool(ctx: &Context, req: Request) -> Result<Value, ErrorObject> {
+fn call_tool(ctx: &Context, req: Request) -> Result<Answer, ErrorObject> {
     let p = params(&req);
     let name = required_str(p, "name")?;
     let tool = ctx.engine().catalog.view().tools.get(name).cloned();
@@ -282,7 +284,7 @@ fn call_tool(ctx: &Context, req: Request) -> Result<Value, ErrorObject> {
             let args = arguments.clone();
             let run_entry = tool.entry.clone();
             if let Some(created) = tasks::start(ctx, move |c| run_entry.call(args, c)) {
-                return Ok(created);
+                return Ok(Answer::Json(created));
             }
             if entry.task_support() == tasks::TaskSupport::Required {
                 return Err(ErrorObject::internal(

@@ -23,7 +23,7 @@
 //! [`REQUEST_STATE_LIFETIME`] is refused with -32602.
 
 use crate::jsonrpc::{ErrorObject, Request};
-use crate::model::{base64, base64_decode};
+use crate::model::{base64, base64_decode, Answer};
 use crate::sync::lock;
 use ring::hmac;
 use serde_json::{json, Map, Value};
@@ -221,21 +221,24 @@ impl Round {
     /// (whatever the handler returned once its question went unanswered);
     /// a handler that failed after needing an undeclared capability fails
     /// with -32021.
-    pub(crate) fn settle(&self, outcome: Result<Value, ErrorObject>) -> Result<Value, ErrorObject> {
+    pub(crate) fn settle(
+        &self,
+        outcome: Result<Answer, ErrorObject>,
+    ) -> Result<Answer, ErrorObject> {
         let st = lock(&self.state);
         if let Some(e) = &st.invalid {
             return Err(e.clone());
         }
         if !st.pending.is_empty() {
-            return Ok(json!({
+            return Ok(Answer::Json(json!({
                 "resultType": "input_required",
                 "inputRequests": st.pending,
                 "requestState": seal_state(&self.key, &self.method, &self.binding, &st.used),
-            }));
+            })));
         }
         let failed = match &outcome {
             Err(_) => true,
-            Ok(v) => v.get("isError") == Some(&Value::Bool(true)),
+            Ok(a) => a.is_tool_error(),
         };
         match st.missing_capability {
             Some(cap) if failed => Err(ErrorObject::missing_client_capability(cap)),
@@ -375,6 +378,11 @@ fn open_state(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `Round::settle` of a JSON outcome, as JSON.
+    fn settle(r: &Round, outcome: Result<Value, ErrorObject>) -> Result<Value, ErrorObject> {
+        r.settle(outcome.map(Answer::Json)).map(Answer::into_value)
+    }
     use crate::jsonrpc::{RequestId, INVALID_PARAMS};
 
     fn call(extra: Value) -> Request {
@@ -395,9 +403,7 @@ mod tests {
     fn a_question_without_answer_ends_the_round_with_a_signed_state() {
         let r = Round::of(&call(json!({})), &StateKey::random()).unwrap();
         assert!(matches!(r.ask(&elicit().key("name")), Asked::Pending));
-        let out = r
-            .settle(Err(ErrorObject::internal("handler gave up")))
-            .unwrap();
+        let out = settle(&r, Err(ErrorObject::internal("handler gave up"))).unwrap();
         assert_eq!(out["resultType"], "input_required");
         assert_eq!(out["inputRequests"]["name"]["method"], "elicitation/create");
         let state = out["requestState"].as_str().unwrap().to_owned();
@@ -409,14 +415,14 @@ mod tests {
         assert!(matches!(r2.ask(&elicit().key("name")), Asked::Answer(a) if a == answer));
         // A second question: its answer is kept in the next state.
         assert!(matches!(r2.ask(&elicit()), Asked::Pending));
-        let out2 = r2.settle(Ok(json!({}))).unwrap();
+        let out2 = settle(&r2, Ok(json!({}))).unwrap();
         let state2 = out2["requestState"].as_str().unwrap();
         assert_ne!(state2, state);
         let r3 = Round::of(&call(json!({"requestState": state2, "inputResponses": {"elicitation-2": {"action": "decline"}}})), &StateKey::random()).unwrap();
         assert!(matches!(r3.ask(&elicit().key("name")), Asked::Answer(a) if a == answer));
         assert!(matches!(r3.ask(&elicit()), Asked::Answer(_)));
         assert_eq!(
-            r3.settle(Ok(json!({"content": []}))).unwrap(),
+            settle(&r3, Ok(json!({"content": []}))).unwrap(),
             json!({"content": []})
         );
     }
@@ -425,7 +431,7 @@ mod tests {
     fn altered_moved_or_malformed_states_are_refused() {
         let r = Round::of(&call(json!({})), &StateKey::random()).unwrap();
         r.ask(&elicit());
-        let state = r.settle(Ok(json!({}))).unwrap()["requestState"]
+        let state = settle(&r, Ok(json!({}))).unwrap()["requestState"]
             .as_str()
             .unwrap()
             .to_owned();
@@ -460,14 +466,18 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(r.ask(&elicit()), Asked::Invalid(_)));
-        assert_eq!(r.settle(Ok(json!({}))).unwrap_err().code, INVALID_PARAMS);
+        assert_eq!(settle(&r, Ok(json!({}))).unwrap_err().code, INVALID_PARAMS);
 
         let r = Round::of(&call(json!({})), &StateKey::random()).unwrap();
         r.missing("sampling");
-        let e = r
-            .settle(Ok(json!({"content": [], "isError": true})))
-            .unwrap_err();
+        let e = settle(&r, Ok(json!({"content": [], "isError": true}))).unwrap_err();
         assert_eq!(e.code, crate::jsonrpc::MISSING_CLIENT_CAPABILITY);
+        let typed = Answer::Tool(crate::model::ToolResult::error("no sampling"));
+        assert_eq!(
+            r.settle(Ok(typed)).unwrap_err().code,
+            crate::jsonrpc::MISSING_CLIENT_CAPABILITY,
+            "a typed tool error too"
+        );
         assert_eq!(
             e.data.unwrap(),
             json!({"requiredCapabilities": {"sampling": {}}})
@@ -475,7 +485,7 @@ mod tests {
         let r = Round::of(&call(json!({})), &StateKey::random()).unwrap();
         r.missing("sampling");
         assert!(
-            r.settle(Ok(json!({"content": []}))).is_ok(),
+            settle(&r, Ok(json!({"content": []}))).is_ok(),
             "a handler that coped succeeds"
         );
     }
@@ -489,7 +499,7 @@ mod tests {
         );
         let r = Round::of(&call(json!({})), &a).unwrap();
         r.ask(&elicit());
-        let state = r.settle(Ok(json!({}))).unwrap()["requestState"].clone();
+        let state = settle(&r, Ok(json!({}))).unwrap()["requestState"].clone();
         assert!(Round::of(&call(json!({"requestState": state})), &b).is_ok());
         assert!(Round::of(&call(json!({"requestState": state})), &other).is_err());
         assert_eq!(

@@ -249,7 +249,8 @@ impl Listeners {
                 "resultType": "complete",
                 "_meta": {META_SUBSCRIPTION_ID: l.id.to_value(), META_SERVER_INFO: info.to_value()},
             });
-            l.sink.send(Outgoing::Response(Reply::Result(l.id, result)));
+            l.sink
+                .send(Outgoing::Response(Reply::Result(l.id, result.into())));
         }
     }
 }

@@ -50,6 +50,7 @@ pub use tasks::{TaskOptions, TaskStatus, TaskSupport};
 pub use crate::model::{LogLevel, ProtocolVersion};
 
 use crate::jsonrpc;
+use crate::model::Answer;
 use crate::sync::lock;
 use catalog::{Catalog, CatalogError, Enabled, MethodFallback};
 use serde_json::{json, Map, Value};
@@ -252,10 +253,16 @@ impl Engine {
     /// A result of `method` shaped for a client speaking `version`: older
     /// revisions lose what they do not define; 2026-07-28 results gain
     /// `resultType`, the server's info and caching hints.
-    pub(crate) fn shape(&self, method: &str, version: ProtocolVersion, result: Value) -> Value {
-        let result = crate::model::adapt::result(method, version, result);
+    pub(crate) fn shape(&self, method: &str, version: ProtocolVersion, result: Answer) -> Answer {
+        let result = crate::model::adapt::answer(method, version, result);
         if version.is_stateless() {
-            stateless::decorate(method, result, &self.info, &self.options.cache)
+            let result = result.into_value();
+            Answer::Json(stateless::decorate(
+                method,
+                result,
+                &self.info,
+                &self.options.cache,
+            ))
         } else {
             result
         }

@@ -14,7 +14,7 @@ use crate::jsonrpc::{
     self, ErrorObject, Message, Notification, ParseError, Parsed, Reply, Request, RequestId,
     Response,
 };
-use crate::model::{LogLevel, ProtocolVersion};
+use crate::model::{Answer, LogLevel, ProtocolVersion};
 use crate::sync::lock;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -237,8 +237,9 @@ impl Session {
         match route {
             Route::Inline(f) => {
                 let version = self.version().unwrap_or(ProtocolVersion::LATEST_SESSION);
-                let outcome = f(self, &request)
-                    .map(|v| crate::model::adapt::result(request.method(), version, v));
+                let outcome = f(self, &request).map(|v| {
+                    Answer::Json(crate::model::adapt::result(request.method(), version, v))
+                });
                 respond(sink, request.id(), outcome)
             }
             Route::Pool(f) => {
@@ -280,7 +281,8 @@ impl Session {
         };
         match route {
             Route::Inline(f) => {
-                let outcome = f(self, &request).map(|v| self.engine.shape(method, version, v));
+                let outcome =
+                    f(self, &request).map(|v| self.engine.shape(method, version, v.into()));
                 respond(sink, request.id(), outcome)
             }
             Route::Pool(f) => {
@@ -644,6 +646,6 @@ impl Drop for Session {
     }
 }
 
-fn respond(sink: &Arc<dyn Sink>, id: &RequestId, outcome: Result<Value, ErrorObject>) {
+fn respond(sink: &Arc<dyn Sink>, id: &RequestId, outcome: Result<Answer, ErrorObject>) {
     sink.send(Outgoing::Response(Reply::answer(id.clone(), outcome)));
 }

@@ -1,6 +1,7 @@
 //! Where outgoing messages go: the seam between the engine and a transport.
 
 use crate::jsonrpc::{self, Reply, RequestId};
+use crate::model::Answer;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 use std::borrow::Cow;
@@ -10,7 +11,7 @@ use std::borrow::Cow;
 pub enum Outgoing {
     /// The response to a request, to a batch, or about an unreadable
     /// request.
-    Response(Reply),
+    Response(Reply<Answer>),
     /// A request ended without a response (it was cancelled). Nothing is
     /// written; streams that wait for the request's end can close.
     Suppressed {
@@ -70,7 +71,7 @@ impl Outgoing {
 
 /// What of an [`Outgoing`] is written.
 enum Written<'a> {
-    Reply(&'a Reply),
+    Reply(&'a Reply<Answer>),
     Value(&'a Value),
 }
 

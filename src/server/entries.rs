@@ -8,7 +8,7 @@ use super::resource::{Resource, ResourceTemplate};
 use super::tool::{ErrorKind, Tool, ToolError, ToolResult};
 use crate::jsonrpc::ErrorObject;
 use crate::model::schema::Schema;
-use crate::model::{CompletionRef, CompletionRequest, ResourceContents};
+use crate::model::{Answer, CompletionRef, CompletionRequest, ResourceContents};
 use crate::protocol::catalog::{
     CompletionEntry, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry,
 };
@@ -65,7 +65,7 @@ impl LocalTool {
         &self.tool.name
     }
 
-    fn checked(&self, result: ToolResult) -> Result<Value, ErrorObject> {
+    fn checked(&self, result: ToolResult) -> Result<Answer, ErrorObject> {
         let name = &self.tool.name;
         if let Some(s) = result
             .structured_content
@@ -81,7 +81,7 @@ impl LocalTool {
                 .check_output(name, result.structured_content.as_ref())
                 .map_err(ErrorObject::internal)?;
         }
-        Ok(result.to_value())
+        Ok(Answer::Tool(result))
     }
 }
 
@@ -99,12 +99,12 @@ impl ToolEntry for LocalTool {
         self.tool.quick
     }
 
-    fn call(&self, arguments: Value, ctx: &Context) -> Result<Value, ErrorObject> {
+    fn call(&self, arguments: Value, ctx: &Context) -> Result<Answer, ErrorObject> {
         let name = &self.tool.name;
         if let Err(e) = self.input.check(&arguments) {
             let message = format!("Invalid arguments for tool {name}: {e}");
             if ctx.protocol().version.input_errors_are_tool_errors() {
-                return Ok(ToolResult::error(message).to_value());
+                return Ok(Answer::Tool(ToolResult::error(message)));
             }
             return Err(ErrorObject::invalid_params(message));
         }
@@ -114,7 +114,7 @@ impl ToolEntry for LocalTool {
         };
         match (self.tool.handler)(args, ctx) {
             Ok(result) => self.checked(result),
-            Err(ToolError(ErrorKind::Failed(m))) => Ok(ToolResult::error(m).to_value()),
+            Err(ToolError(ErrorKind::Failed(m))) => Ok(Answer::Tool(ToolResult::error(m))),
             Err(ToolError(ErrorKind::Rpc(e))) => Err(e),
         }
     }
@@ -246,8 +246,8 @@ where
     fn definition(&self) -> &Value {
         &self.definition
     }
-    fn call(&self, arguments: Value, ctx: &Context) -> Result<Value, ErrorObject> {
-        (self.call)(&arguments, ctx)
+    fn call(&self, arguments: Value, ctx: &Context) -> Result<Answer, ErrorObject> {
+        (self.call)(&arguments, ctx).map(Answer::Json)
     }
     fn task_support(&self) -> TaskSupport {
         self.task_support

@@ -1,9 +1,8 @@
 //! Tools: definition, result and error types.
 
 use crate::jsonrpc::ErrorObject;
-use crate::model::{
-    blocks_value, decoration_builders, insert_meta, insert_opt, Content, Decorations,
-};
+pub use crate::model::ToolResult;
+use crate::model::{decoration_builders, insert_opt, Decorations};
 use crate::protocol::tasks::TaskSupport;
 use crate::protocol::Context;
 use serde_json::{Map, Value};
@@ -137,79 +136,6 @@ impl Tool {
         }
         self.decorations.fill(&mut m);
         Value::Object(m)
-    }
-}
-
-/// The result of a tool call.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ToolResult {
-    /// Unstructured content blocks.
-    pub content: Vec<Content>,
-    /// Structured content: a JSON object (checked against the tool's
-    /// output schema; anything but an object is refused at run time).
-    pub structured_content: Option<Value>,
-    /// Whether the tool failed (the model sees the content as an error).
-    pub is_error: bool,
-    /// `_meta`, free-form.
-    pub meta: Map<String, Value>,
-}
-
-impl ToolResult {
-    /// A result with the given content blocks.
-    pub fn new(content: Vec<Content>) -> Self {
-        ToolResult {
-            content,
-            ..Default::default()
-        }
-    }
-    /// A result with one text block.
-    pub fn text(text: impl Into<String>) -> Self {
-        Self::new(vec![Content::text(text)])
-    }
-    /// A result carrying structured content, with its JSON text as a text
-    /// block for clients that only read `content`.
-    pub fn structured(value: Value) -> Self {
-        ToolResult {
-            content: vec![Content::text(value.to_string())],
-            structured_content: Some(value),
-            ..Default::default()
-        }
-    }
-    /// A failed result (`isError: true`) with one text block.
-    pub fn error(message: impl Into<String>) -> Self {
-        ToolResult {
-            is_error: true,
-            ..Self::text(message)
-        }
-    }
-    /// This result with the entry `key` added to its `_meta`.
-    pub fn with_meta(mut self, key: impl Into<String>, value: Value) -> Self {
-        self.meta.insert(key.into(), value);
-        self
-    }
-    /// The result as JSON.
-    pub fn to_value(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("content".into(), blocks_value(&self.content));
-        if let Some(s) = &self.structured_content {
-            m.insert("structuredContent".into(), s.clone());
-        }
-        if self.is_error {
-            m.insert("isError".into(), true.into());
-        }
-        insert_meta(&mut m, &self.meta);
-        Value::Object(m)
-    }
-    /// A `CallToolResult` read back (a client's typed view): content blocks
-    /// as [`Content::from_value`] reads them. `None` without a `content`
-    /// array.
-    pub fn from_value(v: &Value) -> Option<ToolResult> {
-        Some(ToolResult {
-            content: crate::model::blocks_from(v.get("content")?)?,
-            structured_content: v.get("structuredContent").cloned(),
-            is_error: v.get("isError").and_then(Value::as_bool).unwrap_or(false),
-            meta: crate::model::meta_of(v),
-        })
     }
 }
 

@@ -29,6 +29,7 @@ pub use task::TaskStatus;
 use super::context::Context;
 use super::session_id::{log_name, new_session_id};
 use crate::jsonrpc::ErrorObject;
+use crate::model::Answer;
 use crate::sync::lock;
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
@@ -254,7 +255,7 @@ pub(crate) fn plan(ctx: &Context, support: TaskSupport, self_detaching: bool) ->
 /// or no thread).
 pub(crate) fn start(
     ctx: &Context,
-    run: impl FnOnce(&Context) -> Result<Value, ErrorObject> + Send + 'static,
+    run: impl FnOnce(&Context) -> Result<Answer, ErrorObject> + Send + 'static,
 ) -> Option<Value> {
     let engine = ctx.engine().clone();
     // Counted before the task exists: a full house makes no task.

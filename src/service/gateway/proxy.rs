@@ -8,7 +8,7 @@
 use super::names;
 use crate::client::{CallOptions, Client, ClientError};
 use crate::jsonrpc::ErrorObject;
-use crate::model::{CompletionRef, CompletionRequest};
+use crate::model::{Answer, CompletionRef, CompletionRequest, ToolResult};
 use crate::protocol::catalog::{
     CompletionEntry, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry,
 };
@@ -130,7 +130,7 @@ impl ToolEntry for Tool {
     fn task_support(&self) -> crate::protocol::tasks::TaskSupport {
         self.route.shared.task
     }
-    fn call(&self, arguments: Value, ctx: &Context) -> Result<Value, ErrorObject> {
+    fn call(&self, arguments: Value, ctx: &Context) -> Result<Answer, ErrorObject> {
         // The arguments are moved in (`json!` would copy them).
         let mut params = Map::with_capacity(2);
         params.insert("name".into(), self.original.clone().into());
@@ -138,18 +138,15 @@ impl ToolEntry for Tool {
         match self.route.relay("tools/call", Value::Object(params), ctx) {
             Ok(mut v) => {
                 ours(&mut v["content"], self.route.namespace());
-                Ok(cut(
+                Ok(Answer::Json(cut(
                     v,
                     self.route.shared.max_output_bytes,
                     &self.route.shared.name,
-                ))
+                )))
             }
             Err(Relay::Rpc(e)) => Err(e),
             // A tool error the model can read, naming the upstream.
-            Err(Relay::Failed(m)) => Ok(json!({
-                "content": [{"type": "text", "text": m}],
-                "isError": true,
-            })),
+            Err(Relay::Failed(m)) => Ok(Answer::Tool(ToolResult::error(m))),
         }
     }
 }

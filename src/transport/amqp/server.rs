@@ -762,7 +762,7 @@ impl Link<'_> {
             return self.ack(ticket);
         };
         let body =
-            jsonrpc::to_text(&jsonrpc::Reply::Error(Some(r.id().clone()), error)).into_bytes();
+            jsonrpc::to_text(&jsonrpc::Reply::error(Some(r.id().clone()), error)).into_bytes();
         self.perform(Work::Publish {
             body,
             envelope: Envelope {

@@ -21,7 +21,7 @@ pub enum AllowList {
 
 /// An error response with a JSON-RPC error body (`id: null`).
 pub fn reject(status: u16, code: i64, message: &str) -> Response {
-    Response::json(status, &Reply::Error(None, ErrorObject::new(code, message)))
+    Response::json(status, &Reply::error(None, ErrorObject::new(code, message)))
 }
 
 const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];

@@ -510,7 +510,7 @@ impl Target {
         }
         log::warn!("client: request {id} failed: {why}");
         let error = ErrorObject::internal(format!("the HTTP request failed: {why}"));
-        let answer = Reply::Error(Some(id.clone()), error);
+        let answer = Reply::error(Some(id.clone()), error);
         self.deliver(crate::jsonrpc::to_text(&answer).into_bytes(), None);
     }
 

@@ -544,7 +544,7 @@ impl Endpoint {
 fn refused(e: jsonrpc::ParseError) -> Response {
     // Refused whatever it was: a notification's or a response's error too.
     let body = e.reply().unwrap_or_else(|| {
-        jsonrpc::Reply::Error(None, ErrorObject::new(e.code, e.message.clone()))
+        jsonrpc::Reply::error(None, ErrorObject::new(e.code, e.message.clone()))
     });
     Response::json(400, &body)
 }

@@ -18,7 +18,7 @@ use super::streams::send_within;
 use super::wire::{write_response, ChunkedWriter, Framing, Request, Response};
 use super::ResponseMode;
 use crate::jsonrpc::{self, ErrorObject, Message, Parsed, Reply};
-use crate::model::{self, base64_decode};
+use crate::model::{self, base64_decode, Answer};
 use crate::protocol::stateless::{announces, name_field, Envelope, META_PROTOCOL_VERSION};
 use crate::protocol::{Engine, Outgoing, Sink};
 use crossbeam_channel::{select, Receiver, Sender, TrySendError};
@@ -229,7 +229,7 @@ pub(crate) fn check(
 
 /// A stateless error response: JSON with the code's status.
 pub(crate) fn error_response(id: Option<&jsonrpc::RequestId>, e: &ErrorObject) -> Response {
-    Response::json(status_of(e.code), &Reply::Error(id.cloned(), e.clone()))
+    Response::json(status_of(e.code), &Reply::error(id.cloned(), e.clone()))
 }
 
 /// The sink of one stateless request: notifications queue (dropped when
@@ -432,7 +432,7 @@ fn write_sse(
     headers: Vec<(String, String)>,
     framing: Framing,
     notes: &Receiver<Value>,
-    reply: &Reply,
+    reply: &Reply<Answer>,
 ) -> io::Result<bool> {
     let mut w = ChunkedWriter::start(stream, 200, &sse_headers(headers), framing)?;
     let mut out = Vec::new();

@@ -327,7 +327,7 @@ impl SessionStreams {
              and the client has no GET stream open to receive requests"
         ));
         let id = crate::jsonrpc::RequestId::from_value(&request["id"]);
-        let answer = crate::jsonrpc::to_text(&crate::jsonrpc::Reply::Error(id, error));
+        let answer = crate::jsonrpc::to_text(&crate::jsonrpc::Reply::error(id, error));
         let mcp = self.mcp();
         mcp.receive(answer.as_bytes(), mcp.sink());
     }
