@@ -39,11 +39,10 @@ pub use typed::ToolInfo;
 use crate::jsonrpc::{self, ErrorObject, Message, Parsed, Request, RequestId};
 use crate::protocol::pool::Pool;
 use crate::protocol::{CallError, CancelToken, Outbound, Outgoing, ProtocolVersion, Wait};
-use crate::sync::lock;
+use crate::sync::{lock, FastMap};
 use crossbeam_channel::Sender;
 use serde_json::{json, Map, Value};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -272,7 +271,7 @@ struct Shared {
     // Runs callbacks for the server's requests; started at the first one.
     callbacks: OnceLock<Option<Pool>>,
     // The server's requests being answered, with what cancels them.
-    answering: Mutex<HashMap<RequestId, CancelToken>>,
+    answering: Mutex<FastMap<RequestId, CancelToken>>,
     // The tools' output schemas, from the last `tools/list`.
     output_schemas: typed::OutputSchemas,
     // Runs notification and progress callbacks in arrival order, off the
@@ -399,7 +398,7 @@ impl Client {
             writer: Mutex::new(writer),
             outbound: Outbound::default(),
             callbacks: OnceLock::new(),
-            answering: Mutex::new(HashMap::new()),
+            answering: Mutex::new(FastMap::default()),
             output_schemas: typed::OutputSchemas::default(),
             notifier: OnceLock::new(),
             replies: OnceLock::new(),

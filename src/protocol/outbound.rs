@@ -13,10 +13,9 @@
 
 use super::sink::Outgoing;
 use crate::jsonrpc::{self, ErrorObject, Request, RequestId, Response};
-use crate::sync::lock;
+use crate::sync::{lock, FastMap};
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::{json, Map, Value};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -78,7 +77,7 @@ struct Pending {
 
 /// Requests in flight to the peer.
 pub(crate) struct Outbound {
-    pending: Mutex<HashMap<RequestId, Pending>>,
+    pending: Mutex<FastMap<RequestId, Pending>>,
     next_id: AtomicI64,
     closed: AtomicBool,
 }
@@ -86,7 +85,7 @@ pub(crate) struct Outbound {
 impl Default for Outbound {
     fn default() -> Self {
         Outbound {
-            pending: Mutex::new(HashMap::new()),
+            pending: Mutex::new(FastMap::default()),
             next_id: AtomicI64::new(1),
             closed: AtomicBool::new(false),
         }

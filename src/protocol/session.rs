@@ -15,9 +15,9 @@ use crate::jsonrpc::{
     Response,
 };
 use crate::model::{Answer, LogLevel, ProtocolVersion};
-use crate::sync::lock;
+use crate::sync::{lock, FastMap};
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
@@ -62,7 +62,7 @@ pub struct Session {
     log_name: super::session_id::LogName,
     sink: Arc<dyn Sink>,
     state: Mutex<State>,
-    inflight: Mutex<HashMap<RequestId, CancelToken>>,
+    inflight: Mutex<FastMap<RequestId, CancelToken>>,
     // Of those in flight, the ones whose answer is already on its way
     // (changed under `inflight`'s lock, or before taking it).
     answering: AtomicUsize,
@@ -105,7 +105,7 @@ impl Session {
                 log_level: None,
                 subscriptions: HashSet::new(),
             }),
-            inflight: Mutex::new(HashMap::new()),
+            inflight: Mutex::new(FastMap::default()),
             answering: AtomicUsize::new(0),
             idle: Condvar::new(),
             idle_waiters: AtomicUsize::new(0),

@@ -2,8 +2,8 @@
 //! connections (HTTP, AMQP): ids, idle expiry on an injectable clock, a
 //! maximum count, and binding to the credential that created each session.
 
+use crate::sync::FastMap;
 use crossbeam_channel::{Receiver, Sender};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use supervisor::Clock;
@@ -58,7 +58,7 @@ pub struct Full;
 
 /// Sessions by id.
 pub struct SessionTable<T> {
-    entries: Mutex<HashMap<String, Entry<T>>>,
+    entries: Mutex<FastMap<String, Entry<T>>>,
     max: usize,
     idle: Duration,
     handshake: Duration,
@@ -76,7 +76,7 @@ impl<T: Expirable> SessionTable<T> {
     /// (after [`DEFAULT_HANDSHAKE_TIMEOUT`] until they are operational).
     pub fn new(max: usize, idle: Duration, clock: Arc<dyn Clock>) -> Self {
         SessionTable {
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(FastMap::default()),
             max,
             idle,
             handshake: DEFAULT_HANDSHAKE_TIMEOUT.min(idle),
@@ -96,7 +96,7 @@ impl<T: Expirable> SessionTable<T> {
         self
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry<T>>> {
+    fn lock(&self) -> MutexGuard<'_, FastMap<String, Entry<T>>> {
         crate::sync::lock(&self.entries)
     }
 

@@ -23,7 +23,7 @@
 
 use crate::jsonrpc::RequestId;
 use crate::jsonrpc::{Message, Parsed};
-use crate::sync::lock;
+use crate::sync::{lock, FastMap};
 use crate::transport::amqp::envelope::{accept, Envelope};
 use crate::transport::amqp::link::{self, Outcome};
 use crate::transport::amqp::{connect, topology, AmqpConfig};
@@ -31,7 +31,6 @@ use crate::transport::connection::{Connection, MessageReader, MessageWriter, Par
 use amiquip::{Channel, ConsumerMessage, ConsumerOptions, Publish, Return};
 use crossbeam_channel::{Receiver, RecvError, Select, Sender};
 use serde_json::Value;
-use std::collections::HashMap;
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -105,9 +104,9 @@ struct Deferred {
 /// a publish.
 struct State {
     target: Option<Arc<Target>>,
-    unanswered: HashMap<RequestId, Unanswered>,
+    unanswered: FastMap<RequestId, Unanswered>,
     /// Message ids of the server's requests, for the answers' correlation ids.
-    server_requests: HashMap<RequestId, String>,
+    server_requests: FastMap<RequestId, String>,
     next: u64,
     // Since when the owning instance's queue has been found missing, with
     // no answer from it since.
@@ -802,8 +801,8 @@ impl Connection {
             reply_queue: format!("mcp.client.{}", &topology::unique_suffix()[..16]),
             state: Mutex::new(State {
                 target: None,
-                unanswered: HashMap::new(),
-                server_requests: HashMap::new(),
+                unanswered: FastMap::default(),
+                server_requests: FastMap::default(),
                 next: 0,
                 owner_missing_since: None,
                 last_heard: None,

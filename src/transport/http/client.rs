@@ -18,7 +18,7 @@
 use super::socket::{Security, Socket};
 use crate::jsonrpc::{ErrorObject, Reply, RequestId};
 use crate::model::{self, ParamHeader};
-use crate::sync::lock;
+use crate::sync::{lock, FastMap};
 use crate::transport::connection::{
     Connection, MessageReader, MessageWriter, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_WRITE_TIMEOUT,
 };
@@ -61,7 +61,7 @@ struct Target {
     incoming: Sender<(Vec<u8>, Option<RequestId>)>,
     closed: AtomicBool,
     // Every open socket, so closing ends the threads reading them.
-    sockets: Mutex<HashMap<u64, TcpStream>>,
+    sockets: Mutex<FastMap<u64, TcpStream>>,
     next_socket: AtomicU64,
     // Sent with every request (e.g. Authorization).
     headers: Vec<(String, String)>,
@@ -69,7 +69,7 @@ struct Target {
     // Our stateless calls in flight, by id: the socket their answer comes
     // on, once it is open (None before). Closing it is how such a call is
     // cancelled; one cancelled before it has a socket never opens one.
-    calls: Mutex<HashMap<RequestId, Option<u64>>>,
+    calls: Mutex<FastMap<RequestId, Option<u64>>>,
     // Stateless calls cancelled here, whose failing is no news.
     cancelled: Mutex<HashSet<RequestId>>,
 }
@@ -885,7 +885,7 @@ impl Connection {
             session: Mutex::new(SessionState::default()),
             incoming: tx,
             closed: AtomicBool::new(false),
-            sockets: Mutex::new(HashMap::new()),
+            sockets: Mutex::new(FastMap::default()),
             next_socket: AtomicU64::new(0),
             headers,
             params: Mutex::default(),

@@ -9,9 +9,10 @@
 //! connection resumes from the log.
 
 use crate::protocol::{Outgoing, Session, Sink};
+use crate::sync::FastMap;
 use crate::transport::session_table::Expirable;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
@@ -91,7 +92,7 @@ struct Streams {
     // its own, so that an idle session allocates no map.
     standalone: Option<Stream>,
     // The request streams.
-    map: HashMap<u64, Stream>,
+    map: FastMap<u64, Stream>,
     // (stream, seq) in logging order, for evicting the oldest events.
     order: VecDeque<(u64, u64)>,
     closed: bool,
