@@ -2,7 +2,7 @@
 //! returns `Ok` or the response to send; the endpoint chains them with `?`
 //! in the order the specification lists them.
 
-use super::headers::trim_ows;
+use super::headers::{split_ascii, trim_ows};
 use super::wire::{Request, Response};
 use crate::jsonrpc::{ErrorObject, Reply};
 use crate::protocol::ProtocolVersion;
@@ -27,12 +27,18 @@ pub fn reject(status: u16, code: i64, message: &str) -> Response {
 const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
 
 /// `host[:port]` -> host (IPv6 keeps its brackets), lowercase.
-fn host_name(authority: &str) -> String {
-    let a = trim_ows(authority).to_ascii_lowercase();
+fn host_name(authority: &str) -> &str {
+    let a = trim_ows(authority);
     if a.starts_with('[') {
-        return a.split_inclusive(']').next().unwrap_or("").to_owned();
+        return a.split_inclusive(']').next().unwrap_or("");
     }
-    a.split(':').next().unwrap_or("").to_owned()
+    split_ascii(a, b':').next().unwrap_or("")
+}
+
+/// Whether the host of `authority` is a loopback name (any case).
+fn is_loopback(authority: &str) -> bool {
+    let host = host_name(authority);
+    LOOPBACK.iter().any(|l| l.eq_ignore_ascii_case(host))
 }
 
 /// Whether an allowed `name` covers the `Host` header `authority`: a name
@@ -47,7 +53,7 @@ fn host_matches(name: &str, authority: &str) -> bool {
     if with_port {
         name.eq_ignore_ascii_case(trim_ows(authority))
     } else {
-        name.eq_ignore_ascii_case(&host_name(authority))
+        name.eq_ignore_ascii_case(host_name(authority))
     }
 }
 
@@ -55,9 +61,7 @@ fn host_matches(name: &str, authority: &str) -> bool {
 pub fn host(req: &Request, allowed: &AllowList) -> Result<(), Response> {
     let ok = match allowed {
         AllowList::Any => true,
-        AllowList::Loopback => req
-            .header("host")
-            .is_some_and(|h| LOOPBACK.contains(&host_name(h).as_str())),
+        AllowList::Loopback => req.header("host").is_some_and(is_loopback),
         AllowList::List(names) => req
             .header("host")
             .is_some_and(|h| names.iter().any(|n| host_matches(n, h))),
@@ -80,8 +84,7 @@ pub fn origin_allowed(origin: &str, allowed: &AllowList) -> bool {
             let Some((scheme, rest)) = origin.split_once("://") else {
                 return false;
             };
-            matches!(scheme, "http" | "https")
-                && LOOPBACK.contains(&host_name(rest.trim_end_matches('/')).as_str())
+            matches!(scheme, "http" | "https") && is_loopback(rest.trim_end_matches('/'))
         }
     }
 }
@@ -142,8 +145,8 @@ pub fn auth(req: &Request, tokens: &[[u8; 32]]) -> Result<Owner, Response> {
 /// read in one pass.
 fn accepts<const N: usize>(req: &Request, media: [&str; N]) -> bool {
     let mut found = [false; N];
-    for part in req.header("accept").unwrap_or("").split(',') {
-        let range = trim_ows(part.split(';').next().unwrap_or(""));
+    for part in split_ascii(req.header("accept").unwrap_or(""), b',') {
+        let range = trim_ows(split_ascii(part, b';').next().unwrap_or(""));
         for (found, media) in found.iter_mut().zip(media) {
             *found |= range.eq_ignore_ascii_case(media);
         }
@@ -180,7 +183,7 @@ pub fn accept_sse(req: &Request) -> Result<(), Response> {
 /// POST bodies are `application/json`.
 pub fn content_type(req: &Request) -> Result<(), Response> {
     let ok = req.header("content-type").is_some_and(|c| {
-        let media = c.split(';').next().unwrap_or("");
+        let media = split_ascii(c, b';').next().unwrap_or("");
         trim_ows(media).eq_ignore_ascii_case("application/json")
     });
     if ok {

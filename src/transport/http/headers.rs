@@ -26,8 +26,8 @@ impl Headers {
     /// and tabs around it ([`trim_ows`]).
     pub fn push(&mut self, name: &str, value: &str) {
         let start = self.len();
-        self.text
-            .extend(name.chars().map(|c| c.to_ascii_lowercase()));
+        self.text.push_str(name);
+        self.text[start as usize..].make_ascii_lowercase();
         let middle = self.len();
         self.text.push_str(trim_ows(value));
         self.fields.push((start..middle, middle..self.len()));
@@ -68,7 +68,35 @@ impl Headers {
 /// nothing else (RFC 9110 §5.6.3). The one trim of header values and of the
 /// list items and parameters inside them.
 pub(crate) fn trim_ows(text: &str) -> &str {
-    text.trim_matches([' ', '\t'])
+    let ows = |b: &u8| *b == b' ' || *b == b'\t';
+    let bytes = text.as_bytes();
+    let start = bytes.iter().position(|b| !ows(b)).unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .rposition(|b| !ows(b))
+        .map_or(start, |last| last + 1);
+    // Both ends lie next to ASCII bytes: character boundaries.
+    text.get(start..end).unwrap_or_default()
+}
+
+/// The items of `text` separated by the ASCII byte `separator` (a list's
+/// `,`, a media type's `;`), as `str::split` gives them, without its
+/// general-purpose searcher: header values are short.
+pub(crate) fn split_ascii(text: &str, separator: u8) -> impl Iterator<Item = &str> {
+    let mut rest = Some(text);
+    std::iter::from_fn(move || {
+        let t = rest?;
+        match t.bytes().position(|b| b == separator) {
+            Some(i) => {
+                rest = t.get(i + 1..);
+                t.get(..i)
+            }
+            None => {
+                rest = None;
+                Some(t)
+            }
+        }
+    })
 }
 
 impl<N: AsRef<str>, V: AsRef<str>> FromIterator<(N, V)> for Headers {
@@ -104,5 +132,19 @@ mod tests {
         // Not trimmed: what only Unicode calls whitespace is part of a value.
         let nbsp: Headers = [("a", "\u{a0}v\u{a0}")].into_iter().collect();
         assert_eq!(nbsp.all("a").next(), Some("\u{a0}v\u{a0}"));
+        for text in ["", " ", "\t \t", " a ", "a", "\ta b\t", "é ", " \u{a0}"] {
+            assert_eq!(trim_ows(text), text.trim_matches([' ', '\t']), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn split_ascii_splits_as_str_split_does() {
+        for text in ["", ",", "a", "a,b", ",a,,b,", "é,ü;x", "a;b,c"] {
+            for sep in [b',', b';'] {
+                let ours: Vec<&str> = split_ascii(text, sep).collect();
+                let std: Vec<&str> = text.split(char::from(sep)).collect();
+                assert_eq!(ours, std, "{text:?} at {:?}", char::from(sep));
+            }
+        }
     }
 }

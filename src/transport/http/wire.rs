@@ -3,7 +3,7 @@
 //! `Expect: 100-continue`), fixed responses, and chunked streams that are
 //! flushed frame by frame (for SSE).
 
-use super::headers::{trim_ows, Headers};
+use super::headers::{split_ascii, trim_ows, Headers};
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -73,14 +73,14 @@ impl Request {
         let codings: Vec<&str> = self
             .headers
             .all("transfer-encoding")
-            .flat_map(|v| v.split(','))
+            .flat_map(|v| split_ascii(v, b','))
             .map(trim_ows)
             .collect();
         let mut length: Option<usize> = None;
         for value in self
             .headers
             .all("content-length")
-            .flat_map(|v| v.split(','))
+            .flat_map(|v| split_ascii(v, b','))
         {
             let n = parse_decimal(trim_ows(value))
                 .ok_or(ReadError::Reject(400, "invalid Content-Length"))?;
@@ -348,9 +348,13 @@ impl Conn {
         if head_end > self.limits.max_head || u32::try_from(head_end).is_err() {
             return Err(ReadError::Reject(431, "request header fields too large"));
         }
+        // Checked once: a head that is not UTF-8 is refused, and each
+        // field's value is then a slice of it (delimited by ASCII bytes).
+        let head = std::str::from_utf8(&self.data()[..head_end])
+            .map_err(|_| ReadError::Reject(400, "non-UTF-8 request head"))?;
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut parsed = httparse::Request::new(&mut headers);
-        match parsed.parse(&self.data()[..head_end]) {
+        match parsed.parse(head.as_bytes()) {
             Ok(httparse::Status::Complete(_)) => {}
             Ok(httparse::Status::Partial) => {
                 return Err(ReadError::Reject(400, "incomplete request head"))
@@ -372,8 +376,12 @@ impl Conn {
             framing: BodyFraming::None,
         };
         for h in parsed.headers.iter() {
-            let value = std::str::from_utf8(h.value)
-                .map_err(|_| ReadError::Reject(400, "non-UTF-8 header value"))?;
+            // Where httparse found the value in `head`.
+            let at = (h.value.as_ptr() as usize).wrapping_sub(head.as_ptr() as usize);
+            let value = at
+                .checked_add(h.value.len())
+                .and_then(|end| head.get(at..end))
+                .ok_or(ReadError::Reject(400, "malformed request"))?;
             req.headers.push(h.name, value);
         }
         // HTTP/1.0 connections are not kept alive: our responses do not
@@ -772,6 +780,24 @@ mod tests {
         assert_eq!(head(" \t5\t ").unwrap(), BodyFraming::Length(5));
         // What only Unicode calls a space is part of the value: not a length.
         let err = head(" 5\u{a0}").unwrap_err();
+        assert!(matches!(err, ReadError::Reject(400, _)), "{err:?}");
+    }
+
+    #[test]
+    fn a_head_is_read_whole_or_refused_if_it_is_not_utf8() {
+        let read = |head: &[u8]| {
+            let (mut conn, mut peer) = pair();
+            peer.write_all(head).unwrap();
+            conn.read_head()
+        };
+        let req = read(
+            "POST /mcp HTTP/1.1\r\nHost: h\r\nX-Name: Zoë \t\r\nACCEPT:a, b\r\n\r\n".as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(req.header("host"), Some("h"));
+        assert_eq!(req.header("x-name"), Some("Zoë"));
+        assert_eq!(req.header("accept"), Some("a, b"));
+        let err = read(b"POST /mcp HTTP/1.1\r\nHost: h\r\nX-Bad: \xff\xfe\r\n\r\n").unwrap_err();
         assert!(matches!(err, ReadError::Reject(400, _)), "{err:?}");
     }
 
