@@ -166,10 +166,10 @@ impl Content {
     /// The block as JSON.
     pub fn to_value(&self) -> Value {
         match self {
-            // Their JSON form is written by `Serialize`.
+            // Written from their parts (`Parts`). It always serializes:
+            // its maps have string keys.
             Content::Text(_) | Content::Image { .. } | Content::Audio { .. } => {
-                // It always serializes: its maps have string keys.
-                serde_json::to_value(self).unwrap_or_default()
+                serde_json::to_value(self.parts()).unwrap_or_default()
             }
             Content::Resource(r) => json!({"type": "resource", "resource": r.to_value()}),
             Content::ResourceLink {
@@ -331,23 +331,64 @@ impl Content {
 /// serde_json writes a value's.
 impl Serialize for Content {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let media = |s: S, kind: &str, data: &str, mime_type: &str| {
-            let mut m = s.serialize_map(Some(3))?;
-            m.serialize_entry("data", data)?;
-            m.serialize_entry("mimeType", mime_type)?;
-            m.serialize_entry("type", kind)?;
-            m.end()
-        };
-        match self {
-            Content::Text(text) => {
-                let mut m = s.serialize_map(Some(2))?;
+        match self.parts() {
+            Some(parts) => parts.serialize(s),
+            None => self.to_value().serialize(s),
+        }
+    }
+}
+
+/// A text, image or audio block's members (the blocks tool results are
+/// made of), borrowed where they lie.
+#[derive(Clone, Copy)]
+enum Parts<'a> {
+    Text(&'a str),
+    Media {
+        kind: &'static str,
+        data: &'a str,
+        mime_type: &'a str,
+    },
+}
+
+impl Serialize for Parts<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        match *self {
+            Parts::Text(text) => {
                 m.serialize_entry("text", text)?;
                 m.serialize_entry("type", "text")?;
-                m.end()
             }
-            Content::Image { data, mime_type } => media(s, "image", data, mime_type),
-            Content::Audio { data, mime_type } => media(s, "audio", data, mime_type),
-            other => other.to_value().serialize(s),
+            Parts::Media {
+                kind,
+                data,
+                mime_type,
+            } => {
+                m.serialize_entry("data", data)?;
+                m.serialize_entry("mimeType", mime_type)?;
+                m.serialize_entry("type", kind)?;
+            }
+        }
+        m.end()
+    }
+}
+
+impl Content {
+    /// Its members, for a block written from its parts (`None` for the
+    /// others, written as their JSON value).
+    fn parts(&self) -> Option<Parts<'_>> {
+        match self {
+            Content::Text(text) => Some(Parts::Text(text)),
+            Content::Image { data, mime_type } => Some(Parts::Media {
+                kind: "image",
+                data,
+                mime_type,
+            }),
+            Content::Audio { data, mime_type } => Some(Parts::Media {
+                kind: "audio",
+                data,
+                mime_type,
+            }),
+            _ => None,
         }
     }
 }

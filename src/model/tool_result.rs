@@ -186,6 +186,36 @@ mod tests {
             ToolResult::error("x").to_value(),
             json!({"content": [{"type": "text", "text": "x"}], "isError": true})
         );
+        // The texts as the JSON values gave them before results were typed.
+        let written = [
+            (
+                ToolResult::text("é\n\""),
+                r#"{"content":[{"text":"é\n\"","type":"text"}]}"#,
+            ),
+            (
+                ToolResult::new(vec![Content::Image {
+                    data: "AA==".into(),
+                    mime_type: "image/png".into(),
+                }])
+                .with_meta("k", json!(1)),
+                r#"{"_meta":{"k":1},"content":[{"data":"AA==","mimeType":"image/png","type":"image"}]}"#,
+            ),
+            (
+                ToolResult::structured(json!({"b": 1})),
+                r#"{"content":[{"text":"{\"b\":1}","type":"text"}],"structuredContent":{"b":1}}"#,
+            ),
+            (
+                ToolResult::new(vec![Content::Audio {
+                    data: "AA==".into(),
+                    mime_type: "audio/wav".into(),
+                }]),
+                r#"{"content":[{"data":"AA==","mimeType":"audio/wav","type":"audio"}]}"#,
+            ),
+        ];
+        for (result, text) in written {
+            assert_eq!(serde_json::to_string(&result).unwrap(), text);
+            assert_eq!(serde_json::to_string(&result.to_value()).unwrap(), text);
+        }
         assert!(Answer::Tool(ToolResult::error("x")).is_tool_error());
         assert!(Answer::Json(json!({"isError": true})).is_tool_error());
         assert!(!Answer::Json(json!({"isError": "yes"})).is_tool_error());

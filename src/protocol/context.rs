@@ -590,7 +590,7 @@ impl Context {
             drop(state);
             let version = self.protocol.version;
             return task.settle(
-                outcome.map(|a| crate::model::adapt::result(&self.method, version, a.into())),
+                outcome.map(|a| crate::model::adapt::answer(&self.method, version, a).into()),
             );
         }
         let out = if self.cancel.is_cancelled() {

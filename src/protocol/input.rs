@@ -378,12 +378,12 @@ fn open_state(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jsonrpc::{RequestId, INVALID_PARAMS};
 
     /// `Round::settle` of a JSON outcome, as JSON.
     fn settle(r: &Round, outcome: Result<Value, ErrorObject>) -> Result<Value, ErrorObject> {
         r.settle(outcome.map(Answer::Json)).map(Answer::into_value)
     }
-    use crate::jsonrpc::{RequestId, INVALID_PARAMS};
 
     fn call(extra: Value) -> Request {
         let mut p = json!({"name": "t", "arguments": {"x": 1}});

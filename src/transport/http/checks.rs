@@ -84,7 +84,9 @@ pub fn origin_allowed(origin: &str, allowed: &AllowList) -> bool {
             let Some((scheme, rest)) = origin.split_once("://") else {
                 return false;
             };
-            matches!(scheme, "http" | "https") && is_loopback(rest.trim_end_matches('/'))
+            // Schemes and host names compare in any case (RFC 3986 §3.1, §3.2.2).
+            let web = ["http", "https"].iter().any(|s| s.eq_ignore_ascii_case(scheme));
+            web && is_loopback(rest.trim_end_matches('/'))
         }
     }
 }
@@ -241,6 +243,8 @@ mod tests {
             "http://localhost:3000",
             "https://127.0.0.1",
             "http://[::1]:8080",
+            "http://LocalHost:3000",
+            "HTTP://LOCALHOST",
         ] {
             assert!(
                 origin(&req(&[("origin", ok)]), &AllowList::Loopback).is_ok(),
@@ -274,6 +278,19 @@ mod tests {
     fn hosts() {
         assert!(host(&req(&[("host", "localhost:8808")]), &AllowList::Loopback).is_ok());
         assert!(host(&req(&[("host", "[::1]:1")]), &AllowList::Loopback).is_ok());
+        // Host names compare in any case; the port is not part of the name.
+        for ok in ["LocalHost", "LOCALHOST:1", " 127.0.0.1:80 ", "[::1]"] {
+            assert!(
+                host(&req(&[("host", ok)]), &AllowList::Loopback).is_ok(),
+                "{ok}"
+            );
+        }
+        for bad in ["localhost.evil.com", "localhostx:1", "[::2]:1", ":80", ""] {
+            assert!(
+                host(&req(&[("host", bad)]), &AllowList::Loopback).is_err(),
+                "{bad}"
+            );
+        }
         assert_eq!(
             host(&req(&[("host", "evil.com:8808")]), &AllowList::Loopback)
                 .unwrap_err()

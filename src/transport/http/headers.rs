@@ -26,8 +26,9 @@ impl Headers {
     /// and tabs around it ([`trim_ows`]).
     pub fn push(&mut self, name: &str, value: &str) {
         let start = self.len();
+        let from = self.text.len();
         self.text.push_str(name);
-        self.text[start as usize..].make_ascii_lowercase();
+        self.text[from..].make_ascii_lowercase();
         let middle = self.len();
         self.text.push_str(trim_ows(value));
         self.fields.push((start..middle, middle..self.len()));
