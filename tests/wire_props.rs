@@ -2,7 +2,7 @@
 //! peer sends that we accept reads back the same after we write it.
 
 use mcpvisor::jsonrpc::{self, Message, Parsed, Request, RequestId};
-use mcpvisor::model::{Annotations, Completion, Content, Icon, ResourceContents};
+use mcpvisor::model::{Annotations, Completion, Content, Icon, ResourceContents, ToolResult};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
@@ -227,6 +227,41 @@ proptest! {
     fn content_round_trips(v in content()) {
         let once = Content::from_value(&v);
         prop_assert_eq!(Content::from_value(&once.to_value()), once);
+    }
+
+    /// A tool's result written from its typed form is the text its JSON
+    /// value has (members in name order), whatever its blocks.
+    #[test]
+    fn typed_tool_results_are_written_as_their_values(
+        blocks in prop::collection::vec(content(), 0..4),
+        is_error in any::<bool>(),
+        structured in prop::option::of(object()),
+        meta in object(),
+    ) {
+        let result = ToolResult {
+            content: blocks.iter().map(Content::from_value).collect(),
+            structured_content: structured.clone().map(Value::Object),
+            is_error,
+            meta: meta.clone(),
+        };
+        let mut expected = Map::new();
+        expected.insert(
+            "content".into(),
+            Value::Array(result.content.iter().map(Content::to_value).collect()),
+        );
+        if is_error {
+            expected.insert("isError".into(), Value::Bool(true));
+        }
+        if let Some(s) = structured {
+            expected.insert("structuredContent".into(), Value::Object(s));
+        }
+        if !meta.is_empty() {
+            expected.insert("_meta".into(), Value::Object(meta));
+        }
+        let expected = Value::Object(expected);
+        let text = serde_json::to_string(&result).unwrap();
+        prop_assert_eq!(&text, &expected.to_string());
+        prop_assert_eq!(result.to_value(), expected);
     }
 
     #[test]

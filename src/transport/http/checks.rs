@@ -85,7 +85,9 @@ pub fn origin_allowed(origin: &str, allowed: &AllowList) -> bool {
                 return false;
             };
             // Schemes and host names compare in any case (RFC 3986 §3.1, §3.2.2).
-            let web = ["http", "https"].iter().any(|s| s.eq_ignore_ascii_case(scheme));
+            let web = ["http", "https"]
+                .iter()
+                .any(|s| s.eq_ignore_ascii_case(scheme));
             web && is_loopback(rest.trim_end_matches('/'))
         }
     }
