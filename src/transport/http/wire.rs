@@ -348,13 +348,10 @@ impl Conn {
         if head_end > self.limits.max_head || u32::try_from(head_end).is_err() {
             return Err(ReadError::Reject(431, "request header fields too large"));
         }
-        // Checked once: a head that is not UTF-8 is refused, and each
-        // field's value is then a slice of it (delimited by ASCII bytes).
-        let head = std::str::from_utf8(&self.data()[..head_end])
-            .map_err(|_| ReadError::Reject(400, "non-UTF-8 request head"))?;
+        let bytes = &self.data()[..head_end];
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut parsed = httparse::Request::new(&mut headers);
-        match parsed.parse(head.as_bytes()) {
+        match parsed.parse(bytes) {
             Ok(httparse::Status::Complete(_)) => {}
             Ok(httparse::Status::Partial) => {
                 return Err(ReadError::Reject(400, "incomplete request head"))
@@ -364,6 +361,11 @@ impl Conn {
             }
             Err(_) => return Err(ReadError::Reject(400, "malformed request")),
         }
+        // Checked once, after the head's shape: a head that is not UTF-8
+        // is refused, and each field's value is then a slice of it
+        // (delimited by ASCII bytes).
+        let head = std::str::from_utf8(bytes)
+            .map_err(|_| ReadError::Reject(400, "non-UTF-8 request head"))?;
         let target = parsed.path.unwrap_or("/");
         let http11 = parsed.version == Some(1);
         let mut req = Request {
@@ -799,6 +801,14 @@ mod tests {
         assert_eq!(req.header("accept"), Some("a, b"));
         let err = read(b"POST /mcp HTTP/1.1\r\nHost: h\r\nX-Bad: \xff\xfe\r\n\r\n").unwrap_err();
         assert!(matches!(err, ReadError::Reject(400, _)), "{err:?}");
+        // Too many fields is 431 whatever the bytes of their values.
+        let mut many = b"POST /mcp HTTP/1.1\r\nX-Bad: \xff\r\n".to_vec();
+        for i in 0..=MAX_HEADERS {
+            many.extend_from_slice(format!("X-{i}: v\r\n").as_bytes());
+        }
+        many.extend_from_slice(b"\r\n");
+        let err = read(&many).unwrap_err();
+        assert!(matches!(err, ReadError::Reject(431, _)), "{err:?}");
     }
 
     #[test]
