@@ -60,6 +60,8 @@ pub struct LineReader<R> {
     end: usize,
     // Where the newline search resumes (everything before it has none).
     scanned: usize,
+    // The newline ending the next line, when a look ahead found it.
+    newline: Option<usize>,
     max: usize,
     // Bytes of an over-long line dropped so far; Some while discarding.
     discarding: Option<usize>,
@@ -93,6 +95,7 @@ impl<R: Read> LineReader<R> {
             start: 0,
             end: 0,
             scanned: 0,
+            newline: None,
             max: max_line_bytes,
             discarding: None,
             budget: None,
@@ -151,24 +154,39 @@ impl<R: Read> LineReader<R> {
         Ok(self.next_frame_and_more()?.map(|(frame, _)| frame))
     }
 
-    /// [`LineReader::next_frame`], and whether more input is already read
-    /// (the start of the next frame at least): more requests are at hand.
+    /// [`LineReader::next_frame`], and whether the next line is already
+    /// read whole (its newline too): another request is at hand, and
+    /// reading it will not wait for the peer.
     pub fn next_frame_and_more(&mut self) -> io::Result<Option<(Frame<'_>, bool)>> {
         let found = self.find()?;
-        let more = self.end > self.start;
+        let more = found.is_some() && self.line_at_hand();
         Ok(found.map(|f| match f {
             Found::Line(a, b) => (Frame::Line(&self.buf[a..b]), more),
             Found::TooLong(len) => (Frame::TooLong { len }, more),
         }))
     }
 
+    /// Whether the bytes read hold another newline; the next search
+    /// starts from what this one found.
+    fn line_at_hand(&mut self) -> bool {
+        match memchr::memchr(b'\n', &self.buf[self.scanned..self.end]) {
+            Some(pos) => {
+                self.newline = Some(self.scanned + pos);
+                true
+            }
+            None => {
+                self.scanned = self.end;
+                false
+            }
+        }
+    }
+
     fn find(&mut self) -> io::Result<Option<Found>> {
         loop {
-            if let Some(pos) = self.buf[self.scanned..self.end]
-                .iter()
-                .position(|&b| b == b'\n')
-            {
-                let nl = self.scanned + pos;
+            let newline = self.newline.take().or_else(|| {
+                memchr::memchr(b'\n', &self.buf[self.scanned..self.end]).map(|p| self.scanned + p)
+            });
+            if let Some(nl) = newline {
                 let (a, mut b) = (self.start, nl);
                 self.start = nl + 1;
                 self.scanned = self.start;
@@ -295,8 +313,15 @@ mod tests {
         let mut r = LineReader::new(&b"a\nb\nc"[..], 8);
         let more = |r: &mut LineReader<&[u8]>| r.next_frame_and_more().unwrap().map(|(_, m)| m);
         assert_eq!(more(&mut r), Some(true), "b follows in the same read");
-        assert_eq!(more(&mut r), Some(true), "the start of c is read");
+        assert_eq!(more(&mut r), Some(false), "c has no newline yet");
         assert_eq!(more(&mut r), Some(false), "c ends the input");
+        assert_eq!(more(&mut r), None);
+        // Read a byte at a time, no line is at hand before it is whole.
+        let mut r = LineReader::new(Trickle(b"a\nb\nc\n"), 8);
+        let more = |r: &mut LineReader<Trickle>| r.next_frame_and_more().unwrap().map(|(_, m)| m);
+        assert_eq!(more(&mut r), Some(false));
+        assert_eq!(more(&mut r), Some(false));
+        assert_eq!(more(&mut r), Some(false));
         assert_eq!(more(&mut r), None);
     }
 
