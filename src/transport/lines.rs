@@ -166,8 +166,8 @@ impl<R: Read> LineReader<R> {
         }))
     }
 
-    /// Whether the bytes read hold another newline; the next search
-    /// starts from what this one found.
+    /// Whether the bytes read hold another newline; one found here is kept
+    /// for the next `find`, which then searches nothing.
     fn line_at_hand(&mut self) -> bool {
         match memchr::memchr(b'\n', &self.buf[self.scanned..self.end]) {
             Some(pos) => {
@@ -308,21 +308,47 @@ mod tests {
         }
     }
 
+    /// Hands out its chunks one read each, counting the reads.
+    struct Chunks<'a> {
+        chunks: std::collections::VecDeque<&'a [u8]>,
+        reads: std::rc::Rc<std::cell::Cell<usize>>,
+    }
+
+    impl Read for Chunks<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.reads.set(self.reads.get() + 1);
+            let Some(chunk) = self.chunks.pop_front() else {
+                return Ok(0);
+            };
+            buf[..chunk.len()].copy_from_slice(chunk);
+            Ok(chunk.len())
+        }
+    }
+
     #[test]
-    fn a_frame_says_whether_more_input_is_already_read() {
-        let mut r = LineReader::new(&b"a\nb\nc"[..], 8);
-        let more = |r: &mut LineReader<&[u8]>| r.next_frame_and_more().unwrap().map(|(_, m)| m);
-        assert_eq!(more(&mut r), Some(true), "b follows in the same read");
-        assert_eq!(more(&mut r), Some(false), "c has no newline yet");
-        assert_eq!(more(&mut r), Some(false), "c ends the input");
-        assert_eq!(more(&mut r), None);
-        // Read a byte at a time, no line is at hand before it is whole.
-        let mut r = LineReader::new(Trickle(b"a\nb\nc\n"), 8);
-        let more = |r: &mut LineReader<Trickle>| r.next_frame_and_more().unwrap().map(|(_, m)| m);
-        assert_eq!(more(&mut r), Some(false));
-        assert_eq!(more(&mut r), Some(false));
-        assert_eq!(more(&mut r), Some(false));
-        assert_eq!(more(&mut r), None);
+    fn a_frame_says_whether_the_next_line_is_already_read_whole() {
+        let reads = std::rc::Rc::new(std::cell::Cell::new(0));
+        let chunks = Chunks {
+            chunks: [&b"a\nb"[..], b"\nc\nd\n", b"e"].into(),
+            reads: reads.clone(),
+        };
+        let mut r = LineReader::new(chunks, 8);
+        let mut next = || {
+            let (frame, more) = r.next_frame_and_more().unwrap()?;
+            let Frame::Line(line) = frame else {
+                panic!("{frame:?}")
+            };
+            Some((String::from_utf8(line.to_vec()).unwrap(), more, reads.get()))
+        };
+        // Only the start of b is read: not at hand (reading it may wait).
+        assert_eq!(next(), Some(("a".into(), false, 1)));
+        assert_eq!(next(), Some(("b".into(), true, 2)));
+        // When more is at hand, the next line comes without a read.
+        assert_eq!(next(), Some(("c".into(), true, 2)));
+        assert_eq!(next(), Some(("d".into(), false, 2)));
+        // A last line without a newline is never at hand before the end.
+        assert_eq!(next(), Some(("e".into(), false, 4)));
+        assert_eq!(next(), None);
     }
 
     #[test]
