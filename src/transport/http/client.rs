@@ -70,8 +70,9 @@ struct Target {
     // on, once it is open (None before). Closing it is how such a call is
     // cancelled; one cancelled before it has a socket never opens one.
     calls: Mutex<FastMap<RequestId, Option<u64>>>,
-    // Stateless calls cancelled here, whose failing is no news.
-    cancelled: Mutex<HashSet<RequestId>>,
+    // Stateless calls cancelled here, whose failing is no news (hashed as
+    // `calls` is: `FastMap`'s hasher).
+    cancelled: Mutex<HashSet<RequestId, foldhash::fast::RandomState>>,
 }
 
 /// Unregisters a socket (and the stateless call it answers) when its
