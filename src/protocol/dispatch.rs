@@ -261,8 +261,15 @@ fn call_tool(ctx: &Context, req: Request) -> Result<Answer, ErrorObject> {
     let name = required_str(p, "name")?;
     let tool = ctx.engine().catalog.view().tools.get(name).cloned();
     let tool = tool.ok_or_else(|| ErrorObject::invalid_params(format!("Unknown tool: {name}")))?;
-    // The arguments are handed to the tool, not copied.
-    let arguments = match req.into_params().and_then(|mut p| p.remove("arguments")) {
+    // The arguments are handed to the tool, not copied; taken out in place
+    // (removing the entry rebalances the tree: 100 instructions a call more).
+    let mut params = req.into_params();
+    let taken = params
+        .as_mut()
+        .and_then(|p| p.get_mut("arguments"))
+        .map(Value::take);
+    drop(params);
+    let arguments = match taken {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(v @ Value::Object(_)) => v,
         Some(_) => {

@@ -584,3 +584,37 @@ fn a_quick_tool_runs_on_the_reading_thread_and_cannot_wait_for_its_client() {
     let again = c.call(6, "tools/call", json!({"name":"quick","arguments":{}}));
     assert_eq!(text(&again).as_deref(), Some("true"), "{again}");
 }
+
+#[test]
+fn a_tool_gets_its_arguments_as_sent_and_an_empty_object_for_none_or_null() {
+    let echo = Tool::new("args", json!({"type":"object"}), |args, _| {
+        Ok(ToolResult::text(Value::from(args.clone()).to_string()))
+    });
+    let server = server_with(vec![echo], 1);
+    let mut c = Client::new(&server);
+    let text = |r: Value| {
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    let sent = json!({"name":"args","arguments":{"a":[1,{"b":null}],"c":"d"}});
+    assert_eq!(
+        text(c.call(1, "tools/call", sent)).as_deref(),
+        Some(r#"{"a":[1,{"b":null}],"c":"d"}"#)
+    );
+    for (id, params) in [
+        (2, json!({"name":"args"})),
+        (3, json!({"name":"args","arguments":null})),
+    ] {
+        assert_eq!(
+            text(c.call(id, "tools/call", params)).as_deref(),
+            Some("{}")
+        );
+    }
+    let refused = c.call(4, "tools/call", json!({"name":"args","arguments":"a"}));
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert_eq!(
+        refused["error"]["message"],
+        "params.arguments must be an object"
+    );
+}
