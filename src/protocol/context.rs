@@ -195,23 +195,6 @@ struct RunState {
     detachable: bool,
 }
 
-/// The methods whose handlers the pool runs: a context keeps their names
-/// without a copy (one allocation less a call).
-const POOL_METHODS: [&str; 4] = [
-    "tools/call",
-    "resources/read",
-    "prompts/get",
-    "completion/complete",
-];
-
-/// `method`, not copied when it is one of [`POOL_METHODS`].
-fn method_name(method: &str) -> Cow<'static, str> {
-    match POOL_METHODS.iter().find(|m| **m == method) {
-        Some(m) => Cow::Borrowed(m),
-        None => Cow::Owned(method.to_owned()),
-    }
-}
-
 /// The context of one request, handed to tool, resource, prompt and
 /// completion handlers.
 ///
@@ -251,7 +234,7 @@ impl Context {
         Context {
             exchange,
             request_id: request.id().clone(),
-            method: method_name(request.method()),
+            method: super::dispatch::method_name(request.method()),
             meta: request.meta().cloned(),
             sink,
             cancel,
@@ -710,20 +693,5 @@ fn number(x: f64) -> Value {
         Value::from(x as i64)
     } else {
         Value::from(x)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_pool_method_name_is_kept_without_a_copy_and_any_other_is_copied() {
-        for m in POOL_METHODS {
-            assert!(matches!(method_name(m), Cow::Borrowed(b) if b == m), "{m}");
-        }
-        for m in ["tools/list", "tools/cal", "tools/call ", "x"] {
-            assert!(matches!(method_name(m), Cow::Owned(ref o) if o == m), "{m}");
-        }
     }
 }

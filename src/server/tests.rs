@@ -588,7 +588,7 @@ fn a_quick_tool_runs_on_the_reading_thread_and_cannot_wait_for_its_client() {
 #[test]
 fn a_tool_gets_its_arguments_as_sent_and_an_empty_object_for_none_or_null() {
     let echo = Tool::new("args", json!({"type":"object"}), |args, _| {
-        Ok(ToolResult::text(Value::from(args.clone()).to_string()))
+        Ok(ToolResult::text(Value::from(args).to_string()))
     });
     let server = server_with(vec![echo], 1);
     let mut c = Client::new(&server);
