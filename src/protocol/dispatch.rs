@@ -50,7 +50,7 @@ pub(crate) fn is_engine_method(method: &str) -> bool {
 
 /// The engine's own methods that run on the pool (they call handlers),
 /// each with what serves it.
-const POOL_ROUTES: [(&str, PoolHandler); 4] = [
+static POOL_ROUTES: [(&str, PoolHandler); 4] = [
     ("tools/call", call_tool),
     ("resources/read", |c, r| {
         read_resource(c, r).map(Answer::Json)
@@ -65,14 +65,19 @@ const POOL_ROUTES: [(&str, PoolHandler); 4] = [
 /// on the pool (a request's context keeps its method's name: one
 /// allocation less a call).
 pub(crate) fn method_name(method: &str) -> Cow<'static, str> {
-    match POOL_ROUTES.iter().find(|(m, _)| *m == method) {
+    match pool_route(method) {
         Some((m, _)) => Cow::Borrowed(m),
         None => Cow::Owned(method.to_owned()),
     }
 }
 
+/// `method`'s entry in [`POOL_ROUTES`].
+fn pool_route(method: &str) -> Option<&'static (&'static str, PoolHandler)> {
+    POOL_ROUTES.iter().find(|(m, _)| *m == method)
+}
+
 fn engine_route(method: &str) -> Option<Route> {
-    if let Some((_, handler)) = POOL_ROUTES.iter().find(|(m, _)| *m == method) {
+    if let Some((_, handler)) = pool_route(method) {
         return Some(Route::Pool(*handler));
     }
     Some(match method {
@@ -433,7 +438,7 @@ mod tests {
 
     #[test]
     fn a_pool_method_routes_to_the_pool_and_its_name_is_not_copied() {
-        for (m, _) in POOL_ROUTES {
+        for &(m, _) in &POOL_ROUTES {
             assert!(matches!(engine_route(m), Some(Route::Pool(_))), "{m}");
             assert!(matches!(method_name(m), Cow::Borrowed(b) if b == m), "{m}");
         }

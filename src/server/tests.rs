@@ -55,6 +55,13 @@ impl Client {
     }
 }
 
+/// The text of a tool result's first content block.
+fn text(response: &Value) -> Option<String> {
+    response["result"]["content"][0]["text"]
+        .as_str()
+        .map(str::to_owned)
+}
+
 fn tool(name: &str, f: impl Fn(&crate::Context) -> ToolResult + Send + Sync + 'static) -> Tool {
     Tool::new(name, json!({"type":"object"}), move |_, ctx| Ok(f(ctx)))
 }
@@ -544,11 +551,6 @@ fn a_quick_tool_runs_on_the_reading_thread_and_cannot_wait_for_its_client() {
         2,
     );
     let mut c = Client::new(&server);
-    let text = |r: &Value| {
-        r["result"]["content"][0]["text"]
-            .as_str()
-            .map(str::to_owned)
-    };
 
     // Answered before `receive` returned: no other thread was involved.
     c.send(json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"quick","arguments":{}}}));
@@ -592,14 +594,9 @@ fn a_tool_gets_its_arguments_as_sent_and_an_empty_object_for_none_or_null() {
     });
     let server = server_with(vec![echo], 1);
     let mut c = Client::new(&server);
-    let text = |r: Value| {
-        r["result"]["content"][0]["text"]
-            .as_str()
-            .map(str::to_owned)
-    };
     let sent = json!({"name":"args","arguments":{"a":[1,{"b":null}],"c":"d"}});
     assert_eq!(
-        text(c.call(1, "tools/call", sent)).as_deref(),
+        text(&c.call(1, "tools/call", sent)).as_deref(),
         Some(r#"{"a":[1,{"b":null}],"c":"d"}"#)
     );
     for (id, params) in [
@@ -607,7 +604,7 @@ fn a_tool_gets_its_arguments_as_sent_and_an_empty_object_for_none_or_null() {
         (3, json!({"name":"args","arguments":null})),
     ] {
         assert_eq!(
-            text(c.call(id, "tools/call", params)).as_deref(),
+            text(&c.call(id, "tools/call", params)).as_deref(),
             Some("{}")
         );
     }

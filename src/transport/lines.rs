@@ -169,9 +169,9 @@ impl<R: Read> LineReader<R> {
     /// Whether the bytes read hold another newline; one found here is kept
     /// for the next `find`, which then searches nothing.
     fn line_at_hand(&mut self) -> bool {
-        match memchr::memchr(b'\n', &self.buf[self.scanned..self.end]) {
-            Some(pos) => {
-                self.newline = Some(self.scanned + pos);
+        match self.search() {
+            Some(nl) => {
+                self.newline = Some(nl);
                 true
             }
             None => {
@@ -181,11 +181,14 @@ impl<R: Read> LineReader<R> {
         }
     }
 
+    /// The next newline in the bytes read and not yet searched.
+    fn search(&self) -> Option<usize> {
+        memchr::memchr(b'\n', &self.buf[self.scanned..self.end]).map(|p| self.scanned + p)
+    }
+
     fn find(&mut self) -> io::Result<Option<Found>> {
         loop {
-            let newline = self.newline.take().or_else(|| {
-                memchr::memchr(b'\n', &self.buf[self.scanned..self.end]).map(|p| self.scanned + p)
-            });
+            let newline = self.newline.take().or_else(|| self.search());
             if let Some(nl) = newline {
                 let (a, mut b) = (self.start, nl);
                 self.start = nl + 1;
