@@ -24,6 +24,7 @@
 use super::direct::Direct;
 use super::flow::{Drained, Room};
 use super::lines::{Frame, LineBudget, LineReader};
+use super::spare::Spare;
 use crate::jsonrpc::ParseError;
 use crate::protocol::{Engine, Outgoing, Session, Sink};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
@@ -111,6 +112,8 @@ pub struct Outbox {
     spin: crate::wait::Spin,
     // Wakes a reader waiting for room.
     drained: Drained,
+    // Where written messages' buffers go back to the producers.
+    spare: Spare,
 }
 
 /// Serializes each outgoing message into the outbox.
@@ -123,6 +126,8 @@ struct OutboxSink {
     tx: Sender<Vec<u8>>,
     overflow: Arc<Overflow>,
     direct: Option<Arc<Direct>>,
+    // Buffers the writer handed back.
+    spare: Spare,
 }
 
 /// Whether a connection's outbox overflowed, and what to do then.
@@ -150,19 +155,16 @@ impl Sink for OutboxSink {
         if self.overflow.happened.load(Ordering::SeqCst) {
             return;
         }
-        let mut bytes = Vec::with_capacity(128);
+        let mut bytes = self.spare.take();
         if !out.write_json(&mut bytes) {
-            return;
+            return self.spare.give(bytes);
         }
         if let Some(direct) = &self.direct {
             bytes.push(b'\n');
-            match direct.try_write(bytes) {
-                Ok(()) => return,
-                Err(mut line) => {
-                    line.pop();
-                    bytes = line;
-                }
+            if direct.try_write(&bytes) {
+                return self.spare.give(bytes);
             }
+            bytes.pop();
             direct.queue();
         }
         let refused = match self.tx.try_send(bytes) {
@@ -199,10 +201,12 @@ impl ServerConnection {
         let (room, drained) = super::flow::pair(&tx, capacity);
         let (stop_tx, stop_rx) = crossbeam_channel::bounded(0);
         let overflow = Arc::new(Overflow::default());
+        let spare = Spare::default();
         let sink = Arc::new(OutboxSink {
             tx,
             overflow: overflow.clone(),
             direct: direct.clone(),
+            spare: spare.clone(),
         });
         let mut conn = Self::with_sink(engine, sink, &options, stop_tx);
         conn.overflow = Some(overflow.clone());
@@ -219,6 +223,7 @@ impl ServerConnection {
                 direct,
                 spin: crate::wait::Spin::default(),
                 drained,
+                spare,
             },
         )
     }
@@ -412,11 +417,12 @@ impl Outbox {
     pub fn write_lines(self, output: impl Write) -> io::Result<()> {
         let mut out = BufWriter::with_capacity(WRITE_BATCH, output);
         while let Some(first) = self.recv() {
-            out.write_all(&first)?;
-            out.write_all(b"\n")?;
-            while let Some(more) = self.try_recv() {
-                out.write_all(&more)?;
+            let mut next = Some(first);
+            while let Some(m) = next {
+                out.write_all(&m)?;
                 out.write_all(b"\n")?;
+                self.spare.give(m);
+                next = self.try_recv();
             }
             out.flush()?;
         }
@@ -439,6 +445,7 @@ impl Outbox {
             while let Some(m) = next {
                 batch.extend_from_slice(&m);
                 batch.push(b'\n');
+                self.spare.give(m);
                 n += 1;
                 next = if batch.len() < WRITE_BATCH {
                     self.try_recv()

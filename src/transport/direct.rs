@@ -91,9 +91,9 @@ impl Direct {
 
     /// Writes `line` (a message and its newline) now, if it can without
     /// blocking and without overtaking a queued message, and few requests
-    /// are in flight; else gives it back, to be queued (after
-    /// [`Direct::queue`]).
-    pub(crate) fn try_write(&self, line: Vec<u8>) -> Result<(), Vec<u8>> {
+    /// are in flight (true); else writes nothing (false), and the message
+    /// is to be queued (after [`Direct::queue`]).
+    pub(crate) fn try_write(&self, line: &[u8]) -> bool {
         // Up to PIPE_BUF bytes a write to a pipe is atomic: all of it, or
         // (no room, not blocking) none.
         if line.len() > libc::PIPE_BUF
@@ -101,31 +101,31 @@ impl Direct {
             || self.off.load(Ordering::SeqCst)
             || READING_AHEAD.with(std::cell::Cell::get)
         {
-            return Err(line);
+            return false;
         }
         let busy = |s: std::sync::Arc<Session>| s.inflight() > DIRECT_MAX_IN_FLIGHT;
         if self.session.get().and_then(Weak::upgrade).is_some_and(busy) {
-            return Err(line);
+            return false;
         }
         let _out = match self.out.try_lock() {
             Ok(out) => out,
             // The writer is writing: it takes this one after its batch.
-            Err(TryLockError::WouldBlock | TryLockError::Poisoned(_)) => return Err(line),
+            Err(TryLockError::WouldBlock | TryLockError::Poisoned(_)) => return false,
         };
         if self.queued.load(Ordering::SeqCst) != 0 {
-            return Err(line);
+            return false;
         }
         loop {
-            match (&self.nonblocking).write(&line) {
-                Ok(n) if n == line.len() => return Ok(()),
+            match (&self.nonblocking).write(line) {
+                Ok(n) if n == line.len() => return true,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Err(line),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
                 other => {
                     // A short write cannot happen within PIPE_BUF; an error
                     // means the peer is gone. The writer reports it.
                     log::debug!("a direct write failed ({other:?}); the writer takes over");
                     self.off.store(true, Ordering::SeqCst);
-                    return Err(line);
+                    return false;
                 }
             }
         }
@@ -203,51 +203,51 @@ mod tests {
     #[test]
     fn writes_at_once_only_with_nothing_queued_and_room_in_the_pipe() {
         let (mut reader, direct) = pipe();
-        assert!(direct.try_write(b"{\"a\":1}\n".to_vec()).is_ok());
+        assert!(direct.try_write(b"{\"a\":1}\n"));
         let mut buf = [0u8; 8];
         reader.read_exact(&mut buf).unwrap();
         assert_eq!(&buf, b"{\"a\":1}\n");
         // A queued message is not overtaken.
         direct.queue();
-        assert!(direct.try_write(b"x\n".to_vec()).is_err());
+        assert!(!direct.try_write(b"x\n"));
         write_batch(&direct, b"q\n", 1).unwrap();
         let mut buf = [0u8; 2];
         reader.read_exact(&mut buf).unwrap();
         assert_eq!(&buf, b"q\n");
-        assert!(direct.try_write(b"y\n".to_vec()).is_ok());
+        assert!(direct.try_write(b"y\n"));
         reader.read_exact(&mut buf).unwrap();
         assert_eq!(&buf, b"y\n");
         // While the writer holds the pipe, a producer does not wait for it.
         let held = direct.lock();
-        assert!(direct.try_write(b"z\n".to_vec()).is_err());
+        assert!(!direct.try_write(b"z\n"));
         drop(held);
         // A peer that reads nothing: the pipe fills, and a write that would
         // block is given back instead (never blocking this test).
         let line = vec![b'x'; 1000];
         let mut written = 0;
-        while direct.try_write(line.clone()).is_ok() {
+        while direct.try_write(&line) {
             written += line.len();
         }
         assert!(written >= 4096, "only {written} bytes");
         let mut drained = vec![0u8; written];
         reader.read_exact(&mut drained).unwrap();
-        assert!(direct.try_write(b"a\n".to_vec()).is_ok(), "room again");
+        assert!(direct.try_write(b"a\n"), "room again");
         let mut buf = [0u8; 2];
         reader.read_exact(&mut buf).unwrap();
         // Longer than PIPE_BUF: the writer's (it may be written in parts).
-        assert!(direct.try_write(vec![b'x'; libc::PIPE_BUF + 1]).is_err());
+        assert!(!direct.try_write(&[b'x'; libc::PIPE_BUF + 1]));
         // While its reader holds more requests, this thread's answers go
         // to the writer (a batch, one write(2)); then direct again.
         {
             let _ahead = ReadingAhead::set(true);
-            assert!(direct.try_write(b"b\n".to_vec()).is_err());
+            assert!(!direct.try_write(b"b\n"));
         }
-        assert!(direct.try_write(b"b\n".to_vec()).is_ok());
+        assert!(direct.try_write(b"b\n"));
         reader.read_exact(&mut buf).unwrap();
         assert_eq!(&buf, b"b\n");
         // Once the writer ended, nothing more is written.
         direct.stop();
-        assert!(direct.try_write(b"c\n".to_vec()).is_err());
+        assert!(!direct.try_write(b"c\n"));
     }
 
     #[test]

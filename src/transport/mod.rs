@@ -32,6 +32,7 @@ pub mod memory;
 pub mod reconnect;
 #[cfg(any(feature = "http", feature = "amqp"))]
 pub(crate) mod session_table;
+pub(crate) mod spare;
 pub mod stdio;
 #[cfg(feature = "tcp")]
 pub mod tcp;
