@@ -126,7 +126,7 @@ struct OutboxSink {
     tx: Sender<Vec<u8>>,
     overflow: Arc<Overflow>,
     direct: Option<Arc<Direct>>,
-    // Buffers the writer handed back.
+    // Buffers to serialize into, given back once written.
     spare: Spare,
 }
 
@@ -417,13 +417,11 @@ impl Outbox {
     pub fn write_lines(self, output: impl Write) -> io::Result<()> {
         let mut out = BufWriter::with_capacity(WRITE_BATCH, output);
         while let Some(first) = self.recv() {
-            let mut next = Some(first);
-            while let Some(m) = next {
-                out.write_all(&m)?;
+            self.drain(first, |m| {
+                out.write_all(m)?;
                 out.write_all(b"\n")?;
-                self.spare.give(m);
-                next = self.try_recv();
-            }
+                Ok(true)
+            })?;
             out.flush()?;
         }
         self.ended()?;
@@ -441,18 +439,12 @@ impl Outbox {
         while let Some(first) = self.recv() {
             batch.clear();
             let mut n = 0;
-            let mut next = Some(first);
-            while let Some(m) = next {
-                batch.extend_from_slice(&m);
+            self.drain(first, |m| {
+                batch.extend_from_slice(m);
                 batch.push(b'\n');
-                self.spare.give(m);
                 n += 1;
-                next = if batch.len() < WRITE_BATCH {
-                    self.try_recv()
-                } else {
-                    None
-                };
-            }
+                Ok(batch.len() < WRITE_BATCH)
+            })?;
             if let Err(e) = super::direct::write_batch(&direct, &batch, n) {
                 direct.stop();
                 return Err(e);
@@ -460,6 +452,23 @@ impl Outbox {
         }
         direct.stop();
         self.ended()
+    }
+
+    /// Hands `first`, then each message queued behind it, to `take` while
+    /// it asks for more (true); each message's buffer goes back to the
+    /// producers once taken.
+    fn drain(
+        &self,
+        first: Vec<u8>,
+        mut take: impl FnMut(&[u8]) -> io::Result<bool>,
+    ) -> io::Result<()> {
+        let mut next = Some(first);
+        while let Some(m) = next {
+            let more = take(&m)?;
+            self.spare.give(m);
+            next = if more { self.try_recv() } else { None };
+        }
+        Ok(())
     }
 
     /// How the outbox ended: an overflow is an error.

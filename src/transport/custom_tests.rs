@@ -80,6 +80,41 @@ fn a_peer_that_reads_late_is_slowed_down_and_loses_no_answer() {
 }
 
 #[test]
+fn written_lines_hold_each_answer_whole_and_in_order() {
+    // The answers' buffers go back to the sink as they are written and
+    // are filled again (the initialize answer's, the longest, among them):
+    // each line must be exactly one answer, none carrying another's bytes.
+    // A small outbox makes the reader wait for the writer, so that the
+    // later answers are written into buffers given back.
+    const PINGS: usize = 200;
+    let (done, outbox, _) = reading(4, lines(PINGS));
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let written = outbox.write_lines(&mut out);
+        let _ = tx.send(written.map(|()| out));
+    });
+    let out = rx.recv_timeout(WAIT).expect("the outbox ends").unwrap();
+    assert!(done.recv_timeout(WAIT).unwrap().is_ok());
+    let text = String::from_utf8(out).unwrap();
+    let answers: Vec<serde_json::Value> = text
+        .strip_suffix('\n')
+        .expect("every line ends")
+        .split('\n')
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect();
+    assert_eq!(answers.len(), PINGS + 1);
+    assert_eq!(answers[0]["id"], 0);
+    assert!(answers[0]["result"]["serverInfo"].is_object());
+    for (id, answer) in answers.iter().enumerate().skip(1) {
+        assert_eq!(
+            answer,
+            &serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {}})
+        );
+    }
+}
+
+#[test]
 fn a_reader_waiting_for_room_stops_when_the_writer_is_gone() {
     let (done, outbox, waiting) = reading(4, lines(100));
     until("the reader waits for room", &waiting);

@@ -11,7 +11,7 @@
 //! what one thread sent before. A peer that stops reading never blocks the
 //! producing thread: it writes through a non-blocking description of the
 //! pipe of its own, at most PIPE_BUF bytes (all or nothing); a full pipe
-//! gives the message back to the queue. Nor does the thread that reads the
+//! sends the message to the queue instead. Nor does the thread that reads the
 //! requests write directly while it holds more of them already read
 //! ([`ReadingAhead`]): its answers then go to the writer, which writes
 //! them in one batch.
@@ -222,7 +222,7 @@ mod tests {
         assert!(!direct.try_write(b"z\n"));
         drop(held);
         // A peer that reads nothing: the pipe fills, and a write that would
-        // block is given back instead (never blocking this test).
+        // block is refused instead (never blocking this test).
         let line = vec![b'x'; 1000];
         let mut written = 0;
         while direct.try_write(&line) {

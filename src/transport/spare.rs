@@ -1,26 +1,32 @@
-//! Message buffers a connection's writer hands back for its producers to
-//! fill again. An answer is serialized on the thread that made it and
-//! written, under load, by the writer thread: freed there, every buffer
-//! was a free(3) across threads, which glibc serves under the arena lock
-//! that the producing thread's malloc(3) takes too (at 32 requests in
-//! flight on stdio, malloc and free were a sixth of the server's CPU).
-//! Handed back, a buffer is reused and never freed while traffic lasts.
-//! Only small buffers come back, and only a few of them, so that an idle
-//! connection keeps at most [`SPARE_BUFFERS`] × [`SPARE_MAX_BYTES`].
+//! Message buffers handed back, once written, for a connection's
+//! producers to fill again. Under load an answer is serialized on the
+//! thread that made it and written by the writer thread; freed there,
+//! each buffer was a free(3) across threads, which glibc (once the
+//! writer's tcache holds all it keeps of that size) serves under the
+//! arena lock that the producing thread's malloc(3) takes too: at 32
+//! requests in flight on stdio, malloc and free were a sixth of the
+//! server's CPU (PERFORMANCE.md, thirteenth session). Handed back, a small
+//! buffer is reused instead of freed; a larger one, or one beyond the
+//! spares, is still freed where it was written. An idle connection keeps
+//! at most [`SPARE_BUFFERS`] buffers of [`SPARE_MAX_BYTES`], besides the
+//! channel's own slots (about 1 KiB, made with the connection).
 
 use crossbeam_channel::{Receiver, Sender};
 
 /// Buffers a connection keeps for reuse.
-pub(crate) const SPARE_BUFFERS: usize = 32;
+const SPARE_BUFFERS: usize = 32;
 /// Largest buffer kept for reuse (bytes of capacity); a larger one is freed.
-pub(crate) const SPARE_MAX_BYTES: usize = 512;
+const SPARE_MAX_BYTES: usize = 512;
 /// Capacity of a new buffer: most answers fit.
 const FRESH_BYTES: usize = 128;
 
-/// One connection's spare buffers, shared by its producers and its writer.
+/// One connection's spare buffers, shared by its producers (the sink) and
+/// its writer.
 #[derive(Clone)]
 pub(crate) struct Spare {
+    // Buffers given back, emptied; bounded: one more is freed instead.
     tx: Sender<Vec<u8>>,
+    // Where the producers take them from.
     rx: Receiver<Vec<u8>>,
 }
 
@@ -39,8 +45,9 @@ impl Spare {
             .unwrap_or_else(|_| Vec::with_capacity(FRESH_BYTES))
     }
 
-    /// `buf`, written and no longer needed, kept for reuse if it is small
-    /// and there is room; else freed.
+    /// `buf`, written (or not to be sent) and no longer needed: kept for
+    /// reuse, emptied, if it is small and a spare's place is free; else
+    /// freed.
     pub(crate) fn give(&self, mut buf: Vec<u8>) {
         if buf.capacity() <= SPARE_MAX_BYTES {
             buf.clear();
@@ -71,6 +78,8 @@ mod tests {
         let spare = Spare::default();
         spare.give(Vec::with_capacity(SPARE_MAX_BYTES + 1));
         assert!(spare.rx.is_empty(), "too large to keep");
+        spare.give(Vec::with_capacity(SPARE_MAX_BYTES));
+        assert_eq!(spare.rx.len(), 1, "the largest kept");
         for _ in 0..SPARE_BUFFERS + 5 {
             spare.give(Vec::with_capacity(64));
         }
