@@ -437,7 +437,7 @@ impl Outbox {
         };
         let mut batch = Vec::with_capacity(WRITE_BATCH);
         while let Some(first) = self.recv() {
-            batch.clear();
+            empty_batch(&mut batch);
             let mut n = 0;
             self.drain(first, |m| {
                 batch.extend_from_slice(m);
@@ -481,6 +481,13 @@ impl Outbox {
         }
         Ok(())
     }
+}
+
+/// Empties `batch` for the next one; memory a large message made it take
+/// beyond [`WRITE_BATCH`] is given back, not kept for the connection's life.
+fn empty_batch(batch: &mut Vec<u8>) {
+    batch.clear();
+    batch.shrink_to(WRITE_BATCH);
 }
 
 #[cfg(test)]

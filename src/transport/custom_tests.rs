@@ -121,3 +121,21 @@ fn a_reader_waiting_for_room_stops_when_the_writer_is_gone() {
     drop(outbox);
     assert!(done.recv_timeout(WAIT).unwrap().is_ok());
 }
+
+#[test]
+fn a_batch_gives_back_what_a_large_message_made_it_take() {
+    let mut batch = Vec::with_capacity(WRITE_BATCH);
+    batch.resize(4 * 1024 * 1024, b'x');
+    empty_batch(&mut batch);
+    assert!(batch.is_empty());
+    assert!(
+        (WRITE_BATCH..2 * WRITE_BATCH).contains(&batch.capacity()),
+        "{} bytes kept",
+        batch.capacity()
+    );
+    // A batch within the bound keeps its memory.
+    batch.extend_from_slice(b"{}\n");
+    let at = batch.as_ptr();
+    empty_batch(&mut batch);
+    assert_eq!(batch.as_ptr(), at);
+}
