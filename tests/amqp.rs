@@ -1064,3 +1064,100 @@ fn a_stateless_client_calls_and_answers_questions_through_the_broker() {
     c.close();
     running.shutdown().unwrap();
 }
+
+/// Whether `fact` comes true within [`WAIT`] (checked every few ms).
+fn soon(mut fact: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + WAIT;
+    while std::time::Instant::now() < deadline {
+        if fact() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    fact()
+}
+
+/// A client that closes ends its session on the server at once (the AMQP
+/// form of an HTTP `DELETE`): before, its session stayed until the idle
+/// expiry, holding one of the instance's `max_sessions`.
+#[test]
+fn a_client_that_closes_ends_its_session_at_once() {
+    let mut config = config("goodbye");
+    let _cleanup = Cleanup(config.clone());
+    config.session_idle = Duration::from_secs(10 * 24 * 3600);
+    let server = start("a", &config);
+    for round in 0..3 {
+        let c = client(&config);
+        let r = c.call_tool("echo", json!({"message": "hi"})).unwrap();
+        assert_eq!(text(&r), "hi");
+        assert_eq!(server.session_count(), 1, "round {round}");
+        c.close();
+        assert!(
+            soon(|| server.session_count() == 0),
+            "round {round}: the session outlived its client's close"
+        );
+    }
+    server.shutdown().unwrap();
+}
+
+/// The message that ends a session is taken only from the session's own
+/// client (its reply queue), with no body and naming the session; anything
+/// else is dead-lettered and the session goes on. Ending a session that
+/// is already gone is nothing.
+#[test]
+fn only_a_sessions_client_ends_it() {
+    let config = config("goodbye-raw");
+    let _cleanup = Cleanup(config.clone());
+    let server = start("a", &config);
+    let owner = Raw::new();
+    let dead = consume(
+        &owner
+            .channel
+            .queue_declare_passive(config.dead_letter_queue.clone())
+            .unwrap(),
+    );
+    let (session, queue) = raw_initialize(&owner, &config);
+    let ended = |raw: &Raw, id: &str, session: Option<&str>| {
+        let mut h = session.map(session_headers).unwrap_or_default();
+        h.insert(
+            "mcp-session-status".into(),
+            AmqpValue::LongString("ended".into()),
+        );
+        raw.props(id).with_headers(h)
+    };
+    let ping = |id: &str| {
+        let request = json!({"jsonrpc":"2.0","id":id,"method":"ping"}).to_string();
+        let props = owner.props(id).with_headers(session_headers(&session));
+        owner.publish("", &queue, request.as_bytes(), props);
+        body(&owner.recv())
+    };
+
+    let other = Raw::new();
+    let refused: [(&Raw, &str, &[u8], Option<&str>); 3] = [
+        (&other, "from another queue", b"", Some(&session)),
+        (&owner, "with a body", b"{}", Some(&session)),
+        (&owner, "naming no session", b"", None),
+    ];
+    for (raw, what, payload, named) in refused {
+        raw.publish("", &queue, payload, ended(raw, what, named));
+        let d = dead_letter(&dead);
+        assert_eq!(d.properties.message_id().as_deref(), Some(what));
+        assert_eq!(server.session_count(), 1, "{what}: the session ended");
+        assert_eq!(ping(what)["result"], json!({}), "{what}");
+    }
+    assert!(other.rx.try_recv().is_err(), "the refusals were answered");
+
+    owner.publish("", &queue, b"", ended(&owner, "bye", Some(&session)));
+    // The same queue delivers in order: the ping comes after the goodbye.
+    let after = ping("after");
+    assert_eq!(after["error"]["code"], -32001, "{after}");
+    assert_eq!(server.session_count(), 0);
+
+    // Again, now for a session that is gone: acknowledged, not dead-lettered
+    // (the next dead letter is the one refused after it).
+    owner.publish("", &queue, b"", ended(&owner, "again", Some(&session)));
+    owner.publish("", &queue, b"x", ended(&owner, "refused", Some(&session)));
+    let d = dead_letter(&dead);
+    assert_eq!(d.properties.message_id().as_deref(), Some("refused"));
+    server.shutdown().unwrap();
+}

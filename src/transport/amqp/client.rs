@@ -24,7 +24,7 @@
 use crate::jsonrpc::RequestId;
 use crate::jsonrpc::{Message, Parsed};
 use crate::sync::{lock, FastMap};
-use crate::transport::amqp::envelope::{accept, Envelope};
+use crate::transport::amqp::envelope::{accept, Envelope, SessionStatus};
 use crate::transport::amqp::link::{self, Outcome};
 use crate::transport::amqp::{connect, topology, AmqpConfig};
 use crate::transport::connection::{Connection, MessageReader, MessageWriter, ParsedMessage};
@@ -49,6 +49,9 @@ pub const OWNER_GONE_GRACE: Duration = Duration::from_secs(2);
 /// is checked: a request published just before that instance died is lost
 /// with its queue, and waiting for its timeout would be needlessly long.
 pub const OWNER_PROBE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The `app_id` of what a client publishes.
+const CLIENT_APP_ID: &str = "mcpvisor-client";
 
 /// A message for the client: its bytes and what they parsed as (`None`
 /// at the end of the session).
@@ -275,8 +278,8 @@ impl Shared {
             server: target.is_none().then(|| self.config.server_name.clone()),
             session: target.map(|t| t.session.clone()),
             protocol_version: target.and_then(|t| t.version.clone()),
-            app_id: "mcpvisor-client".into(),
-            session_not_found: false,
+            app_id: CLIENT_APP_ID.into(),
+            status: None,
         };
         let body = serde_json::to_vec(message).map_err(|e| e.to_string())?;
         channel
@@ -291,6 +294,48 @@ impl Shared {
                 },
             )
             .map_err(|e| format!("publish: {e}"))
+    }
+
+    /// The client is leaving: tells the instance that owns its session to
+    /// end it now ([`SessionStatus::Ended`], a message with no body), so
+    /// that it does not wait for its idle expiry holding a place of the
+    /// instance's `max_sessions`. Published after everything written
+    /// before (writers publish under the same lock). Nothing to tell
+    /// without a session; nothing can be told between connections (then
+    /// the session expires as before).
+    fn goodbye(&self) {
+        let out = lock(&self.outbox);
+        let target = lock(&self.state).target.clone();
+        let (Some((_, channel)), Some(target)) = (&out.publisher, target) else {
+            return;
+        };
+        let envelope = Envelope {
+            reply_to: Some(self.reply_queue.clone()),
+            session: Some(target.session.clone()),
+            protocol_version: target.version.clone(),
+            app_id: CLIENT_APP_ID.into(),
+            status: Some(SessionStatus::Ended),
+            ..Default::default()
+        };
+        let message_id = {
+            let mut st = lock(&self.state);
+            st.next += 1;
+            format!("{}-{}", self.reply_queue, st.next)
+        };
+        let sent = channel.basic_publish(
+            "",
+            Publish {
+                body: &[],
+                routing_key: target.queue.clone(),
+                // Returned only if the instance is gone, and with it the session.
+                mandatory: false,
+                immediate: false,
+                properties: envelope.properties(&message_id),
+            },
+        );
+        if let Err(e) = sent {
+            log::debug!("amqp client: could not end the session on leaving: {e}");
+        }
     }
 
     /// Connection `generation` is up: publishes, in the order they were
@@ -360,7 +405,7 @@ impl Shared {
     /// One message from the client's queue (on the reading thread).
     fn received(&self, body: Vec<u8>, props: &amiquip::AmqpProperties) -> Received {
         let envelope = Envelope::of(props);
-        if envelope.session_not_found {
+        if envelope.status == Some(SessionStatus::NotFound) {
             log::warn!("amqp client: the server no longer knows the session; it is over");
             return Received::Over;
         }
@@ -643,6 +688,8 @@ impl ClientLink {
                 },
                 i if i == i_stop => {
                     let _ = op.recv(stop);
+                    // The client closed: its session is over.
+                    self.shared.goodbye();
                     Err(Outcome::Stop)
                 }
                 _ => Ok(()),

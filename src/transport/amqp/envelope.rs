@@ -17,14 +17,45 @@ pub const SESSION_HEADER: &str = "mcp-session-id";
 pub const SERVER_HEADER: &str = "mcp-server";
 /// Header carrying the MCP protocol revision.
 pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
-/// Header set to [`SESSION_NOT_FOUND`] when a message named a session its
-/// receiver does not have (it expired): the client must initialize again,
-/// as after an HTTP 404.
+/// Header telling the receiver what became of a session: see
+/// [`SessionStatus`].
 pub const SESSION_STATUS_HEADER: &str = "mcp-session-status";
 /// JSON-RPC error code of the answer to a request for an unknown session.
 pub const SESSION_NOT_FOUND_CODE: i64 = -32001;
 /// Value of [`SESSION_STATUS_HEADER`] for an unknown session.
 pub const SESSION_NOT_FOUND: &str = "not-found";
+/// Value of [`SESSION_STATUS_HEADER`] for a session its client ended.
+pub const SESSION_ENDED: &str = "ended";
+
+/// What [`SESSION_STATUS_HEADER`] says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionStatus {
+    /// From a server, on the -32001 error: the message named a session the
+    /// instance does not have (it expired); the client must initialize
+    /// again, as after an HTTP 404.
+    NotFound,
+    /// From a client, on a message with no body sent to the session's
+    /// instance as it leaves: end the session now (the AMQP form of an HTTP
+    /// `DELETE`), not at its idle expiry.
+    Ended,
+}
+
+impl SessionStatus {
+    /// The header's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionStatus::NotFound => SESSION_NOT_FOUND,
+            SessionStatus::Ended => SESSION_ENDED,
+        }
+    }
+
+    /// The status a header value names; `None` for any other value.
+    pub fn parse(value: &str) -> Option<SessionStatus> {
+        [SessionStatus::NotFound, SessionStatus::Ended]
+            .into_iter()
+            .find(|s| s.as_str() == value)
+    }
+}
 
 /// Transport data of one outgoing message.
 #[derive(Clone, Debug, Default)]
@@ -41,8 +72,8 @@ pub struct Envelope {
     pub protocol_version: Option<String>,
     /// The sending application.
     pub app_id: String,
-    /// The named session does not exist (see [`SESSION_STATUS_HEADER`]).
-    pub session_not_found: bool,
+    /// What became of the named session (see [`SESSION_STATUS_HEADER`]).
+    pub status: Option<SessionStatus>,
 }
 
 impl Envelope {
@@ -61,10 +92,10 @@ impl Envelope {
                 AmqpValue::LongString(v.clone()),
             );
         }
-        if self.session_not_found {
+        if let Some(s) = self.status {
             headers.insert(
                 SESSION_STATUS_HEADER.into(),
-                AmqpValue::LongString(SESSION_NOT_FOUND.into()),
+                AmqpValue::LongString(s.as_str().into()),
             );
         }
         let now = SystemTime::now()
@@ -98,7 +129,7 @@ impl Envelope {
             session: header(SESSION_HEADER),
             protocol_version: header(PROTOCOL_VERSION_HEADER),
             app_id: props.app_id().clone().unwrap_or_default(),
-            session_not_found: header(SESSION_STATUS_HEADER).as_deref() == Some(SESSION_NOT_FOUND),
+            status: header(SESSION_STATUS_HEADER).and_then(|v| SessionStatus::parse(&v)),
         }
     }
 }
@@ -117,6 +148,9 @@ pub enum Rejection {
     ContentType(String),
     /// Not JSON, or not valid JSON-RPC.
     Invalid(ParseError),
+    /// A message ending a session ([`SessionStatus::Ended`]) that cannot
+    /// be taken, and why.
+    Ended(&'static str),
 }
 
 impl Rejection {
@@ -131,6 +165,9 @@ impl Rejection {
                 )),
             )),
             Rejection::Invalid(e) => e.response(),
+            // It has no id to answer, and its reply queue may not be the
+            // session's client's.
+            Rejection::Ended(_) => None,
         }
     }
 }
@@ -143,6 +180,7 @@ impl fmt::Display for Rejection {
             }
             Rejection::ContentType(ct) => write!(f, "content type {ct:?} is not {CONTENT_TYPE}"),
             Rejection::Invalid(e) => write!(f, "invalid JSON-RPC: {e}"),
+            Rejection::Ended(why) => write!(f, "an end of session refused: {why}"),
         }
     }
 }
@@ -183,7 +221,7 @@ mod tests {
             session: Some("abc".into()),
             protocol_version: Some("2025-11-25".into()),
             app_id: "mcpvisor".into(),
-            session_not_found: true,
+            status: Some(SessionStatus::NotFound),
         };
         let p = env.properties("m-1");
         assert_eq!(p.content_type().as_deref(), Some(CONTENT_TYPE));
@@ -206,8 +244,35 @@ mod tests {
                 "mcpvisor"
             )
         );
-        assert!(back.session_not_found);
+        assert_eq!(back.status, Some(SessionStatus::NotFound));
         assert_eq!(back.server.as_deref(), Some("files"));
+    }
+
+    #[test]
+    fn a_session_status_travels_as_its_header_value() {
+        for status in [SessionStatus::NotFound, SessionStatus::Ended] {
+            let env = Envelope {
+                status: Some(status),
+                ..Default::default()
+            };
+            let p = env.properties("m-1");
+            let value = p
+                .headers()
+                .as_ref()
+                .and_then(|h| h.get(SESSION_STATUS_HEADER));
+            assert_eq!(value, Some(&AmqpValue::LongString(status.as_str().into())));
+            assert_eq!(Envelope::of(&p).status, Some(status));
+        }
+        assert_eq!(
+            SessionStatus::parse(SESSION_ENDED),
+            Some(SessionStatus::Ended)
+        );
+        // Another value, or none, is no status (the message is an ordinary one).
+        assert_eq!(SessionStatus::parse("closed"), None);
+        assert_eq!(
+            Envelope::of(&Envelope::default().properties("m")).status,
+            None
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! the broker delivers it again — handlers must tolerate that.
 
 use super::config::AmqpConfig;
-use super::envelope::{accept, Envelope, Rejection, SESSION_NOT_FOUND_CODE};
+use super::envelope::{accept, Envelope, Rejection, SessionStatus, SESSION_NOT_FOUND_CODE};
 use super::link::{self, Outcome};
 use super::topology;
 use crate::jsonrpc::{self, ErrorObject, Message, Parsed};
@@ -598,9 +598,12 @@ impl Link<'_> {
     }
 
     fn delivered(&mut self, mut delivery: Delivery) -> Result<(), Outcome> {
-        let body = std::mem::take(&mut delivery.body);
         let envelope = Envelope::of(&delivery.properties);
         let correlation_id = delivery.properties.message_id().clone();
+        if envelope.status == Some(SessionStatus::Ended) {
+            return self.ended(delivery, &envelope, correlation_id);
+        }
+        let body = std::mem::take(&mut delivery.body);
         let parsed = match accept(
             &body,
             delivery.properties.content_type().as_deref(),
@@ -708,6 +711,50 @@ impl Link<'_> {
         Ok(())
     }
 
+    /// A client that leaves ends its session now (a message with no body
+    /// and `mcp-session-status: ended`), instead of leaving it to the idle
+    /// expiry. Only the client that opened the session may: the message
+    /// must come from the reply queue pinned at `initialize`. Ending a
+    /// session that is already gone is nothing to do (it expired, or the
+    /// message came twice).
+    fn ended(
+        &mut self,
+        delivery: Delivery,
+        envelope: &Envelope,
+        correlation_id: Option<String>,
+    ) -> Result<(), Outcome> {
+        let sessions = &self.shared.sessions;
+        let Some(id) = envelope.session.as_deref() else {
+            let why = Rejection::Ended("it names no session");
+            return self.reject(delivery, envelope, correlation_id, why);
+        };
+        if !delivery.body.is_empty() {
+            let why = Rejection::Ended("it carries a body");
+            return self.reject(delivery, envelope, correlation_id, why);
+        }
+        match sessions.peek(id, &None) {
+            Some(s) if envelope.reply_to.as_deref() != Some(lock(&s.reply_to).as_str()) => {
+                let why = Rejection::Ended("it does not come from the session's client");
+                return self.reject(delivery, envelope, correlation_id, why);
+            }
+            Some(_) => {
+                log::debug!(
+                    "amqp: session {} ended by its client",
+                    crate::protocol::session_log_name(id)
+                );
+                sessions.remove(id, &None);
+            }
+            None => log::debug!(
+                "amqp: session {} ended by its client was already gone",
+                crate::protocol::session_log_name(id)
+            ),
+        }
+        self.ack(Ticket {
+            generation: self.generation,
+            delivery,
+        })
+    }
+
     /// A session for an `initialize`: its id is the engine session's id.
     fn open_session(&mut self) -> Option<Arc<SessionRoute>> {
         let shared = self.shared;
@@ -766,7 +813,7 @@ impl Link<'_> {
         self.perform(Work::Publish {
             body,
             envelope: Envelope {
-                session_not_found,
+                status: session_not_found.then_some(SessionStatus::NotFound),
                 ..self
                     .shared
                     .envelope(correlation_id, envelope.session.clone())
