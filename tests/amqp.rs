@@ -1077,21 +1077,25 @@ fn soon(mut fact: impl FnMut() -> bool) -> bool {
     fact()
 }
 
-/// A client that closes ends its session on the server at once (the AMQP
-/// form of an HTTP `DELETE`): before, its session stayed until the idle
-/// expiry, holding one of the instance's `max_sessions`.
+/// A client that closes, or is dropped, ends its session on the server at
+/// once (the AMQP form of an HTTP `DELETE`): before, its session stayed
+/// until the idle expiry, holding one of the instance's `max_sessions`.
 #[test]
 fn a_client_that_closes_ends_its_session_at_once() {
     let mut config = config("goodbye");
     let _cleanup = Cleanup(config.clone());
     config.session_idle = Duration::from_secs(10 * 24 * 3600);
     let server = start("a", &config);
-    for round in 0..3 {
+    for round in 0..4 {
         let c = client(&config);
         let r = c.call_tool("echo", json!({"message": "hi"})).unwrap();
         assert_eq!(text(&r), "hi");
         assert_eq!(server.session_count(), 1, "round {round}");
-        c.close();
+        if round % 2 == 0 {
+            c.close();
+        } else {
+            drop(c);
+        }
         assert!(
             soon(|| server.session_count() == 0),
             "round {round}: the session outlived its client's close"
@@ -1145,7 +1149,19 @@ fn only_a_sessions_client_ends_it() {
         assert_eq!(server.session_count(), 1, "{what}: the session ended");
         assert_eq!(ping(what)["result"], json!({}), "{what}");
     }
-    assert!(other.rx.try_recv().is_err(), "the refusals were answered");
+    // Without a reply queue (it cannot be the session's).
+    let props = ended(&owner, "no reply queue", Some(&session));
+    let anonymous = AmqpProperties::default()
+        .with_message_id("no reply queue".into())
+        .with_headers(props.headers().clone().unwrap_or_default());
+    owner.publish("", &queue, b"", anonymous);
+    let d = dead_letter(&dead);
+    assert_eq!(d.properties.message_id().as_deref(), Some("no reply queue"));
+    assert_eq!(ping("no reply queue")["result"], json!({}));
+    // No refusal was answered: a ping of `other`'s own comes back first.
+    let request = br#"{"jsonrpc":"2.0","id":"o","method":"ping"}"#;
+    other.publish("", &queue, request, other.props("o"));
+    assert_eq!(body(&other.recv())["id"], "o", "a refusal was answered");
 
     owner.publish("", &queue, b"", ended(&owner, "bye", Some(&session)));
     // The same queue delivers in order: the ping comes after the goodbye.

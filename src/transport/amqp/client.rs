@@ -119,6 +119,9 @@ struct State {
     /// The link thread waits with no timeout: a request that starts
     /// waiting for an answer must wake it ([`Signal::Awaiting`]).
     link_untimed: bool,
+    /// The server said it no longer knows the session: there is nothing
+    /// to end on leaving.
+    forgotten: bool,
 }
 
 impl State {
@@ -185,9 +188,7 @@ impl Shared {
         let mut recorded = false;
         let (order, message_id, target) = {
             let mut st = lock(&self.state);
-            st.next += 1;
-            let order = st.next;
-            let message_id = format!("{}-{}", self.reply_queue, order);
+            let (order, message_id) = self.next_message(&mut st);
             match (method, &id) {
                 (Some("notifications/cancelled"), _) => {
                     if let Some(id) = message
@@ -274,12 +275,8 @@ impl Shared {
         };
         let envelope = Envelope {
             correlation_id,
-            reply_to: Some(self.reply_queue.clone()),
             server: target.is_none().then(|| self.config.server_name.clone()),
-            session: target.map(|t| t.session.clone()),
-            protocol_version: target.and_then(|t| t.version.clone()),
-            app_id: CLIENT_APP_ID.into(),
-            status: None,
+            ..self.envelope(target)
         };
         let body = serde_json::to_vec(message).map_err(|e| e.to_string())?;
         channel
@@ -296,38 +293,55 @@ impl Shared {
             .map_err(|e| format!("publish: {e}"))
     }
 
+    /// The order and message id of the next message written.
+    fn next_message(&self, st: &mut State) -> (u64, String) {
+        st.next += 1;
+        (st.next, format!("{}-{}", self.reply_queue, st.next))
+    }
+
+    /// What every message of this client carries: answers come back to its
+    /// queue; one for the owner of `target` names the session.
+    fn envelope(&self, target: Option<&Target>) -> Envelope {
+        Envelope {
+            reply_to: Some(self.reply_queue.clone()),
+            session: target.map(|t| t.session.clone()),
+            protocol_version: target.and_then(|t| t.version.clone()),
+            app_id: CLIENT_APP_ID.into(),
+            ..Default::default()
+        }
+    }
+
     /// The client is leaving: tells the instance that owns its session to
     /// end it now ([`SessionStatus::Ended`], a message with no body), so
     /// that it does not wait for its idle expiry holding a place of the
     /// instance's `max_sessions`. Published after everything written
-    /// before (writers publish under the same lock). Nothing to tell
-    /// without a session; nothing can be told between connections (then
-    /// the session expires as before).
+    /// before (writers publish under the same lock). Best effort: nothing
+    /// to tell without a session (or once the server said it has none),
+    /// nothing can be told between connections, and the connection's
+    /// close, not this, is what a leaving program may not wait for; then
+    /// the session expires as before.
     fn goodbye(&self) {
         let out = lock(&self.outbox);
-        let target = lock(&self.state).target.clone();
-        let (Some((_, channel)), Some(target)) = (&out.publisher, target) else {
+        let Some((_, channel)) = &out.publisher else {
             return;
         };
-        let envelope = Envelope {
-            reply_to: Some(self.reply_queue.clone()),
-            session: Some(target.session.clone()),
-            protocol_version: target.version.clone(),
-            app_id: CLIENT_APP_ID.into(),
-            status: Some(SessionStatus::Ended),
-            ..Default::default()
-        };
-        let message_id = {
+        let (target, message_id) = {
             let mut st = lock(&self.state);
-            st.next += 1;
-            format!("{}-{}", self.reply_queue, st.next)
+            let Some(target) = st.target.clone().filter(|_| !st.forgotten) else {
+                return;
+            };
+            (target, self.next_message(&mut st).1)
+        };
+        let envelope = Envelope {
+            status: Some(SessionStatus::Ended),
+            ..self.envelope(Some(&target))
         };
         let sent = channel.basic_publish(
             "",
             Publish {
                 body: &[],
                 routing_key: target.queue.clone(),
-                // Returned only if the instance is gone, and with it the session.
+                // Nobody would read a return: the client is leaving.
                 mandatory: false,
                 immediate: false,
                 properties: envelope.properties(&message_id),
@@ -407,6 +421,7 @@ impl Shared {
         let envelope = Envelope::of(props);
         if envelope.status == Some(SessionStatus::NotFound) {
             log::warn!("amqp client: the server no longer knows the session; it is over");
+            lock(&self.state).forgotten = true;
             return Received::Over;
         }
         let parsed = match accept(
@@ -854,6 +869,7 @@ impl Connection {
                 owner_missing_since: None,
                 last_heard: None,
                 link_untimed: false,
+                forgotten: false,
             }),
             outbox: Mutex::new(Outbox {
                 publisher: None,

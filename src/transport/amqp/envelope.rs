@@ -29,6 +29,7 @@ pub const SESSION_ENDED: &str = "ended";
 
 /// What [`SESSION_STATUS_HEADER`] says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SessionStatus {
     /// From a server, on the -32001 error: the message named a session the
     /// instance does not have (it expired); the client must initialize
@@ -136,6 +137,7 @@ impl Envelope {
 
 /// Why a delivery is rejected (without requeue, to the dead-letter exchange).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Rejection {
     /// The body exceeds the size limit.
     TooLarge {
@@ -208,6 +210,27 @@ pub fn accept(body: &[u8], content_type: Option<&str>, limit: usize) -> Result<P
     jsonrpc::parse(body).map_err(Rejection::Invalid)
 }
 
+/// Checks a delivery that ends a session ([`SessionStatus::Ended`]): it
+/// names the session, says which queue it comes from (the receiver takes
+/// it only when that is the session's pinned reply queue) and has no body.
+/// Returns (session id, reply queue).
+pub fn accept_end<'a>(
+    envelope: &'a Envelope,
+    body: &[u8],
+) -> Result<(&'a str, &'a str), Rejection> {
+    let named = |v: &'a Option<String>| v.as_deref().filter(|s| !s.is_empty());
+    let Some(session) = named(&envelope.session) else {
+        return Err(Rejection::Ended("it names no session"));
+    };
+    let Some(reply_to) = named(&envelope.reply_to) else {
+        return Err(Rejection::Ended("it has no reply queue"));
+    };
+    if !body.is_empty() {
+        return Err(Rejection::Ended("it carries a body"));
+    }
+    Ok((session, reply_to))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,6 +296,35 @@ mod tests {
             Envelope::of(&Envelope::default().properties("m")).status,
             None
         );
+    }
+
+    #[test]
+    fn an_end_of_session_names_its_session_and_queue_and_has_no_body() {
+        let end = Envelope {
+            session: Some("s-1".into()),
+            reply_to: Some("mcp.client.1".into()),
+            status: Some(SessionStatus::Ended),
+            ..Default::default()
+        };
+        assert_eq!(accept_end(&end, b""), Ok(("s-1", "mcp.client.1")));
+        assert_eq!(
+            accept_end(&end, b"{}"),
+            Err(Rejection::Ended("it carries a body"))
+        );
+        for (session, reply_to, why) in [
+            (None, Some("q"), "it names no session"),
+            (Some(""), Some("q"), "it names no session"),
+            (Some("s-1"), None, "it has no reply queue"),
+            (Some("s-1"), Some(""), "it has no reply queue"),
+        ] {
+            let env = Envelope {
+                session: session.map(str::to_owned),
+                reply_to: reply_to.map(str::to_owned),
+                ..end.clone()
+            };
+            assert_eq!(accept_end(&env, b""), Err(Rejection::Ended(why)));
+            assert_eq!(Rejection::Ended(why).reply(), None, "never answered");
+        }
     }
 
     #[test]

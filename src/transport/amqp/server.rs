@@ -12,7 +12,9 @@
 //! the broker delivers it again — handlers must tolerate that.
 
 use super::config::AmqpConfig;
-use super::envelope::{accept, Envelope, Rejection, SessionStatus, SESSION_NOT_FOUND_CODE};
+use super::envelope::{
+    accept, accept_end, Envelope, Rejection, SessionStatus, SESSION_NOT_FOUND_CODE,
+};
 use super::link::{self, Outcome};
 use super::topology;
 use crate::jsonrpc::{self, ErrorObject, Message, Parsed};
@@ -635,7 +637,7 @@ impl Link<'_> {
                         correlation_id,
                         &parsed,
                         gone,
-                        true,
+                        Some(SessionStatus::NotFound),
                     );
                 }
             },
@@ -651,7 +653,7 @@ impl Link<'_> {
                         correlation_id,
                         &parsed,
                         full,
-                        false,
+                        None,
                     );
                 }
             },
@@ -670,7 +672,7 @@ impl Link<'_> {
                     correlation_id,
                     &parsed,
                     refused,
-                    false,
+                    None,
                 );
             }
             None => (None, false),
@@ -712,29 +714,25 @@ impl Link<'_> {
     }
 
     /// A client that leaves ends its session now (a message with no body
-    /// and `mcp-session-status: ended`), instead of leaving it to the idle
-    /// expiry. Only the client that opened the session may: the message
-    /// must come from the reply queue pinned at `initialize`. Ending a
-    /// session that is already gone is nothing to do (it expired, or the
-    /// message came twice).
+    /// and `mcp-session-status: ended`, checked by [`accept_end`]), instead
+    /// of leaving it to the idle expiry; its work in flight is cancelled.
+    /// The message must carry the reply queue pinned at `initialize`.
+    /// Ending a session that is already gone is nothing to do (it expired,
+    /// or the message came twice).
     fn ended(
         &mut self,
         delivery: Delivery,
         envelope: &Envelope,
         correlation_id: Option<String>,
     ) -> Result<(), Outcome> {
-        let sessions = &self.shared.sessions;
-        let Some(id) = envelope.session.as_deref() else {
-            let why = Rejection::Ended("it names no session");
-            return self.reject(delivery, envelope, correlation_id, why);
+        let (id, reply_to) = match accept_end(envelope, &delivery.body) {
+            Ok(named) => named,
+            Err(why) => return self.reject(delivery, envelope, correlation_id, why),
         };
-        if !delivery.body.is_empty() {
-            let why = Rejection::Ended("it carries a body");
-            return self.reject(delivery, envelope, correlation_id, why);
-        }
+        let sessions = &self.shared.sessions;
         match sessions.peek(id, &None) {
-            Some(s) if envelope.reply_to.as_deref() != Some(lock(&s.reply_to).as_str()) => {
-                let why = Rejection::Ended("it does not come from the session's client");
+            Some(s) if *lock(&s.reply_to) != reply_to => {
+                let why = Rejection::Ended("it does not carry the session's reply queue");
                 return self.reject(delivery, envelope, correlation_id, why);
             }
             Some(_) => {
@@ -802,7 +800,7 @@ impl Link<'_> {
         correlation_id: Option<String>,
         parsed: &Parsed,
         error: ErrorObject,
-        session_not_found: bool,
+        status: Option<SessionStatus>,
     ) -> Result<(), Outcome> {
         let (Parsed::Single(Message::Request(r)), Some(reply_to)) = (parsed, &envelope.reply_to)
         else {
@@ -813,7 +811,7 @@ impl Link<'_> {
         self.perform(Work::Publish {
             body,
             envelope: Envelope {
-                status: session_not_found.then_some(SessionStatus::NotFound),
+                status,
                 ..self
                     .shared
                     .envelope(correlation_id, envelope.session.clone())
