@@ -3,7 +3,10 @@
 //!
 //! Every POST runs on its own short thread, so a long call never blocks the
 //! next message; `initialize` runs inline because its answer carries the
-//! session id every later request needs. JSON answers and SSE streams both
+//! session id every later request needs. Connections are kept alive and
+//! reused (at most [`MAX_IDLE_CONNECTIONS`] idle, each for at most
+//! [`IDLE_CONNECTION_MAX`]); a stateless call, which is cancelled by
+//! closing its connection, gets one of its own. JSON answers and SSE streams both
 //! feed one queue that the client's reader drains. A stream that ends
 //! before its response is resumed with `GET` + `Last-Event-ID` after the
 //! server's `retry:` delay. Closing sends `DELETE`, ends every stream and
@@ -29,7 +32,7 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Default wait before resuming a stream when the server gave no `retry:`.
 pub const DEFAULT_RECONNECT_DELAY: Duration = Duration::from_millis(1000);
@@ -42,6 +45,14 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// standalone stream is simply opened again. The answer to a call may take
 /// as long as the call's own timeout allows; closing the client ends it.
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Most idle connections kept open for the next requests; one more
+/// finished with is closed.
+pub const MAX_IDLE_CONNECTIONS: usize = 32;
+/// Longest an idle connection is kept for reuse: 4 s, under the 5 s after
+/// which common servers (Node.js, uvicorn) close idle keep-alive
+/// connections, so that a request seldom meets one the server is closing.
+pub const IDLE_CONNECTION_MAX: Duration = Duration::from_secs(4);
 
 #[derive(Default)]
 struct SessionState {
@@ -62,6 +73,9 @@ struct Target {
     closed: AtomicBool,
     // Every open socket, so closing ends the threads reading them.
     sockets: Mutex<FastMap<u64, TcpStream>>,
+    // Connections whose last response was read whole and which the server
+    // keeps open, with when they fell idle; the last one in is used first.
+    idle: Mutex<Vec<(Instant, Socket)>>,
     next_socket: AtomicU64,
     // Sent with every request (e.g. Authorization).
     headers: Vec<(String, String)>,
@@ -165,6 +179,9 @@ fn parse_url(url: &str) -> io::Result<(SocketAddr, String, String, Security)> {
 
 struct Head {
     status: u16,
+    /// HTTP/1.1, and no `Connection: close`: the server keeps the
+    /// connection open after this response.
+    keep_alive: bool,
     headers: Vec<(String, String)>,
 }
 
@@ -180,6 +197,7 @@ impl Head {
 fn read_head(r: &mut impl BufRead) -> io::Result<Head> {
     let mut line = String::new();
     read_line(r, &mut line)?;
+    let http_1_1 = line.starts_with("HTTP/1.1 ");
     let status = line
         .split_whitespace()
         .nth(1)
@@ -204,7 +222,16 @@ fn read_head(r: &mut impl BufRead) -> io::Result<Head> {
         }
         let l = line.trim_end();
         if l.is_empty() {
-            return Ok(Head { status, headers });
+            let mut head = Head {
+                status,
+                keep_alive: false,
+                headers,
+            };
+            head.keep_alive = http_1_1
+                && !head
+                    .header("connection")
+                    .is_some_and(|c| c.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")));
+            return Ok(head);
         }
         if let Some((n, v)) = l.split_once(':') {
             headers.push((n.trim().to_owned(), v.trim().to_owned()));
@@ -218,15 +245,17 @@ struct Body<R> {
     chunked: bool,
     left: usize,
     done: bool,
-    _socket: Option<Registered>,
+    /// The connection may serve another request once this body is read
+    /// whole: the server keeps it open and the body's end is framed.
+    reusable: bool,
+    socket: Option<Registered>,
 }
 
 impl<R: BufRead> Body<R> {
     /// The whole body, refused beyond [`DEFAULT_MAX_MESSAGE_BYTES`].
-    fn bounded(mut self) -> io::Result<Vec<u8>> {
+    fn bounded(&mut self) -> io::Result<Vec<u8>> {
         let mut out = Vec::new();
-        (&mut self)
-            .take(DEFAULT_MAX_MESSAGE_BYTES as u64 + 1)
+        self.take(DEFAULT_MAX_MESSAGE_BYTES as u64 + 1)
             .read_to_end(&mut out)?;
         if out.len() > DEFAULT_MAX_MESSAGE_BYTES {
             return Err(io::Error::new(
@@ -254,7 +283,7 @@ impl<R: BufRead> Read for Body<R> {
                 self.done = true;
                 return Err(cut_off());
             }
-            let line = if line.trim().is_empty() {
+            let mut line = if line.trim().is_empty() {
                 // The CRLF after a chunk's data.
                 line.clear();
                 read_line(&mut self.r, &mut line)?;
@@ -265,6 +294,18 @@ impl<R: BufRead> Read for Body<R> {
             self.left = usize::from_str_radix(line.trim(), 16)
                 .map_err(|_| io::Error::from(io::ErrorKind::InvalidData))?;
             if self.left == 0 {
+                // The trailer section, to its empty line: the connection
+                // is then at the next response.
+                loop {
+                    line.clear();
+                    if read_line(&mut self.r, &mut line)? == 0 {
+                        self.done = true;
+                        return Err(cut_off());
+                    }
+                    if line.trim().is_empty() {
+                        break;
+                    }
+                }
                 self.done = true;
                 return Ok(0);
             }
@@ -387,8 +428,9 @@ pub(crate) fn header_value(v: &str) -> String {
 }
 
 impl Target {
-    /// One HTTP request on a socket of its own; `call` names the stateless
-    /// call it carries (cancelled by closing the socket).
+    /// One HTTP request, on an idle connection kept alive or a new one;
+    /// `call` names the stateless call it carries, which gets a connection
+    /// of its own (cancelled by closing it, closed after its answer).
     fn request(
         self: &Arc<Self>,
         method: &str,
@@ -400,11 +442,18 @@ impl Target {
         if self.closed.load(Ordering::SeqCst) {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
-        let stream = TcpStream::connect_timeout(&self.addr, DEFAULT_CONNECT_TIMEOUT)
-            .map_err(|e| io::Error::new(e.kind(), Unreachable(e)))?;
-        stream.set_nodelay(true)?;
+        let keep = call.is_none();
+        let (stream, reused) = match keep.then(|| self.idle_socket()).flatten() {
+            Some(socket) => (socket.tcp().try_clone()?, Some(socket)),
+            None => {
+                let stream = TcpStream::connect_timeout(&self.addr, DEFAULT_CONNECT_TIMEOUT)
+                    .map_err(|e| io::Error::new(e.kind(), Unreachable(e)))?;
+                stream.set_nodelay(true)?;
+                stream.set_write_timeout(Some(DEFAULT_WRITE_TIMEOUT))?;
+                (stream, None)
+            }
+        };
         stream.set_read_timeout(silence)?;
-        stream.set_write_timeout(Some(DEFAULT_WRITE_TIMEOUT))?;
         let key = self.next_socket.fetch_add(1, Ordering::Relaxed);
         {
             // Checked under the registry's lock: close() drains it after
@@ -427,10 +476,10 @@ impl Target {
             key,
             call: call.cloned(),
         };
-        let mut head = format!(
-            "{method} {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
-            self.path, self.host
-        );
+        let mut head = format!("{method} {} HTTP/1.1\r\nHost: {}\r\n", self.path, self.host);
+        if !keep {
+            head.push_str("Connection: close\r\n");
+        }
         // A stateless request names its own version (in `extra`) and no session.
         let stateless = extra
             .iter()
@@ -457,7 +506,10 @@ impl Target {
             ));
         }
         head.push_str("\r\n");
-        let mut socket = self.security.open(stream)?;
+        let mut socket = match reused {
+            Some(socket) => socket,
+            None => self.security.open(stream)?,
+        };
         socket.write_all(head.as_bytes())?;
         if let Some(b) = body {
             socket.write_all(b)?;
@@ -468,20 +520,53 @@ impl Target {
         let chunked = head
             .header("transfer-encoding")
             .is_some_and(|t| t.contains("chunked"));
-        let left = head
-            .header("content-length")
-            .and_then(|l| l.parse().ok())
-            .unwrap_or(0);
+        let length = head.header("content-length").and_then(|l| l.parse().ok());
+        let reusable = keep && head.keep_alive && (chunked || length.is_some());
         Ok((
             head,
             Body {
                 r,
                 chunked,
-                left,
+                left: length.unwrap_or(0),
                 done: false,
-                _socket: Some(registered),
+                reusable,
+                socket: Some(registered),
             },
         ))
+    }
+
+    /// An idle connection to send the next request on: the one that fell
+    /// idle last, if it did within [`IDLE_CONNECTION_MAX`] and the server
+    /// has not closed it meanwhile (the others are closed).
+    fn idle_socket(&self) -> Option<Socket> {
+        loop {
+            let (since, socket) = lock(&self.idle).pop()?;
+            if since.elapsed() < IDLE_CONNECTION_MAX && socket.quiet() {
+                return Some(socket);
+            }
+        }
+    }
+
+    /// Keeps `body`'s connection for the next request when the response
+    /// was read whole and the server keeps the connection open; else it is
+    /// closed. Done before the response is delivered, so that the request
+    /// its reader sends next finds it.
+    fn recycle(&self, mut body: Body<BufReader<Socket>>) {
+        // Unregistered first: nothing closes or cancels it once it is idle.
+        drop(body.socket.take());
+        let whole = body.done || (!body.chunked && body.left == 0);
+        if !(body.reusable && whole && body.r.buffer().is_empty()) {
+            return;
+        }
+        let mut idle = lock(&self.idle);
+        // close() drains the idle connections after setting `closed`.
+        if self.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        idle.retain(|(since, _)| since.elapsed() < IDLE_CONNECTION_MAX);
+        if idle.len() < MAX_IDLE_CONNECTIONS {
+            idle.push((Instant::now(), body.r.into_inner()));
+        }
     }
 
     /// POSTs one message and delivers whatever comes back. A request that
@@ -562,8 +647,12 @@ impl Target {
             lock(&self.session).id = Some(id.to_owned());
         }
         let ct = head.header("content-type").unwrap_or("").to_owned();
+        let mut body = body;
         match head.status {
-            202 => Ok(()),
+            202 => {
+                self.recycle(body);
+                Ok(())
+            }
             200 if ct.starts_with("text/event-stream") => {
                 // A request's stream carries its answer, and the server's
                 // requests made while serving it.
@@ -573,6 +662,7 @@ impl Target {
             }
             200 => {
                 let text = body.bounded()?;
+                self.recycle(body);
                 self.deliver(text, None);
                 Ok(())
             }
@@ -587,6 +677,7 @@ impl Target {
             }
             status => {
                 let text = body.bounded().unwrap_or_default();
+                self.recycle(body);
                 // A JSON-RPC error body still answers the request.
                 if serde_json::from_slice::<Value>(&text).is_ok_and(|v| {
                     v.get("error").is_some() && v.get("id").is_some_and(|i| !i.is_null())
@@ -845,6 +936,7 @@ impl MessageWriter for HttpWriter {
         for (_, s) in lock(&t.sockets).drain() {
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
+        lock(&t.idle).clear();
         t.end();
     }
 }
@@ -887,6 +979,7 @@ impl Connection {
             incoming: tx,
             closed: AtomicBool::new(false),
             sockets: Mutex::new(FastMap::default()),
+            idle: Mutex::default(),
             next_socket: AtomicU64::new(0),
             headers,
             params: Mutex::default(),

@@ -101,6 +101,30 @@ pub(crate) enum Socket {
     Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
 }
 
+impl Socket {
+    /// The TCP connection underneath.
+    pub(crate) fn tcp(&self) -> &TcpStream {
+        match self {
+            Socket::Plain(s) => s,
+            #[cfg(feature = "https")]
+            Socket::Tls(s) => &s.sock,
+        }
+    }
+
+    /// Whether this idle connection is still open with nothing to read: a
+    /// server that closed it (or sent anything unasked) leaves bytes or an
+    /// end of stream, and such a connection is not used again.
+    pub(crate) fn quiet(&self) -> bool {
+        let tcp = self.tcp();
+        if tcp.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let quiet =
+            matches!(tcp.peek(&mut [0u8; 1]), Err(e) if e.kind() == io::ErrorKind::WouldBlock);
+        tcp.set_nonblocking(false).is_ok() && quiet
+    }
+}
+
 impl Read for Socket {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
