@@ -94,7 +94,9 @@ fn serve(s: TcpStream, closed: &Sender<SocketAddr>) {
                 let sent = reply(&mut w, "200 OK", json, &answer.to_string());
                 (sent, said == THEN_CLOSE)
             }
-            _ => (reply(&mut w, "202 Accepted", "", ""), false),
+            // What some servers answer a notification with (202 is the
+            // rule): an empty 200, which must not end the session.
+            _ => (reply(&mut w, "200 OK", "", ""), false),
         };
         if !answered {
             return;

@@ -246,6 +246,9 @@ struct Body<R> {
     chunked: bool,
     left: usize,
     done: bool,
+    /// Neither length nor chunks: the body ends when the server closes
+    /// the connection (RFC 9112, 6.3).
+    until_close: bool,
     /// The connection may serve another request once this body is read
     /// whole: the server keeps it open and the body's end is framed.
     reusable: bool,
@@ -273,6 +276,11 @@ impl<R: BufRead> Read for Body<R> {
         if self.done {
             return Ok(0);
         }
+        if self.until_close {
+            let n = self.r.read(buf)?;
+            self.done = n == 0 && !buf.is_empty();
+            return Ok(n);
+        }
         if self.left == 0 {
             if !self.chunked {
                 self.done = true;
@@ -292,7 +300,9 @@ impl<R: BufRead> Read for Body<R> {
             } else {
                 line
             };
-            self.left = usize::from_str_radix(line.trim(), 16)
+            // The size, without any chunk extensions (`;name=value`).
+            let size = line.split(';').next().unwrap_or_default().trim();
+            self.left = usize::from_str_radix(size, 16)
                 .map_err(|_| io::Error::from(io::ErrorKind::InvalidData))?;
             if self.left == 0 {
                 // The trailer section, to its empty line: the connection
@@ -522,7 +532,10 @@ impl Target {
             .header("transfer-encoding")
             .is_some_and(|t| t.contains("chunked"));
         let length = head.header("content-length").and_then(|l| l.parse().ok());
-        let reusable = keep && head.keep_alive && (chunked || length.is_some());
+        // 1xx, 204 and 304 have no body (RFC 9112, 6.3).
+        let bodiless = head.status < 200 || head.status == 204 || head.status == 304;
+        let until_close = !bodiless && !chunked && length.is_none();
+        let reusable = keep && head.keep_alive && !until_close;
         Ok((
             head,
             Body {
@@ -530,6 +543,7 @@ impl Target {
                 chunked,
                 left: length.unwrap_or(0),
                 done: false,
+                until_close,
                 reusable,
                 socket: Some(registered),
             },
@@ -555,7 +569,7 @@ impl Target {
     fn recycle(&self, mut body: Body<BufReader<Socket>>) {
         // Unregistered first: nothing closes or cancels it once it is idle.
         drop(body.socket.take());
-        let whole = body.done || (!body.chunked && body.left == 0);
+        let whole = body.done || (!body.chunked && !body.until_close && body.left == 0);
         if !(body.reusable && whole && body.r.buffer().is_empty()) {
             return;
         }
@@ -664,6 +678,18 @@ impl Target {
             200 => {
                 let text = body.bounded()?;
                 self.recycle(body);
+                // An empty body answers nothing: fine for a notification
+                // (some servers send 200 where 202 is the rule), not for a
+                // call, which then fails at once.
+                if text.is_empty() && call {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "the server answered the call with an empty body",
+                    ));
+                }
+                if text.is_empty() {
+                    return Ok(());
+                }
                 self.deliver(text, None);
                 Ok(())
             }
@@ -1161,6 +1187,59 @@ mod tests {
             let _ = done_tx.send((Some(std::thread::current().id()), m.clone()));
         }));
         (posters, done, go)
+    }
+
+    /// A body over `bytes` framed as the flags say, and what it reads as
+    /// (or the error's kind), with the bytes left after it.
+    fn read_body(
+        bytes: &[u8],
+        chunked: bool,
+        length: Option<usize>,
+    ) -> (Result<Vec<u8>, io::ErrorKind>, bool, Vec<u8>) {
+        let mut body = Body {
+            r: BufReader::new(io::Cursor::new(bytes.to_vec())),
+            chunked,
+            left: length.unwrap_or(0),
+            done: false,
+            until_close: !chunked && length.is_none(),
+            reusable: true,
+            socket: None,
+        };
+        let read = body.bounded().map_err(|e| e.kind());
+        let mut rest = Vec::new();
+        body.r.read_to_end(&mut rest).unwrap();
+        (read, body.done, rest)
+    }
+
+    #[test]
+    fn bodies_end_where_their_framing_says() {
+        let next = b"HTTP/1.1 200 OK";
+        // Chunks, an extension, trailers: read to the trailers' end, so the
+        // connection is at the next response.
+        let chunked = [
+            &b"5;x=1\r\nhello\r\n6\r\n world\r\n0\r\nX-T: 1\r\n\r\n"[..],
+            next,
+        ]
+        .concat();
+        let (read, done, rest) = read_body(&chunked, true, None);
+        assert_eq!(read.unwrap(), b"hello world");
+        assert!(done);
+        assert_eq!(rest, next);
+        // A length.
+        let sized = [&b"hello"[..], next].concat();
+        let (read, _, rest) = read_body(&sized, false, Some(5));
+        assert_eq!((read.unwrap(), rest), (b"hello".to_vec(), next.to_vec()));
+        // Neither: to the end of the connection.
+        let (read, done, _) = read_body(b"all of it", false, None);
+        assert_eq!(read.unwrap(), b"all of it");
+        assert!(done);
+        // Cut short: an error, never a body that passes for whole.
+        let (read, ..) = read_body(b"5\r\nhel", true, None);
+        assert_eq!(read.unwrap_err(), io::ErrorKind::UnexpectedEof);
+        let (read, ..) = read_body(b"5\r\nhello\r\n0\r\n", true, None);
+        assert_eq!(read.unwrap_err(), io::ErrorKind::UnexpectedEof);
+        let (read, ..) = read_body(b"hel", false, Some(5));
+        assert_eq!(read.unwrap_err(), io::ErrorKind::UnexpectedEof);
     }
 
     #[test]
