@@ -15,29 +15,53 @@ use std::time::Instant;
 
 /// The tool call after whose answer the fake server closes its connection.
 const THEN_CLOSE: &str = "then close";
+/// The tool call whose first request the fake server reads and then closes
+/// its connection on, unanswered: as a server closing an idle connection
+/// just as the request came looks to the client.
+const UNANSWERED_ONCE: &str = "unanswered once";
+
+/// The fake server's reports.
+struct Fake {
+    url: String,
+    /// Connections accepted.
+    accepted: Arc<AtomicUsize>,
+    /// The client's end of each connection closed after [`THEN_CLOSE`].
+    closed: Receiver<SocketAddr>,
+    /// One for every GET (the standalone stream), once it is answered.
+    gets: Receiver<()>,
+}
 
 /// A keep-alive HTTP/1.1 server speaking just enough MCP: it counts the
-/// connections it accepted, and after answering a call whose message is
-/// [`THEN_CLOSE`] it closes that connection (without saying so in the
-/// answer) and sends the client's end of it on the returned channel.
-fn fake_server() -> (String, Arc<AtomicUsize>, Receiver<SocketAddr>) {
+/// connections it accepted, refuses the standalone stream (405), and after
+/// answering a call whose message is [`THEN_CLOSE`] it closes that
+/// connection (without saying so in the answer).
+fn fake_server() -> Fake {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/mcp", l.local_addr().unwrap());
     let accepted = Arc::new(AtomicUsize::new(0));
-    let (closed_tx, closed_rx) = crossbeam_channel::unbounded();
+    let (closed_tx, closed) = crossbeam_channel::unbounded();
+    let (gets_tx, gets) = crossbeam_channel::unbounded();
     let count = accepted.clone();
     std::thread::spawn(move || {
         for s in l.incoming().map_while(Result::ok) {
             count.fetch_add(1, Ordering::SeqCst);
-            let closed = closed_tx.clone();
-            std::thread::spawn(move || serve(s, &closed));
+            let (closed, gets) = (closed_tx.clone(), gets_tx.clone());
+            std::thread::spawn(move || serve(s, &closed, &gets));
         }
     });
-    (url, accepted, closed_rx)
+    Fake {
+        url,
+        accepted,
+        closed,
+        gets,
+    }
 }
 
+/// Whether the fake server already dropped an [`UNANSWERED_ONCE`] request.
+static DROPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Answers the requests of one connection until the client hangs up.
-fn serve(s: TcpStream, closed: &Sender<SocketAddr>) {
+fn serve(s: TcpStream, closed: &Sender<SocketAddr>, gets: &Sender<()>) {
     let peer = s.peer_addr().unwrap();
     let mut r = BufReader::new(s.try_clone().unwrap());
     let mut w = s;
@@ -73,6 +97,7 @@ fn serve(s: TcpStream, closed: &Sender<SocketAddr>) {
         };
         if get {
             reply(&mut w, "405 Method Not Allowed", "", "");
+            let _ = gets.send(());
             continue;
         }
         let Ok(m) = serde_json::from_slice::<Value>(&body) else {
@@ -89,6 +114,9 @@ fn serve(s: TcpStream, closed: &Sender<SocketAddr>) {
             }
             "tools/call" => {
                 let said = m["params"]["arguments"]["message"].clone();
+                if said == UNANSWERED_ONCE && !DROPPED.swap(true, Ordering::SeqCst) {
+                    return;
+                }
                 let result = json!({"content":[{"type":"text","text":said}]});
                 let answer = json!({"jsonrpc":"2.0","id":m["id"],"result":result});
                 let sent = reply(&mut w, "200 OK", json, &answer.to_string());
@@ -109,8 +137,19 @@ fn serve(s: TcpStream, closed: &Sender<SocketAddr>) {
     }
 }
 
-fn connect(url: &str) -> Client {
-    Client::connect(Connection::http(url).unwrap(), ClientOptions::default()).unwrap()
+/// A client of `fake` once its standalone stream was refused: that GET
+/// took the connection `initialize` left idle, so every request from now
+/// on finds the pool empty or holding what the last one left.
+fn connect(fake: &Fake) -> Client {
+    let c = Client::connect(
+        Connection::http(&fake.url).unwrap(),
+        ClientOptions::default(),
+    )
+    .unwrap();
+    fake.gets
+        .recv_timeout(common::WAIT)
+        .expect("the standalone stream's GET");
+    c
 }
 
 fn echo(c: &Client, message: &str) {
@@ -138,26 +177,27 @@ fn sees_close(local: SocketAddr) -> bool {
 
 #[test]
 fn calls_one_after_the_other_share_one_connection() {
-    let (url, accepted, _) = fake_server();
-    let c = connect(&url);
+    let fake = fake_server();
+    let c = connect(&fake);
     for i in 0..20 {
         echo(&c, &format!("m{i}"));
     }
-    // One for every request (initialize, initialized and the calls), and
-    // one for the standalone stream's GET (refused with 405 here) that
-    // raced the first call for the connection.
-    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    // One for initialize, initialized and then the GET that took it over
+    // (refused, and closed then), one for all the calls.
+    assert_eq!(fake.accepted.load(Ordering::SeqCst), 2);
     c.close();
 }
 
 #[test]
 fn a_connection_the_server_closed_while_idle_is_not_used_again() {
-    let (url, accepted, closed) = fake_server();
-    let c = connect(&url);
+    let fake = fake_server();
+    let accepted = &fake.accepted;
+    let c = connect(&fake);
     echo(&c, "first");
     let before = accepted.load(Ordering::SeqCst);
     echo(&c, THEN_CLOSE);
-    let local = closed
+    let local = fake
+        .closed
         .recv_timeout(common::WAIT)
         .expect("the server closed");
     // The close has reached the client's end before the next request.
@@ -178,5 +218,24 @@ fn a_connection_the_server_closed_while_idle_is_not_used_again() {
         before + 1,
         "and it is kept"
     );
+    c.close();
+}
+
+/// A kept connection that the server closes as a request arrives on it
+/// (before any byte of an answer): the request goes again on a new one.
+#[test]
+fn a_request_the_server_closed_a_kept_connection_on_goes_again() {
+    let fake = fake_server();
+    let c = connect(&fake);
+    echo(&c, "first");
+    let before = fake.accepted.load(Ordering::SeqCst);
+    echo(&c, UNANSWERED_ONCE);
+    assert!(
+        DROPPED.load(Ordering::SeqCst),
+        "the first request was dropped"
+    );
+    assert_eq!(fake.accepted.load(Ordering::SeqCst), before + 1);
+    echo(&c, "then");
+    assert_eq!(fake.accepted.load(Ordering::SeqCst), before + 1);
     c.close();
 }

@@ -3,8 +3,8 @@
 //!
 //! Every POST runs on a thread of its own, so a long call never blocks the
 //! next message (a thread done with its message takes the next one, see
-//! [`POST_THREAD_IDLE`]); `initialize` runs inline because its answer carries the
-//! session id every later request needs. Connections are kept alive and
+//! [`POST_THREAD_IDLE`]); `initialize` and `notifications/initialized` run
+//! inline because the session id and the session's start come with them. Connections are kept alive and
 //! reused (at most [`MAX_IDLE_CONNECTIONS`] idle, each for at most
 //! [`IDLE_CONNECTION_MAX`]); a stateless call, which is cancelled by
 //! closing its connection, gets one of its own. JSON answers and SSE streams both
@@ -16,8 +16,10 @@
 //! Failures reach the caller at once: a POST that fails answers its request
 //! with an error; a server that cannot be reached any more ends the
 //! connection (the client then reconnects or reports it closed). Every
-//! socket has connect, read and write timeouts, and no body, line or event
-//! is held beyond [`DEFAULT_MAX_MESSAGE_BYTES`].
+//! socket has connect and write timeouts and every read one (the answer to
+//! a call waits as long as the call's own timeout allows; closing the
+//! client ends it), and no body, line or event is held beyond
+//! [`DEFAULT_MAX_MESSAGE_BYTES`].
 
 use super::socket::{Security, Socket};
 use crate::jsonrpc::{ErrorObject, Reply, RequestId};
@@ -50,9 +52,11 @@ pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
 /// Most idle connections kept open for the next requests; one more
 /// finished with is closed.
 pub const MAX_IDLE_CONNECTIONS: usize = 32;
-/// Longest an idle connection is kept for reuse: 4 s, under the 5 s after
-/// which common servers (Node.js, uvicorn) close idle keep-alive
-/// connections, so that a request seldom meets one the server is closing.
+/// Longest an idle connection is reused after its last answer: 4 s, under
+/// the 5 s after which common servers (Node.js, uvicorn) close idle
+/// keep-alive connections, so that a request seldom meets one the server
+/// is closing. An older one is closed when the next request or answer
+/// finds it, or at close.
 pub const IDLE_CONNECTION_MAX: Duration = Duration::from_secs(4);
 
 #[derive(Default)]
@@ -139,6 +143,22 @@ impl std::fmt::Display for Unreachable {
 
 impl std::error::Error for Unreachable {}
 
+/// A kept connection the server closed as a request went out on it.
+#[derive(Debug)]
+struct Unanswered(io::Error);
+
+impl std::fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the server closed a kept connection unanswered: {}",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for Unanswered {}
+
 /// Whether an error means the server cannot be reached at all (a slow
 /// answer is not that).
 fn unreachable(e: &io::Error) -> bool {
@@ -195,7 +215,18 @@ impl Head {
     }
 }
 
+/// Reads a response's head; interim (1xx) responses before it are
+/// skipped, except `101 Switching Protocols`, which is final.
 fn read_head(r: &mut impl BufRead) -> io::Result<Head> {
+    loop {
+        let head = read_one_head(r)?;
+        if !(100..200).contains(&head.status) || head.status == 101 {
+            return Ok(head);
+        }
+    }
+}
+
+fn read_one_head(r: &mut impl BufRead) -> io::Result<Head> {
     let mut line = String::new();
     read_line(r, &mut line)?;
     let http_1_1 = line.starts_with("HTTP/1.1 ");
@@ -442,8 +473,39 @@ impl Target {
     /// One HTTP request, on an idle connection kept alive or a new one;
     /// `call` names the stateless call it carries, which gets a connection
     /// of its own (cancelled by closing it, closed after its answer).
+    ///
+    /// A server closes a kept connection it finds idle without reading
+    /// what arrives on it; when that happens just as a request goes out
+    /// (the connection ends or is reset before any byte of an answer), the
+    /// request is sent once more on a new connection, as browsers do. A
+    /// server that failed while handling it would look the same: only then
+    /// can a request arrive twice.
     fn request(
         self: &Arc<Self>,
+        method: &str,
+        body: Option<&[u8]>,
+        extra: &[(&str, String)],
+        silence: Option<Duration>,
+        call: Option<&RequestId>,
+    ) -> io::Result<(Head, Body<BufReader<Socket>>)> {
+        if call.is_none() {
+            if let Some(socket) = self.idle_socket() {
+                match self.exchange(Some(socket), method, body, extra, silence, call) {
+                    Err(e) if e.get_ref().is_some_and(|i| i.is::<Unanswered>()) => {
+                        log::debug!("client: {e}; sending the request again on a new connection");
+                    }
+                    done => return done,
+                }
+            }
+        }
+        self.exchange(None, method, body, extra, silence, call)
+    }
+
+    /// [`request`](Self::request) on `kept` (a connection kept alive) or a
+    /// new connection.
+    fn exchange(
+        self: &Arc<Self>,
+        kept: Option<Socket>,
         method: &str,
         body: Option<&[u8]>,
         extra: &[(&str, String)],
@@ -454,17 +516,24 @@ impl Target {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
         let keep = call.is_none();
-        let (stream, reused) = match keep.then(|| self.idle_socket()).flatten() {
-            Some(socket) => (socket.tcp().try_clone()?, Some(socket)),
+        let reused = kept.is_some();
+        let (stream, kept) = match kept {
+            Some(socket) => (None, Some(socket)),
             None => {
                 let stream = TcpStream::connect_timeout(&self.addr, DEFAULT_CONNECT_TIMEOUT)
                     .map_err(|e| io::Error::new(e.kind(), Unreachable(e)))?;
                 stream.set_nodelay(true)?;
                 stream.set_write_timeout(Some(DEFAULT_WRITE_TIMEOUT))?;
-                (stream, None)
+                (Some(stream), None)
             }
         };
-        stream.set_read_timeout(silence)?;
+        let tcp = match (&stream, &kept) {
+            (Some(s), _) => s,
+            (None, Some(k)) => k.tcp(),
+            (None, None) => unreachable!("a new or a kept connection"),
+        };
+        tcp.set_read_timeout(silence)?;
+        let registry_copy = tcp.try_clone()?;
         let key = self.next_socket.fetch_add(1, Ordering::Relaxed);
         {
             // Checked under the registry's lock: close() drains it after
@@ -480,7 +549,7 @@ impl Target {
                     None => return Err(io::ErrorKind::Interrupted.into()),
                 }
             }
-            sockets.insert(key, stream.try_clone()?);
+            sockets.insert(key, registry_copy);
         }
         let registered = Registered {
             target: Arc::downgrade(self),
@@ -517,16 +586,35 @@ impl Target {
             ));
         }
         head.push_str("\r\n");
-        let mut socket = match reused {
-            Some(socket) => socket,
-            None => self.security.open(stream)?,
+        let mut socket = match (kept, stream) {
+            (Some(socket), _) => socket,
+            (None, Some(stream)) => self.security.open(stream)?,
+            (None, None) => unreachable!("a new or a kept connection"),
         };
-        socket.write_all(head.as_bytes())?;
-        if let Some(b) = body {
-            socket.write_all(b)?;
-        }
-        socket.flush()?;
+        // On a kept connection, an end or a reset before any byte of the
+        // answer is the server having closed it (see `request`).
+        let unanswered = |e: io::Error| match e.kind() {
+            io::ErrorKind::UnexpectedEof
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe
+                if reused =>
+            {
+                io::Error::new(e.kind(), Unanswered(e))
+            }
+            _ => e,
+        };
+        let sent = socket.write_all(head.as_bytes()).and_then(|()| match body {
+            Some(b) => socket.write_all(b),
+            None => Ok(()),
+        });
+        sent.and_then(|()| socket.flush()).map_err(unanswered)?;
         let mut r = BufReader::new(socket);
+        match r.fill_buf() {
+            Ok([]) => return Err(unanswered(io::ErrorKind::UnexpectedEof.into())),
+            Ok(_) => {}
+            Err(e) => return Err(unanswered(e)),
+        }
         let head = read_head(&mut r)?;
         let chunked = head
             .header("transfer-encoding")
@@ -555,7 +643,7 @@ impl Target {
     /// has not closed it meanwhile (the others are closed).
     fn idle_socket(&self) -> Option<Socket> {
         loop {
-            let (since, socket) = lock(&self.idle).pop()?;
+            let (since, mut socket) = lock(&self.idle).pop()?;
             if since.elapsed() < IDLE_CONNECTION_MAX && socket.quiet() {
                 return Some(socket);
             }
@@ -1029,7 +1117,13 @@ impl MessageWriter for HttpWriter {
         if let Some(id) = stateless_call(message) {
             lock(&self.target.calls).insert(id, None);
         }
-        self.posters.post(message.clone())
+        let posted = self.posters.post(message.clone());
+        if posted.is_err() {
+            if let Some(id) = stateless_call(message) {
+                lock(&self.target.calls).remove(&id);
+            }
+        }
+        posted
     }
 
     fn close(&mut self) {
@@ -1300,8 +1394,42 @@ mod tests {
     }
 
     #[test]
+    fn a_message_promised_to_a_thread_that_stops_waiting_still_runs() {
+        let (mut posters, done, _go) = recording();
+        // Every idle thread gives up at once, racing every promise.
+        posters.wait = Duration::ZERO;
+        for i in 0..200 {
+            posters.post(Value::from(i)).unwrap();
+        }
+        let mut got: Vec<i64> = (0..200)
+            .map(|_| {
+                done.recv_timeout(Duration::from_secs(20))
+                    .expect("a message was lost")
+                    .1
+            })
+            .map(|v| v.as_i64().unwrap())
+            .collect();
+        got.sort_unstable();
+        assert_eq!(got, (0..200).collect::<Vec<i64>>());
+    }
+
+    #[test]
+    fn heads_skip_interim_answers_and_tell_whether_the_connection_stays() {
+        let head = |text: &str| read_head(&mut io::Cursor::new(text.as_bytes().to_vec())).unwrap();
+        let h = head("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}");
+        assert_eq!((h.status, h.keep_alive), (200, true));
+        assert_eq!(head("HTTP/1.1 101 Switching Protocols\r\n\r\n").status, 101);
+        assert!(!head("HTTP/1.0 200 OK\r\n\r\n").keep_alive);
+        assert!(!head("HTTP/1.1 200 OK\r\nConnection: Close\r\n\r\n").keep_alive);
+        assert!(!head("HTTP/1.1 200 OK\r\nConnection: keep-alive, close\r\n\r\n").keep_alive);
+        assert!(head("HTTP/1.1 200 OK\r\nConnection: keep-alive\r\n\r\n").keep_alive);
+    }
+
+    #[test]
     fn closing_ends_the_idle_threads() {
         let (mut posters, done, _go) = recording();
+        // Only the close can end them within the test.
+        posters.wait = Duration::from_secs(3600);
         for i in 0..3 {
             posters.post(Value::from(i)).unwrap();
         }

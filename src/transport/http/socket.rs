@@ -114,14 +114,26 @@ impl Socket {
     /// Whether this idle connection is still open with nothing to read: a
     /// server that closed it (or sent anything unasked) leaves bytes or an
     /// end of stream, and such a connection is not used again.
-    pub(crate) fn quiet(&self) -> bool {
+    pub(crate) fn quiet(&mut self) -> bool {
         let tcp = self.tcp();
         if tcp.set_nonblocking(true).is_err() {
             return false;
         }
         let quiet =
             matches!(tcp.peek(&mut [0u8; 1]), Err(e) if e.kind() == io::ErrorKind::WouldBlock);
-        tcp.set_nonblocking(false).is_ok() && quiet
+        tcp.set_nonblocking(false).is_ok() && quiet && self.nothing_decrypted()
+    }
+
+    /// Whether TLS holds no plaintext (nor a close) it already read.
+    fn nothing_decrypted(&mut self) -> bool {
+        match self {
+            Socket::Plain(_) => true,
+            #[cfg(feature = "https")]
+            Socket::Tls(s) => matches!(
+                s.conn.reader().read(&mut [0u8; 1]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock
+            ),
+        }
     }
 }
 
