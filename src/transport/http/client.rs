@@ -4,11 +4,12 @@
 //! Every POST runs on a thread of its own, so a long call never blocks the
 //! next message (a thread done with its message takes the next one, see
 //! [`POST_THREAD_IDLE`]); `initialize` and `notifications/initialized` run
-//! inline because the session id and the session's start come with them. Connections are kept alive and
-//! reused (at most [`MAX_IDLE_CONNECTIONS`] idle, each for at most
-//! [`IDLE_CONNECTION_MAX`]); a stateless call, which is cancelled by
-//! closing its connection, gets one of its own. JSON answers and SSE streams both
-//! feed one queue that the client's reader drains. A stream that ends
+//! inline because the session id and the session's start come with them.
+//! Connections are kept alive and reused (at most [`MAX_IDLE_CONNECTIONS`]
+//! idle, none reused after [`IDLE_CONNECTION_MAX`]); a stateless call,
+//! which is cancelled by closing its connection, gets one of its own. JSON
+//! answers and SSE streams both feed one queue that the client's reader
+//! drains. A stream that ends
 //! before its response is resumed with `GET` + `Last-Event-ID` after the
 //! server's `retry:` delay. Closing sends `DELETE`, ends every stream and
 //! the reader.
@@ -142,6 +143,14 @@ impl std::fmt::Display for Unreachable {
 }
 
 impl std::error::Error for Unreachable {}
+
+/// The connection a request goes out on.
+enum Line {
+    /// Kept alive from an earlier request.
+    Kept(Socket),
+    /// Just connected (TLS, if any, not begun yet).
+    New(TcpStream),
+}
 
 /// A kept connection the server closed as a request went out on it.
 #[derive(Debug)]
@@ -517,20 +526,19 @@ impl Target {
         }
         let keep = call.is_none();
         let reused = kept.is_some();
-        let (stream, kept) = match kept {
-            Some(socket) => (None, Some(socket)),
+        let line = match kept {
+            Some(socket) => Line::Kept(socket),
             None => {
                 let stream = TcpStream::connect_timeout(&self.addr, DEFAULT_CONNECT_TIMEOUT)
                     .map_err(|e| io::Error::new(e.kind(), Unreachable(e)))?;
                 stream.set_nodelay(true)?;
                 stream.set_write_timeout(Some(DEFAULT_WRITE_TIMEOUT))?;
-                (Some(stream), None)
+                Line::New(stream)
             }
         };
-        let tcp = match (&stream, &kept) {
-            (Some(s), _) => s,
-            (None, Some(k)) => k.tcp(),
-            (None, None) => unreachable!("a new or a kept connection"),
+        let tcp = match &line {
+            Line::Kept(socket) => socket.tcp(),
+            Line::New(stream) => stream,
         };
         tcp.set_read_timeout(silence)?;
         let registry_copy = tcp.try_clone()?;
@@ -586,10 +594,9 @@ impl Target {
             ));
         }
         head.push_str("\r\n");
-        let mut socket = match (kept, stream) {
-            (Some(socket), _) => socket,
-            (None, Some(stream)) => self.security.open(stream)?,
-            (None, None) => unreachable!("a new or a kept connection"),
+        let mut socket = match line {
+            Line::Kept(socket) => socket,
+            Line::New(stream) => self.security.open(stream)?,
         };
         // On a kept connection, an end or a reset before any byte of the
         // answer is the server having closed it (see `request`).
