@@ -1,6 +1,7 @@
 //! The Streamable HTTP client keeps its connections alive: requests one
-//! after the other share one connection, and one the server closed while
-//! it sat idle is not used again (its request goes on a new one).
+//! after the other share one connection; one the server closed while it sat
+//! idle, or said it would close, is not used again (the request goes on a
+//! new one), and closing the client closes the idle ones.
 
 mod common;
 
@@ -19,6 +20,12 @@ const THEN_CLOSE: &str = "then close";
 /// its connection on, unanswered: as a server closing an idle connection
 /// just as the request came looks to the client.
 const UNANSWERED_ONCE: &str = "unanswered once";
+/// The tool call answered with `Connection: close` on a connection the
+/// fake server then keeps serving: only the header says not to reuse it.
+const SAYS_CLOSE: &str = "says close";
+/// The tool call the fake server answers only once the test sends on
+/// [`Fake::release`].
+const HELD: &str = "held";
 
 /// The fake server's reports.
 struct Fake {
@@ -29,6 +36,18 @@ struct Fake {
     closed: Receiver<SocketAddr>,
     /// One for every GET (the standalone stream), once it is answered.
     gets: Receiver<()>,
+    /// The client's end of each connection the client closed.
+    hangups: Receiver<SocketAddr>,
+    /// Lets one [`HELD`] call be answered.
+    release: Sender<()>,
+}
+
+/// What a connection of the fake server reports.
+struct Reports {
+    closed: Sender<SocketAddr>,
+    gets: Sender<()>,
+    hangups: Sender<SocketAddr>,
+    release: Receiver<()>,
 }
 
 /// A keep-alive HTTP/1.1 server speaking just enough MCP: it counts the
@@ -41,12 +60,19 @@ fn fake_server() -> Fake {
     let accepted = Arc::new(AtomicUsize::new(0));
     let (closed_tx, closed) = crossbeam_channel::unbounded();
     let (gets_tx, gets) = crossbeam_channel::unbounded();
+    let (hangups_tx, hangups) = crossbeam_channel::unbounded();
+    let (release, release_rx) = crossbeam_channel::unbounded();
     let count = accepted.clone();
     std::thread::spawn(move || {
         for s in l.incoming().map_while(Result::ok) {
             count.fetch_add(1, Ordering::SeqCst);
-            let (closed, gets) = (closed_tx.clone(), gets_tx.clone());
-            std::thread::spawn(move || serve(s, &closed, &gets));
+            let reports = Reports {
+                closed: closed_tx.clone(),
+                gets: gets_tx.clone(),
+                hangups: hangups_tx.clone(),
+                release: release_rx.clone(),
+            };
+            std::thread::spawn(move || serve(s, &reports));
         }
     });
     Fake {
@@ -54,6 +80,8 @@ fn fake_server() -> Fake {
         accepted,
         closed,
         gets,
+        hangups,
+        release,
     }
 }
 
@@ -61,20 +89,22 @@ fn fake_server() -> Fake {
 static DROPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Answers the requests of one connection until the client hangs up.
-fn serve(s: TcpStream, closed: &Sender<SocketAddr>, gets: &Sender<()>) {
+fn serve(s: TcpStream, reports: &Reports) {
     let peer = s.peer_addr().unwrap();
     let mut r = BufReader::new(s.try_clone().unwrap());
     let mut w = s;
     loop {
-        let (mut get, mut length) = (false, 0);
+        let (mut get, mut delete, mut length) = (false, false, 0);
         let mut first = true;
         loop {
             let mut line = String::new();
             if r.read_line(&mut line).unwrap_or(0) == 0 {
+                let _ = reports.hangups.send(peer);
                 return;
             }
             if first {
                 get = line.starts_with("GET");
+                delete = line.starts_with("DELETE");
                 first = false;
             }
             if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
@@ -97,7 +127,11 @@ fn serve(s: TcpStream, closed: &Sender<SocketAddr>, gets: &Sender<()>) {
         };
         if get {
             reply(&mut w, "405 Method Not Allowed", "", "");
-            let _ = gets.send(());
+            let _ = reports.gets.send(());
+            continue;
+        }
+        if delete {
+            reply(&mut w, "200 OK", "", "");
             continue;
         }
         let Ok(m) = serde_json::from_slice::<Value>(&body) else {
@@ -114,12 +148,19 @@ fn serve(s: TcpStream, closed: &Sender<SocketAddr>, gets: &Sender<()>) {
             }
             "tools/call" => {
                 let said = m["params"]["arguments"]["message"].clone();
+                if said == HELD && reports.release.recv_timeout(common::WAIT).is_err() {
+                    return;
+                }
                 if said == UNANSWERED_ONCE && !DROPPED.swap(true, Ordering::SeqCst) {
                     return;
                 }
                 let result = json!({"content":[{"type":"text","text":said}]});
                 let answer = json!({"jsonrpc":"2.0","id":m["id"],"result":result});
-                let sent = reply(&mut w, "200 OK", json, &answer.to_string());
+                let extra = match said == SAYS_CLOSE {
+                    true => format!("{json}Connection: close\r\n"),
+                    false => json.to_owned(),
+                };
+                let sent = reply(&mut w, "200 OK", &extra, &answer.to_string());
                 (sent, said == THEN_CLOSE)
             }
             // What some servers answer a notification with (202 is the
@@ -131,7 +172,7 @@ fn serve(s: TcpStream, closed: &Sender<SocketAddr>, gets: &Sender<()>) {
         }
         if then_close {
             let _ = w.shutdown(std::net::Shutdown::Both);
-            let _ = closed.send(peer);
+            let _ = reports.closed.send(peer);
             return;
         }
     }
@@ -238,4 +279,53 @@ fn a_request_the_server_closed_a_kept_connection_on_goes_again() {
     echo(&c, "then");
     assert_eq!(fake.accepted.load(Ordering::SeqCst), before + 1);
     c.close();
+}
+
+#[test]
+fn an_answer_saying_close_leaves_its_connection_unused() {
+    let fake = fake_server();
+    let c = connect(&fake);
+    echo(&c, "first");
+    let before = fake.accepted.load(Ordering::SeqCst);
+    echo(&c, SAYS_CLOSE);
+    echo(&c, "after");
+    assert_eq!(fake.accepted.load(Ordering::SeqCst), before + 1);
+    c.close();
+}
+
+#[test]
+fn closing_the_client_closes_its_idle_connections() {
+    let fake = fake_server();
+    let c = Arc::new(connect(&fake));
+    // Two connections idle: a call held by the server keeps one busy while
+    // another call opens a second.
+    let held = {
+        let c = c.clone();
+        std::thread::spawn(move || echo(&c, HELD))
+    };
+    let before = fake.accepted.load(Ordering::SeqCst);
+    let deadline = Instant::now() + common::WAIT;
+    while fake.accepted.load(Ordering::SeqCst) == before {
+        assert!(Instant::now() < deadline, "the held call never connected");
+        std::thread::yield_now();
+    }
+    echo(&c, "meanwhile");
+    fake.release.send(()).unwrap();
+    held.join().unwrap();
+    assert_eq!(fake.accepted.load(Ordering::SeqCst), before + 2);
+    // The standalone stream's connection, refused, is closed by the client.
+    let gone = fake
+        .hangups
+        .recv_timeout(common::WAIT)
+        .expect("the GET's connection");
+    c.close();
+    // The DELETE takes one idle connection (and closes it after its
+    // answer); the close closes the other while `c` still lives.
+    for _ in 0..2 {
+        let next = fake
+            .hangups
+            .recv_timeout(common::WAIT)
+            .expect("an idle connection outlived the close");
+        assert_ne!(next, gone);
+    }
 }
