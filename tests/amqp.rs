@@ -942,12 +942,13 @@ fn a_link_restart_with_handlers_in_flight_acknowledges_nothing_twice() {
 
 /// Polls `fact` (a sweep) while the manual clock moves on a second per
 /// round: for effects of broker events the test cannot wait on directly.
-fn eventually(clock: &supervisor::ManualClock, mut fact: impl FnMut() -> bool) -> bool {
-    soon(|| {
-        fact() || {
-            clock.advance(Duration::from_secs(1));
-            false
+fn eventually(clock: &supervisor::ManualClock, what: &str, mut fact: impl FnMut() -> bool) {
+    common::eventually(what, || {
+        if fact() {
+            return Ok(());
         }
+        clock.advance(Duration::from_secs(1));
+        Err("not yet".to_owned())
     })
 }
 
@@ -1013,9 +1014,10 @@ fn sessions_of_gone_clients_expire_and_their_replies_stay_pinned() {
     drop(other);
     assert_eq!(amqp.session_count(), 1);
     server.add_tool(tool("three")).unwrap();
-    assert!(
-        eventually(&clock, || amqp.sweep_sessions() == 1),
-        "the session of a client whose queue is gone never ended"
+    eventually(
+        &clock,
+        "the session of a client whose queue is gone never ended",
+        || amqp.sweep_sessions() == 1,
     );
     amqp.shutdown().unwrap();
 }
@@ -1062,18 +1064,6 @@ fn a_stateless_client_calls_and_answers_questions_through_the_broker() {
     running.shutdown().unwrap();
 }
 
-/// Whether `fact` comes true within [`WAIT`] (checked every few ms).
-fn soon(mut fact: impl FnMut() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + WAIT;
-    while std::time::Instant::now() < deadline {
-        if fact() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    fact()
-}
-
 /// A client that closes, or is dropped, ends its session on the server at
 /// once (the AMQP form of an HTTP `DELETE`): before, its session stayed
 /// until the idle expiry, holding one of the instance's `max_sessions`.
@@ -1093,10 +1083,12 @@ fn a_client_that_closes_ends_its_session_at_once() {
         } else {
             drop(c);
         }
-        assert!(
-            soon(|| server.session_count() == 0),
-            "round {round}: the session outlived its client's close"
-        );
+        common::eventually("the session outlived its client's close", || {
+            match server.session_count() {
+                0 => Ok(()),
+                n => Err(format!("round {round}: {n} session(s)")),
+            }
+        });
     }
     server.shutdown().unwrap();
 }

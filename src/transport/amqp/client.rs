@@ -317,9 +317,9 @@ impl Shared {
     /// instance's `max_sessions`. Published after everything written
     /// before (writers publish under the same lock). Best effort: nothing
     /// to tell without a session (or once the server said it has none),
-    /// nothing can be told between connections, and the connection's
-    /// close, not this, is what a leaving program may not wait for; then
-    /// the session expires as before.
+    /// nothing can be told between connections, and a program that exits
+    /// as it closes may end before this is sent; then the session expires
+    /// as before.
     fn goodbye(&self) {
         let out = lock(&self.outbox);
         let Some((_, channel)) = &out.publisher else {

@@ -1271,6 +1271,7 @@ pub(crate) fn check_headers(headers: &[(String, String)]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::flow::tests::until;
     use std::thread::ThreadId;
 
     /// Posters whose threads report (their id, the message) when done; a
@@ -1353,11 +1354,7 @@ mod tests {
             assert_eq!(m, i);
             threads.insert(thread);
             // Until it counts as idle, the next message would start another.
-            let deadline = std::time::Instant::now() + Duration::from_secs(20);
-            while posters.idle.load(Ordering::SeqCst) == 0 {
-                assert!(std::time::Instant::now() < deadline, "never idle");
-                std::thread::yield_now();
-            }
+            until("never idle", || posters.idle.load(Ordering::SeqCst) > 0);
         }
         assert_eq!(threads.len(), 1, "one thread served them one after another");
     }
@@ -1381,11 +1378,7 @@ mod tests {
 
     /// Waits until no thread holds what the posters run: every one ended.
     fn all_ended(posters: &Posters) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while Arc::strong_count(&posters.run) > 1 {
-            assert!(std::time::Instant::now() < deadline, "a thread lives on");
-            std::thread::yield_now();
-        }
+        until("a thread lives on", || Arc::strong_count(&posters.run) == 1);
     }
 
     #[test]
