@@ -1,0 +1,304 @@
+//! Streamable HTTP client connection, on the same small HTTP/1.1 footing as
+//! the server (std sockets + `httparse`; no async runtime, no extra crate).
+//!
+//! Every POST runs on a thread of its own, so a long call never blocks the
+//! next message (a thread done with its message takes the next one, see
+//! [`POST_THREAD_IDLE`](posters::POST_THREAD_IDLE)); `initialize` and `notifications/initialized` run
+//! inline because the session id and the session's start come with them.
+//! Connections are kept alive and reused (at most [`MAX_IDLE_CONNECTIONS`](pool::MAX_IDLE_CONNECTIONS)
+//! idle, none reused after [`IDLE_CONNECTION_MAX`](pool::IDLE_CONNECTION_MAX)); a stateless call,
+//! which is cancelled by closing its connection, gets one of its own. JSON
+//! answers and SSE streams both feed one queue that the client's reader
+//! drains. A stream that ends
+//! before its response is resumed with `GET` + `Last-Event-ID` after the
+//! server's `retry:` delay. Closing sends `DELETE`, ends every stream and
+//! the reader.
+//!
+//! Failures reach the caller at once: a POST that fails answers its request
+//! with an error; a server that cannot be reached any more ends the
+//! connection (the client then reconnects or reports it closed). Every
+//! socket has connect and write timeouts and every read one (the answer to
+//! a call waits as long as the call's own timeout allows; closing the
+//! client ends it), and no body, line or event is held beyond
+//! [`DEFAULT_MAX_MESSAGE_BYTES`](crate::transport::connection::DEFAULT_MAX_MESSAGE_BYTES).
+
+mod pool;
+mod posters;
+mod response;
+mod stateless;
+mod streams;
+mod target;
+
+#[cfg(feature = "fuzzing")]
+pub(crate) use streams::SseReader;
+
+use super::socket::Security;
+use crate::jsonrpc::RequestId;
+use crate::sync::{lock, FastMap};
+use crate::transport::connection::{Connection, MessageReader, MessageWriter};
+use crossbeam_channel::Receiver;
+use posters::Posters;
+use serde_json::Value;
+use stateless::stateless_call;
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use target::{SessionState, Target};
+
+/// Default wait before resuming a stream when the server gave no `retry:`.
+pub const DEFAULT_RECONNECT_DELAY: Duration = Duration::from_millis(1000);
+/// How often in a row a dropped stream is resumed before giving up.
+pub const MAX_RESUME_ATTEMPTS: u32 = 5;
+/// Longest a TCP connect to the server may take: 10 s.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest a response that answers no call may stay silent (the answer to
+/// a notification, the standalone stream, a DELETE): 5 minutes. A silent
+/// standalone stream is simply opened again. The answer to a call may take
+/// as long as the call's own timeout allows; closing the client ends it.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Parses `http://host[:port]/path` (or `https://…`): the address, the
+/// `Host` header, the path and how to reach it.
+fn parse_url(url: &str) -> io::Result<(SocketAddr, String, String, Security)> {
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("not an http:// or https:// URL: {url}"),
+        )
+    })?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], rest[i..].to_owned()),
+        None => (rest, "/".to_owned()),
+    };
+    // The host without the port (an IPv6 literal keeps its brackets).
+    let host = match authority.rsplit_once(':') {
+        Some((h, port)) if !port.contains(']') => h,
+        _ => authority,
+    };
+    let security = Security::of(scheme, host)?;
+    let with_port = if host.len() < authority.len() {
+        authority.to_owned()
+    } else {
+        format!("{authority}:{}", security.default_port())
+    };
+    let addr = with_port.to_socket_addrs()?.next().ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("cannot resolve {authority}"),
+        )
+    })?;
+    Ok((addr, authority.to_owned(), path, security))
+}
+
+struct HttpWriter {
+    target: Arc<Target>,
+    posters: Posters,
+    closed: bool,
+}
+
+impl MessageWriter for HttpWriter {
+    fn write(&mut self, message: &Value) -> io::Result<()> {
+        if self.closed {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        match message.get("method").and_then(Value::as_str) {
+            // A stateless call is cancelled by closing its connection.
+            Some("notifications/cancelled") => {
+                let id = message
+                    .pointer("/params/requestId")
+                    .and_then(RequestId::from_value);
+                if id.is_some_and(|id| self.target.cancel(&id)) {
+                    return Ok(());
+                }
+            }
+            // Inline: its answer carries the session id later requests need.
+            Some("initialize") => return self.target.post(message),
+            Some("notifications/initialized") => {
+                self.target.post(message)?;
+                // The session is up: open the standalone stream for messages
+                // the server sends outside any request.
+                self.target.clone().listen();
+                return Ok(());
+            }
+            _ => {}
+        }
+        // A stateless call is known (and cancellable) from now on, before
+        // its POST is under way.
+        if let Some(id) = stateless_call(message) {
+            lock(&self.target.calls).insert(id, None);
+        }
+        let posted = self.posters.post(message.clone());
+        if posted.is_err() {
+            if let Some(id) = stateless_call(message) {
+                lock(&self.target.calls).remove(&id);
+            }
+        }
+        posted
+    }
+
+    fn close(&mut self) {
+        if std::mem::replace(&mut self.closed, true) {
+            return;
+        }
+        let t = &self.target;
+        let has_session = lock(&t.session).id.is_some();
+        if has_session {
+            // Tell the server the session is over (405 means it keeps it; fine).
+            let _ = t.request("DELETE", None, &[], Some(DEFAULT_READ_TIMEOUT), None);
+        }
+        // End every thread reading a response, then the reader.
+        t.closed.store(true, Ordering::SeqCst);
+        self.posters.close();
+        for (_, s) in lock(&t.sockets).drain() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        lock(&t.idle).clear();
+        t.end();
+    }
+}
+
+struct HttpReader(Receiver<(Vec<u8>, Option<RequestId>)>);
+
+impl MessageReader for HttpReader {
+    fn read(&mut self) -> io::Result<Option<Vec<u8>>> {
+        Ok(self.read_related()?.map(|(m, _)| m))
+    }
+    fn read_related(&mut self) -> io::Result<Option<(Vec<u8>, Option<RequestId>)>> {
+        // An empty message marks the end of the session (404).
+        Ok(self.0.recv().ok().filter(|(m, _)| !m.is_empty()))
+    }
+}
+
+impl Connection {
+    /// A Streamable HTTP connection to `url` (`http://host:port/path`, or
+    /// `https://…` trusting the system's certificate authorities, or those
+    /// of `SSL_CERT_FILE` / `SSL_CERT_DIR` when set).
+    pub fn http(url: &str) -> io::Result<Connection> {
+        Connection::http_with_headers(url, Vec::new())
+    }
+
+    /// [`Connection::http`], sending `headers` with every request (an
+    /// `Authorization` a server asks for, say). A name that is not an HTTP
+    /// token, a value with a control character, or a header the transport
+    /// sets itself is refused.
+    pub fn http_with_headers(url: &str, headers: Vec<(String, String)>) -> io::Result<Connection> {
+        check_headers(&headers)?;
+        let (addr, host, path, security) = parse_url(url)?;
+        // Bounded by the number of answers in flight; the reader drains it.
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let target: Arc<Target> = Arc::new(Target {
+            addr,
+            security,
+            host,
+            path,
+            session: Mutex::new(SessionState::default()),
+            incoming: tx,
+            closed: AtomicBool::new(false),
+            sockets: Mutex::new(FastMap::default()),
+            idle: Mutex::default(),
+            next_socket: AtomicU64::new(0),
+            headers,
+            params: Mutex::default(),
+            calls: Mutex::default(),
+            cancelled: Mutex::default(),
+        });
+        Ok(Connection::new(
+            Box::new(HttpWriter {
+                posters: Posters::of(&target),
+                target,
+                closed: false,
+            }),
+            Box::new(HttpReader(rx)),
+        ))
+    }
+}
+
+impl Connection {
+    /// [`Connection::http`] sending `Authorization: Bearer <token>` with
+    /// every request: what an mcpvisor server with `bearerTokenFile` (or
+    /// any server behind OAuth with a token already in hand) asks for. A
+    /// token that is empty or not visible ASCII is refused.
+    pub fn http_bearer(url: &str, token: &str) -> io::Result<Connection> {
+        if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a bearer token must be non-empty visible ASCII",
+            ));
+        }
+        Connection::http_with_headers(
+            url,
+            vec![("Authorization".into(), format!("Bearer {token}"))],
+        )
+    }
+
+    /// [`Connection::http_bearer`] with the token read from `path`: its
+    /// first line that is neither blank nor a `#` comment, trimmed (the
+    /// format of the server's `bearerTokenFile`). Read once, here.
+    pub fn http_bearer_file(url: &str, path: &std::path::Path) -> io::Result<Connection> {
+        let tokens = super::read_token_file(path)?;
+        Connection::http_bearer(url, &tokens[0])
+    }
+}
+
+/// Headers a caller may add to every request: HTTP tokens as names,
+/// values without control characters, none the transport sets itself.
+pub(crate) fn check_headers(headers: &[(String, String)]) -> io::Result<()> {
+    const OWN: [&str; 6] = [
+        "host",
+        "connection",
+        "content-length",
+        "content-type",
+        "mcp-session-id",
+        "mcp-protocol-version",
+    ];
+    for (n, v) in headers {
+        let token = !n.is_empty()
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !token || v.bytes().any(|b| b.is_ascii_control() && b != b'\t') {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("header {n:?}: not a valid HTTP header"),
+            ));
+        }
+        if OWN.contains(&n.to_ascii_lowercase().as_str()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("header {n:?}: set by the transport itself"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_give_their_address_host_path_and_security() {
+        let (addr, host, path, s) = parse_url("http://127.0.0.1:8808/mcp").unwrap();
+        assert_eq!(
+            (addr.port(), host.as_str(), path.as_str()),
+            (8808, "127.0.0.1:8808", "/mcp")
+        );
+        assert!(matches!(s, Security::Plain));
+        let (addr, host, path, _) = parse_url("http://[::1]").unwrap();
+        assert_eq!(
+            (addr.port(), host.as_str(), path.as_str()),
+            (80, "[::1]", "/")
+        );
+        #[cfg(feature = "https")]
+        {
+            let (addr, _, _, s) = parse_url("https://127.0.0.1/mcp").unwrap();
+            assert_eq!(addr.port(), 443);
+            assert!(matches!(s, Security::Tls { .. }));
+        }
+        for bad in ["ftp://h/", "127.0.0.1:80/mcp"] {
+            let e = parse_url(bad).err().expect(bad);
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{bad}: {e}");
+        }
+    }
+}

@@ -1,0 +1,436 @@
+//! The server a client talks to: its session, its open sockets, and how
+//! one message goes out and its answer comes back.
+
+use super::response::{read_head, Body, Head};
+use super::stateless::{learn_bindings, stateless_call, stateless_headers, ParamBindings};
+use super::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT};
+use crate::jsonrpc::{ErrorObject, Reply, RequestId};
+use crate::sync::{lock, FastMap};
+use crate::transport::connection::DEFAULT_WRITE_TIMEOUT;
+use crate::transport::http::socket::{Security, Socket};
+use crossbeam_channel::Sender;
+use serde_json::Value;
+use std::collections::HashSet;
+use std::io::{self, BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Default)]
+pub(super) struct SessionState {
+    pub(super) id: Option<String>,
+    pub(super) version: Option<String>,
+}
+
+pub(super) struct Target {
+    pub(super) addr: SocketAddr,
+    pub(super) security: Security,
+    pub(super) host: String,
+    pub(super) path: String,
+    pub(super) session: Mutex<SessionState>,
+    // Each message with the id of our request whose response stream carried
+    // it (None: a JSON body, the standalone stream). An empty message marks
+    // the end of the session.
+    pub(super) incoming: Sender<(Vec<u8>, Option<RequestId>)>,
+    pub(super) closed: AtomicBool,
+    // Every open socket, so closing ends the threads reading them.
+    pub(super) sockets: Mutex<FastMap<u64, TcpStream>>,
+    // Connections whose last response was read whole and which the server
+    // keeps open, with when they fell idle; the last one in is used first.
+    pub(super) idle: Mutex<Vec<(Instant, Socket)>>,
+    pub(super) next_socket: AtomicU64,
+    // Sent with every request (e.g. Authorization).
+    pub(super) headers: Vec<(String, String)>,
+    pub(super) params: ParamBindings,
+    // Our stateless calls in flight, by id: the socket their answer comes
+    // on, once it is open (None before). Closing it is how such a call is
+    // cancelled; one cancelled before it has a socket never opens one.
+    pub(super) calls: Mutex<FastMap<RequestId, Option<u64>>>,
+    // Stateless calls cancelled here, whose failing is no news (hashed as
+    // `calls` is: `FastMap`'s hasher).
+    pub(super) cancelled: Mutex<HashSet<RequestId, foldhash::fast::RandomState>>,
+}
+
+/// Unregisters a socket (and the stateless call it answers) when its
+/// response is done with.
+pub(super) struct Registered {
+    target: std::sync::Weak<Target>,
+    key: u64,
+    call: Option<RequestId>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        if let Some(t) = self.target.upgrade() {
+            lock(&t.sockets).remove(&self.key);
+            if let Some(id) = &self.call {
+                lock(&t.calls).remove(id);
+            }
+        }
+    }
+}
+
+/// Most cancelled calls remembered until their failure is seen.
+const MAX_CANCELLED: usize = 1024;
+
+/// The server could not be connected to (refused, unreachable, timed out).
+#[derive(Debug)]
+struct Unreachable(io::Error);
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot connect to the server: {}", self.0)
+    }
+}
+
+impl std::error::Error for Unreachable {}
+
+/// The connection a request goes out on.
+enum Line {
+    /// Kept alive from an earlier request.
+    Kept(Socket),
+    /// Just connected (TLS, if any, not begun yet).
+    New(TcpStream),
+}
+
+/// A kept connection the server closed as a request went out on it.
+#[derive(Debug)]
+struct Unanswered(io::Error);
+
+impl std::fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the server closed a kept connection unanswered: {}",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for Unanswered {}
+
+/// Whether an error means the server cannot be reached at all (a slow
+/// answer is not that).
+pub(super) fn unreachable(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<Unreachable>())
+}
+
+impl Target {
+    /// One HTTP request, on an idle connection kept alive or a new one;
+    /// `call` names the stateless call it carries, which gets a connection
+    /// of its own (cancelled by closing it, closed after its answer).
+    ///
+    /// A server closes a kept connection it finds idle without reading
+    /// what arrives on it; when that happens just as a request goes out
+    /// (the connection ends or is reset before any byte of an answer), the
+    /// request is sent once more on a new connection, as browsers do. A
+    /// server that failed while handling it would look the same: only then
+    /// can a request arrive twice.
+    pub(super) fn request(
+        self: &Arc<Self>,
+        method: &str,
+        body: Option<&[u8]>,
+        extra: &[(&str, String)],
+        silence: Option<Duration>,
+        call: Option<&RequestId>,
+    ) -> io::Result<(Head, Body<BufReader<Socket>>)> {
+        if call.is_none() {
+            if let Some(socket) = self.idle_socket() {
+                match self.exchange(Some(socket), method, body, extra, silence, call) {
+                    Err(e) if e.get_ref().is_some_and(|i| i.is::<Unanswered>()) => {
+                        log::debug!("client: {e}; sending the request again on a new connection");
+                    }
+                    done => return done,
+                }
+            }
+        }
+        self.exchange(None, method, body, extra, silence, call)
+    }
+
+    /// [`request`](Self::request) on `kept` (a connection kept alive) or a
+    /// new connection.
+    fn exchange(
+        self: &Arc<Self>,
+        kept: Option<Socket>,
+        method: &str,
+        body: Option<&[u8]>,
+        extra: &[(&str, String)],
+        silence: Option<Duration>,
+        call: Option<&RequestId>,
+    ) -> io::Result<(Head, Body<BufReader<Socket>>)> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        let keep = call.is_none();
+        let reused = kept.is_some();
+        let line = match kept {
+            Some(socket) => Line::Kept(socket),
+            None => {
+                let stream = TcpStream::connect_timeout(&self.addr, DEFAULT_CONNECT_TIMEOUT)
+                    .map_err(|e| io::Error::new(e.kind(), Unreachable(e)))?;
+                stream.set_nodelay(true)?;
+                stream.set_write_timeout(Some(DEFAULT_WRITE_TIMEOUT))?;
+                Line::New(stream)
+            }
+        };
+        let tcp = match &line {
+            Line::Kept(socket) => socket.tcp(),
+            Line::New(stream) => stream,
+        };
+        tcp.set_read_timeout(silence)?;
+        let registry_copy = tcp.try_clone()?;
+        let key = self.next_socket.fetch_add(1, Ordering::Relaxed);
+        {
+            // Checked under the registry's lock: close() drains it after
+            // setting `closed`, so no socket opened now escapes it.
+            let mut sockets = lock(&self.sockets);
+            if self.closed.load(Ordering::SeqCst) {
+                return Err(io::ErrorKind::BrokenPipe.into());
+            }
+            if let Some(id) = call {
+                match lock(&self.calls).get_mut(id) {
+                    Some(slot) => *slot = Some(key),
+                    // Cancelled before it was sent: it never is.
+                    None => return Err(io::ErrorKind::Interrupted.into()),
+                }
+            }
+            sockets.insert(key, registry_copy);
+        }
+        let registered = Registered {
+            target: Arc::downgrade(self),
+            key,
+            call: call.cloned(),
+        };
+        let mut head = format!("{method} {} HTTP/1.1\r\nHost: {}\r\n", self.path, self.host);
+        if !keep {
+            head.push_str("Connection: close\r\n");
+        }
+        // A stateless request names its own version (in `extra`) and no session.
+        let stateless = extra
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("mcp-protocol-version"));
+        if !stateless {
+            let s = lock(&self.session);
+            if let Some(id) = &s.id {
+                head.push_str(&format!("Mcp-Session-Id: {id}\r\n"));
+            }
+            if let Some(v) = &s.version {
+                head.push_str(&format!("MCP-Protocol-Version: {v}\r\n"));
+            }
+        }
+        for (n, v) in self.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())) {
+            head.push_str(&format!("{n}: {v}\r\n"));
+        }
+        for (n, v) in extra {
+            head.push_str(&format!("{n}: {v}\r\n"));
+        }
+        if let Some(b) = body {
+            head.push_str(&format!(
+                "Content-Type: application/json\r\nContent-Length: {}\r\n",
+                b.len()
+            ));
+        }
+        head.push_str("\r\n");
+        let mut socket = match line {
+            Line::Kept(socket) => socket,
+            Line::New(stream) => self.security.open(stream)?,
+        };
+        // On a kept connection, an end or a reset before any byte of the
+        // answer is the server having closed it (see `request`).
+        let unanswered = |e: io::Error| match e.kind() {
+            io::ErrorKind::UnexpectedEof
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe
+                if reused =>
+            {
+                io::Error::new(e.kind(), Unanswered(e))
+            }
+            _ => e,
+        };
+        let sent = socket.write_all(head.as_bytes()).and_then(|()| match body {
+            Some(b) => socket.write_all(b),
+            None => Ok(()),
+        });
+        sent.and_then(|()| socket.flush()).map_err(unanswered)?;
+        let mut r = BufReader::new(socket);
+        match r.fill_buf() {
+            Ok([]) => return Err(unanswered(io::ErrorKind::UnexpectedEof.into())),
+            Ok(_) => {}
+            Err(e) => return Err(unanswered(e)),
+        }
+        let head = read_head(&mut r)?;
+        let chunked = head
+            .header("transfer-encoding")
+            .is_some_and(|t| t.contains("chunked"));
+        let length = head.header("content-length").and_then(|l| l.parse().ok());
+        // 1xx, 204 and 304 have no body (RFC 9112, 6.3).
+        let bodiless = head.status < 200 || head.status == 204 || head.status == 304;
+        let until_close = !bodiless && !chunked && length.is_none();
+        let reusable = keep && head.keep_alive && !until_close;
+        Ok((
+            head,
+            Body {
+                r,
+                chunked,
+                left: length.unwrap_or(0),
+                done: false,
+                until_close,
+                reusable,
+                socket: Some(registered),
+            },
+        ))
+    }
+
+    /// POSTs one message and delivers whatever comes back. A request that
+    /// cannot be sent or answered is answered with an error at once; a
+    /// server that cannot be reached ends the connection.
+    pub(super) fn post(self: &Arc<Self>, message: &Value) -> io::Result<()> {
+        let result = self.try_post(message);
+        if let Err(e) = &result {
+            let id = message.get("method").and(message.get("id"));
+            if let Some(id) = id.and_then(RequestId::from_value) {
+                lock(&self.calls).remove(&id);
+                self.fail(&id, &e.to_string());
+            }
+            if unreachable(e) {
+                log::warn!("client: the server cannot be reached ({e}); the connection ends");
+                self.end();
+            }
+        }
+        result
+    }
+
+    /// Answers our request `id` with an error (it can get no other answer),
+    /// unless we cancelled it ourselves (the client has given up on it).
+    pub(super) fn fail(&self, id: &RequestId, why: &str) {
+        if lock(&self.cancelled).remove(id) {
+            return;
+        }
+        log::warn!("client: request {id} failed: {why}");
+        let error = ErrorObject::internal(format!("the HTTP request failed: {why}"));
+        let answer = Reply::error(Some(id.clone()), error);
+        self.deliver(crate::jsonrpc::to_text(&answer).into_bytes(), None);
+    }
+
+    /// Cancels our stateless call `id` the way 2026-07-28 does: by closing
+    /// the connection its answer was to come on. False when it has none
+    /// (a session call: the notification is sent instead).
+    pub(super) fn cancel(&self, id: &RequestId) -> bool {
+        let Some(socket) = lock(&self.calls).remove(id) else {
+            return false;
+        };
+        {
+            let mut cancelled = lock(&self.cancelled);
+            if cancelled.len() >= MAX_CANCELLED {
+                cancelled.clear();
+            }
+            cancelled.insert(id.clone());
+        }
+        // Shut down outside the registry's lock.
+        let open = socket.and_then(|key| lock(&self.sockets).get(&key).map(TcpStream::try_clone));
+        if let Some(Ok(s)) = open {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        true
+    }
+
+    /// Ends the connection: its reader sees the end.
+    pub(super) fn end(&self) {
+        let _ = self.incoming.send((Vec::new(), None));
+    }
+
+    fn try_post(self: &Arc<Self>, message: &Value) -> io::Result<()> {
+        let bytes = crate::jsonrpc::to_text(message).into_bytes();
+        // A call is answered when its handler is done: as long as the
+        // call's own timeout allows.
+        let call = message.get("method").is_some() && message.get("id").is_some();
+        let stateless = stateless_headers(message, &self.params);
+        let mut extra = vec![("Accept", "application/json, text/event-stream".to_owned())];
+        extra.extend(stateless.iter().map(|(n, v)| (n.as_str(), v.clone())));
+        let stateless_call = stateless_call(message);
+        let (head, body) = self.request(
+            "POST",
+            Some(&bytes),
+            &extra,
+            (!call).then_some(DEFAULT_READ_TIMEOUT),
+            stateless_call.as_ref(),
+        )?;
+        if let Some(id) = head.header("mcp-session-id") {
+            lock(&self.session).id = Some(id.to_owned());
+        }
+        let ct = head.header("content-type").unwrap_or("").to_owned();
+        let mut body = body;
+        match head.status {
+            202 => {
+                self.recycle(body);
+                Ok(())
+            }
+            200 if ct.starts_with("text/event-stream") => {
+                // A request's stream carries its answer, and the server's
+                // requests made while serving it.
+                let request = message.get("method").and_then(|_| message.get("id"));
+                self.follow(body, request.and_then(RequestId::from_value));
+                Ok(())
+            }
+            200 => {
+                let text = body.bounded()?;
+                self.recycle(body);
+                // An empty body answers nothing: fine for a notification
+                // (some servers send 200 where 202 is the rule), not for a
+                // call, which then fails at once.
+                if text.is_empty() && call {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "the server answered the call with an empty body",
+                    ));
+                }
+                if text.is_empty() {
+                    return Ok(());
+                }
+                self.deliver(text, None);
+                Ok(())
+            }
+            404 if lock(&self.session).id.is_some() => {
+                // The session is gone (expired, deleted, server restarted):
+                // end this connection so the client can start a new one.
+                self.end();
+                Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "the server no longer knows this session (404)",
+                ))
+            }
+            status => {
+                let text = body.bounded().unwrap_or_default();
+                self.recycle(body);
+                // A JSON-RPC error body still answers the request.
+                if serde_json::from_slice::<Value>(&text).is_ok_and(|v| {
+                    v.get("error").is_some() && v.get("id").is_some_and(|i| !i.is_null())
+                }) {
+                    self.deliver(text, None);
+                    return Ok(());
+                }
+                Err(io::Error::other(format!(
+                    "HTTP {status}: {}",
+                    String::from_utf8_lossy(&text)
+                )))
+            }
+        }
+    }
+
+    pub(super) fn deliver(&self, bytes: Vec<u8>, related: Option<RequestId>) {
+        if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
+            // Remember the negotiated revision for the MCP-Protocol-Version header.
+            if let Some(pv) = v.pointer("/result/protocolVersion").and_then(Value::as_str) {
+                if v.pointer("/result/serverInfo").is_some() {
+                    lock(&self.session).version = Some(pv.to_owned());
+                }
+            }
+            if let Some(result) = v.get("result") {
+                learn_bindings(result, &self.params);
+            }
+        }
+        let _ = self.incoming.send((bytes, related));
+    }
+}
