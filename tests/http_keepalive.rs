@@ -1,12 +1,14 @@
 //! The Streamable HTTP client keeps its connections alive: requests one
 //! after the other share one connection; one the server closed while it sat
 //! idle, or said it would close, is not used again (the request goes on a
-//! new one), and closing the client closes the idle ones.
+//! new one), and closing the client closes the idle ones. A call the
+//! client gives up on has its connection closed.
 
 mod common;
 
 use crossbeam_channel::{Receiver, Sender};
-use mcpvisor::client::{Client, ClientOptions, Connection};
+use mcpvisor::client::{CallOptions, Client, ClientError, ClientOptions, Connection};
+use mcpvisor::protocol::CancelToken;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -25,6 +27,9 @@ const SAYS_CLOSE: &str = "says close";
 /// The tool call the fake server answers only once the test sends on
 /// [`Fake::release`].
 const HELD: &str = "held";
+/// The tool call the fake server never answers, reading on for the next
+/// request meanwhile (so it sees the client close the connection).
+const NEVER: &str = "never";
 
 /// The fake server's reports.
 struct Fake {
@@ -39,6 +44,10 @@ struct Fake {
     hangups: Receiver<SocketAddr>,
     /// Lets one [`HELD`] call be answered.
     release: Sender<()>,
+    /// The client's end of the connection each [`NEVER`] call came on.
+    nevers: Receiver<SocketAddr>,
+    /// Every `notifications/cancelled`.
+    cancels: Receiver<Value>,
 }
 
 /// What a connection of the fake server reports.
@@ -47,6 +56,8 @@ struct Reports {
     gets: Sender<()>,
     hangups: Sender<SocketAddr>,
     release: Receiver<()>,
+    nevers: Sender<SocketAddr>,
+    cancels: Sender<Value>,
 }
 
 /// A keep-alive HTTP/1.1 server speaking just enough MCP: it counts the
@@ -61,6 +72,8 @@ fn fake_server() -> Fake {
     let (gets_tx, gets) = crossbeam_channel::unbounded();
     let (hangups_tx, hangups) = crossbeam_channel::unbounded();
     let (release, release_rx) = crossbeam_channel::unbounded();
+    let (nevers_tx, nevers) = crossbeam_channel::unbounded();
+    let (cancels_tx, cancels) = crossbeam_channel::unbounded();
     let count = accepted.clone();
     std::thread::spawn(move || {
         for s in l.incoming().map_while(Result::ok) {
@@ -70,6 +83,8 @@ fn fake_server() -> Fake {
                 gets: gets_tx.clone(),
                 hangups: hangups_tx.clone(),
                 release: release_rx.clone(),
+                nevers: nevers_tx.clone(),
+                cancels: cancels_tx.clone(),
             };
             std::thread::spawn(move || serve(s, &reports));
         }
@@ -81,6 +96,8 @@ fn fake_server() -> Fake {
         gets,
         hangups,
         release,
+        nevers,
+        cancels,
     }
 }
 
@@ -153,6 +170,10 @@ fn serve(s: TcpStream, reports: &Reports) {
                 if said == UNANSWERED_ONCE && !DROPPED.swap(true, Ordering::SeqCst) {
                     return;
                 }
+                if said == NEVER {
+                    let _ = reports.nevers.send(peer);
+                    continue;
+                }
                 let result = json!({"content":[{"type":"text","text":said}]});
                 let answer = json!({"jsonrpc":"2.0","id":m["id"],"result":result});
                 let extra = match said == SAYS_CLOSE {
@@ -164,7 +185,12 @@ fn serve(s: TcpStream, reports: &Reports) {
             }
             // What some servers answer a notification with (202 is the
             // rule): an empty 200, which must not end the session.
-            _ => (reply(&mut w, "200 OK", "", ""), false),
+            method => {
+                if method == "notifications/cancelled" {
+                    let _ = reports.cancels.send(m.clone());
+                }
+                (reply(&mut w, "200 OK", "", ""), false)
+            }
         };
         if !answered {
             return;
@@ -328,4 +354,48 @@ fn closing_the_client_closes_its_idle_connections() {
             .expect("an idle connection outlived the close");
         assert_ne!(next, gone);
     }
+}
+
+/// A call the client gives up on has the connection its answer was to come
+/// on closed, so a server that never answers holds nothing of the
+/// client's; the server is told with `notifications/cancelled`, and the
+/// session goes on.
+#[test]
+fn a_call_given_up_on_has_its_connection_closed() {
+    let fake = fake_server();
+    let c = Arc::new(connect(&fake));
+    let token = CancelToken::new();
+    let call = {
+        let (c, token) = (c.clone(), token.clone());
+        std::thread::spawn(move || {
+            let opts = CallOptions {
+                cancel: Some(token),
+                ..CallOptions::default()
+            };
+            c.call_tool_with("echo", json!({ "message": NEVER }), opts)
+        })
+    };
+    let peer = fake
+        .nevers
+        .recv_timeout(common::WAIT)
+        .expect("the call reached the server");
+    token.cancel();
+    let e = call.join().unwrap().unwrap_err();
+    assert!(matches!(e, ClientError::Cancelled), "{e:?}");
+    loop {
+        let gone = fake
+            .hangups
+            .recv_timeout(common::WAIT)
+            .expect("the connection of the call given up on stayed open");
+        if gone == peer {
+            break;
+        }
+    }
+    let cancel = fake
+        .cancels
+        .recv_timeout(common::WAIT)
+        .expect("the server was told");
+    assert!(cancel["params"]["requestId"].is_number(), "{cancel}");
+    echo(&c, "after");
+    c.close();
 }

@@ -18,8 +18,9 @@
 //! with an error; a server that cannot be reached any more ends the
 //! connection (the client then reconnects or reports it closed). Every
 //! socket has connect and write timeouts and every read one (the answer to
-//! a call waits as long as the call's own timeout allows; closing the
-//! client ends it), and no body, line or event is held beyond
+//! a call waits as long as the call's own timeout allows: a call that
+//! times out or is cancelled has its connection closed, and closing the
+//! client closes them all), and no body, line or event is held beyond
 //! [`DEFAULT_MAX_MESSAGE_BYTES`](crate::transport::connection::DEFAULT_MAX_MESSAGE_BYTES).
 
 mod pool;
@@ -39,13 +40,12 @@ use crate::transport::connection::{Connection, MessageReader, MessageWriter};
 use crossbeam_channel::Receiver;
 use posters::Posters;
 use serde_json::Value;
-use stateless::stateless_call;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use target::{SessionState, Target};
+use target::{Call, SessionState, Target};
 
 /// Default wait before resuming a stream when the server gave no `retry:`.
 pub const DEFAULT_RECONNECT_DELAY: Duration = Duration::from_millis(1000);
@@ -104,7 +104,8 @@ impl MessageWriter for HttpWriter {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
         match message.get("method").and_then(Value::as_str) {
-            // A stateless call is cancelled by closing its connection.
+            // A call given up on has its connection closed; a stateless
+            // one is cancelled that way, a session call is also told.
             Some("notifications/cancelled") => {
                 let id = message
                     .pointer("/params/requestId")
@@ -124,16 +125,15 @@ impl MessageWriter for HttpWriter {
             }
             _ => {}
         }
-        // A stateless call is known (and cancellable) from now on, before
-        // its POST is under way.
-        if let Some(id) = stateless_call(message) {
-            lock(&self.target.calls).insert(id, None);
-        }
+        // A call is known (and can be given up) from now on, before its
+        // POST is under way.
+        let call = Call::of(message).map(|(id, call)| {
+            lock(&self.target.calls).insert(id.clone(), call);
+            id
+        });
         let posted = self.posters.post(message.clone());
-        if posted.is_err() {
-            if let Some(id) = stateless_call(message) {
-                lock(&self.target.calls).remove(&id);
-            }
+        if let (Err(_), Some(id)) = (&posted, call) {
+            lock(&self.target.calls).remove(&id);
         }
         posted
     }

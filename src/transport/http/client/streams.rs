@@ -3,7 +3,7 @@
 //! stream.
 
 use super::response::{read_line, Body};
-use super::target::{unreachable, Target};
+use super::target::{unreachable, InFlight, Target};
 use super::{DEFAULT_READ_TIMEOUT, DEFAULT_RECONNECT_DELAY, MAX_RESUME_ATTEMPTS};
 use crate::jsonrpc::RequestId;
 use crate::sync::lock;
@@ -23,6 +23,7 @@ impl Target {
         self: &Arc<Self>,
         body: Body<BufReader<Socket>>,
         request: Option<RequestId>,
+        call: Option<InFlight>,
     ) {
         let target = self.clone();
         let _ = std::thread::Builder::new().name("mcpvisor-client-sse".into()).spawn(move || {
@@ -48,7 +49,7 @@ impl Target {
                 }
                 std::thread::sleep(retry.unwrap_or(DEFAULT_RECONNECT_DELAY));
                 let resume = [("Accept", "text/event-stream".into()), ("Last-Event-ID", last)];
-                match target.request("GET", None, &resume, None, None) {
+                match target.request("GET", None, &resume, None, call.as_ref()) {
                     Ok((head, b)) if head.status == 200 => body = b,
                     Ok((head, _)) => {
                         return target.fail(request, &format!("resuming its stream failed with HTTP {}", head.status));

@@ -43,30 +43,84 @@ pub(super) struct Target {
     // Sent with every request (e.g. Authorization).
     pub(super) headers: Vec<(String, String)>,
     pub(super) params: ParamBindings,
-    // Our stateless calls in flight, by id: the socket their answer comes
-    // on, once it is open (None before). Closing it is how such a call is
-    // cancelled; one cancelled before it has a socket never opens one.
-    pub(super) calls: Mutex<FastMap<RequestId, Option<u64>>>,
-    // Stateless calls cancelled here, whose failing is no news (hashed as
-    // `calls` is: `FastMap`'s hasher).
+    // Our calls in flight (all but `initialize`), by id, from when they are
+    // written until their answer is read. Cancelling one closes the
+    // connection its answer comes on; one cancelled before it has a
+    // connection never opens one.
+    pub(super) calls: Mutex<FastMap<RequestId, Call>>,
+    // Calls cancelled here, whose failing is no news (hashed as `calls`
+    // is: `FastMap`'s hasher).
     pub(super) cancelled: Mutex<HashSet<RequestId, foldhash::fast::RandomState>>,
 }
 
-/// Unregisters a socket (and the stateless call it answers) when its
-/// response is done with.
+/// One of our calls in flight (see [`Target::calls`]).
+pub(super) struct Call {
+    /// The key (in [`Target::sockets`]) of the connection its answer
+    /// comes on, once it is open.
+    socket: Option<u64>,
+    /// A stateless (2026-07-28) call: closing its connection is how it is
+    /// cancelled, so it gets a connection of its own.
+    stateless: bool,
+}
+
+impl Call {
+    /// The call `message` is, if it is one the client tracks: a request
+    /// other than `initialize` (which is never cancelled), with its id.
+    pub(super) fn of(message: &Value) -> Option<(RequestId, Call)> {
+        let method = message.get("method")?.as_str()?;
+        if method == "initialize" {
+            return None;
+        }
+        let id = RequestId::from_value(message.get("id")?)?;
+        let stateless = stateless_call(message).is_some();
+        Some((
+            id,
+            Call {
+                socket: None,
+                stateless,
+            },
+        ))
+    }
+}
+
+/// A call whose POST (and the stream its answer comes on, resumed or not)
+/// is under way; its entry in [`Target::calls`] goes when this is dropped.
+pub(super) struct InFlight {
+    target: std::sync::Weak<Target>,
+    pub(super) id: RequestId,
+    stateless: bool,
+}
+
+impl InFlight {
+    /// `message`'s call, if the client tracks it (see [`Call::of`]).
+    fn of(target: &Arc<Target>, message: &Value) -> Option<InFlight> {
+        let (id, call) = Call::of(message)?;
+        Some(InFlight {
+            target: Arc::downgrade(target),
+            id,
+            stateless: call.stateless,
+        })
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(t) = self.target.upgrade() {
+            lock(&t.calls).remove(&self.id);
+        }
+    }
+}
+
+/// Unregisters a socket when its response is done with.
 pub(super) struct Registered {
     target: std::sync::Weak<Target>,
     key: u64,
-    call: Option<RequestId>,
 }
 
 impl Drop for Registered {
     fn drop(&mut self) {
         if let Some(t) = self.target.upgrade() {
             lock(&t.sockets).remove(&self.key);
-            if let Some(id) = &self.call {
-                lock(&t.calls).remove(id);
-            }
         }
     }
 }
@@ -118,8 +172,9 @@ pub(super) fn unreachable(e: &io::Error) -> bool {
 
 impl Target {
     /// One HTTP request, on an idle connection kept alive or a new one;
-    /// `call` names the stateless call it carries, which gets a connection
-    /// of its own (cancelled by closing it, closed after its answer).
+    /// `call` names the call whose answer comes on it (cancelling the call
+    /// closes it); a stateless call gets a connection of its own, closed
+    /// after its answer.
     ///
     /// A server closes a kept connection it finds idle without reading
     /// what arrives on it; when that happens just as a request goes out
@@ -133,9 +188,9 @@ impl Target {
         body: Option<&[u8]>,
         extra: &[(&str, String)],
         silence: Option<Duration>,
-        call: Option<&RequestId>,
+        call: Option<&InFlight>,
     ) -> io::Result<(Head, Body<BufReader<Socket>>)> {
-        if call.is_none() {
+        if !call.is_some_and(|c| c.stateless) {
             if let Some(socket) = self.idle_socket() {
                 match self.exchange(Some(socket), method, body, extra, silence, call) {
                     Err(e) if e.get_ref().is_some_and(|i| i.is::<Unanswered>()) => {
@@ -157,12 +212,12 @@ impl Target {
         body: Option<&[u8]>,
         extra: &[(&str, String)],
         silence: Option<Duration>,
-        call: Option<&RequestId>,
+        call: Option<&InFlight>,
     ) -> io::Result<(Head, Body<BufReader<Socket>>)> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
-        let keep = call.is_none();
+        let keep = !call.is_some_and(|c| c.stateless);
         let reused = kept.is_some();
         let line = match kept {
             Some(socket) => Line::Kept(socket),
@@ -188,9 +243,9 @@ impl Target {
             if self.closed.load(Ordering::SeqCst) {
                 return Err(io::ErrorKind::BrokenPipe.into());
             }
-            if let Some(id) = call {
-                match lock(&self.calls).get_mut(id) {
-                    Some(slot) => *slot = Some(key),
+            if let Some(call) = call {
+                match lock(&self.calls).get_mut(&call.id) {
+                    Some(slot) => slot.socket = Some(key),
                     // Cancelled before it was sent: it never is.
                     None => return Err(io::ErrorKind::Interrupted.into()),
                 }
@@ -200,7 +255,6 @@ impl Target {
         let registered = Registered {
             target: Arc::downgrade(self),
             key,
-            call: call.cloned(),
         };
         let mut head = format!("{method} {} HTTP/1.1\r\nHost: {}\r\n", self.path, self.host);
         if !keep {
@@ -287,11 +341,10 @@ impl Target {
     /// cannot be sent or answered is answered with an error at once; a
     /// server that cannot be reached ends the connection.
     pub(super) fn post(self: &Arc<Self>, message: &Value) -> io::Result<()> {
-        let result = self.try_post(message);
+        let result = self.try_post(message, InFlight::of(self, message));
         if let Err(e) = &result {
             let id = message.get("method").and(message.get("id"));
             if let Some(id) = id.and_then(RequestId::from_value) {
-                lock(&self.calls).remove(&id);
                 self.fail(&id, &e.to_string());
             }
             if unreachable(e) {
@@ -314,11 +367,14 @@ impl Target {
         self.deliver(crate::jsonrpc::to_text(&answer).into_bytes(), None);
     }
 
-    /// Cancels our stateless call `id` the way 2026-07-28 does: by closing
-    /// the connection its answer was to come on. False when it has none
-    /// (a session call: the notification is sent instead).
+    /// Gives up our call `id`: closes the connection its answer comes on,
+    /// if it is open (a call not sent yet never is), so that a server that
+    /// never finishes the answer holds nothing of ours. True for a
+    /// stateless call, for which that is how it is cancelled (2026-07-28);
+    /// a session call is also told with `notifications/cancelled`. False
+    /// when the call is not in flight.
     pub(super) fn cancel(&self, id: &RequestId) -> bool {
-        let Some(socket) = lock(&self.calls).remove(id) else {
+        let Some(call) = lock(&self.calls).remove(id) else {
             return false;
         };
         {
@@ -329,11 +385,13 @@ impl Target {
             cancelled.insert(id.clone());
         }
         // Shut down outside the registry's lock.
-        let open = socket.and_then(|key| lock(&self.sockets).get(&key).map(TcpStream::try_clone));
+        let open = call
+            .socket
+            .and_then(|key| lock(&self.sockets).get(&key).map(TcpStream::try_clone));
         if let Some(Ok(s)) = open {
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
-        true
+        call.stateless
     }
 
     /// Ends the connection: its reader sees the end.
@@ -341,21 +399,20 @@ impl Target {
         let _ = self.incoming.send((Vec::new(), None));
     }
 
-    fn try_post(self: &Arc<Self>, message: &Value) -> io::Result<()> {
+    fn try_post(self: &Arc<Self>, message: &Value, call: Option<InFlight>) -> io::Result<()> {
         let bytes = crate::jsonrpc::to_text(message).into_bytes();
-        // A call is answered when its handler is done: as long as the
-        // call's own timeout allows.
-        let call = message.get("method").is_some() && message.get("id").is_some();
+        // A request is answered when its handler is done: as long as the
+        // call's own timeout allows (giving up on it closes its connection).
+        let is_request = message.get("method").is_some() && message.get("id").is_some();
         let stateless = stateless_headers(message, &self.params);
         let mut extra = vec![("Accept", "application/json, text/event-stream".to_owned())];
         extra.extend(stateless.iter().map(|(n, v)| (n.as_str(), v.clone())));
-        let stateless_call = stateless_call(message);
         let (head, body) = self.request(
             "POST",
             Some(&bytes),
             &extra,
-            (!call).then_some(DEFAULT_READ_TIMEOUT),
-            stateless_call.as_ref(),
+            (!is_request).then_some(DEFAULT_READ_TIMEOUT),
+            call.as_ref(),
         )?;
         if let Some(id) = head.header("mcp-session-id") {
             lock(&self.session).id = Some(id.to_owned());
@@ -371,7 +428,7 @@ impl Target {
                 // A request's stream carries its answer, and the server's
                 // requests made while serving it.
                 let request = message.get("method").and_then(|_| message.get("id"));
-                self.follow(body, request.and_then(RequestId::from_value));
+                self.follow(body, request.and_then(RequestId::from_value), call);
                 Ok(())
             }
             200 => {
@@ -380,7 +437,7 @@ impl Target {
                 // An empty body answers nothing: fine for a notification
                 // (some servers send 200 where 202 is the rule), not for a
                 // call, which then fails at once.
-                if text.is_empty() && call {
+                if text.is_empty() && is_request {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
                         "the server answered the call with an empty body",
