@@ -154,7 +154,7 @@ impl MessageWriter for HttpWriter {
         for (_, s) in lock(&t.sockets).drain() {
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
-        lock(&t.idle).clear();
+        t.idle.clear();
         t.end();
     }
 }
@@ -197,7 +197,7 @@ impl Connection {
             incoming: tx,
             closed: AtomicBool::new(false),
             sockets: Mutex::new(FastMap::default()),
-            idle: Mutex::default(),
+            idle: pool::Pool::default(),
             next_socket: AtomicU64::new(0),
             headers,
             params: Mutex::default(),

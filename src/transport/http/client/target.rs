@@ -1,6 +1,7 @@
 //! The server a client talks to: its session, its open sockets, and how
 //! one message goes out and its answer comes back.
 
+use super::pool::Pool;
 use super::response::{read_head, Body, Head};
 use super::stateless::{learn_bindings, stateless_call, stateless_headers, ParamBindings};
 use super::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT};
@@ -15,7 +16,7 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Default)]
 pub(super) struct SessionState {
@@ -37,8 +38,8 @@ pub(super) struct Target {
     // Every open socket, so closing ends the threads reading them.
     pub(super) sockets: Mutex<FastMap<u64, TcpStream>>,
     // Connections whose last response was read whole and which the server
-    // keeps open, with when they fell idle; the last one in is used first.
-    pub(super) idle: Mutex<Vec<(Instant, Socket)>>,
+    // keeps open.
+    pub(super) idle: Pool,
     pub(super) next_socket: AtomicU64,
     // Sent with every request (e.g. Authorization).
     pub(super) headers: Vec<(String, String)>,
