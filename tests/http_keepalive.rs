@@ -2,12 +2,13 @@
 //! after the other share one connection; one the server closed while it sat
 //! idle, or said it would close, is not used again (the request goes on a
 //! new one), and closing the client closes the idle ones. A call the
-//! client gives up on has its connection closed.
+//! client gives up on has its connection closed, and a stateless call
+//! gets a connection of its own.
 
 mod common;
 
 use crossbeam_channel::{Receiver, Sender};
-use mcpvisor::client::{CallOptions, Client, ClientError, ClientOptions, Connection};
+use mcpvisor::client::{CallOptions, Client, ClientError, ClientOptions, Connection, Generation};
 use mcpvisor::protocol::CancelToken;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -48,6 +49,9 @@ struct Fake {
     nevers: Receiver<SocketAddr>,
     /// Every `notifications/cancelled`.
     cancels: Receiver<Value>,
+    /// For every `tools/call`: the client's end of its connection, and
+    /// whether the request said `Connection: close`.
+    calls: Receiver<(SocketAddr, bool)>,
 }
 
 /// What a connection of the fake server reports.
@@ -58,6 +62,7 @@ struct Reports {
     release: Receiver<()>,
     nevers: Sender<SocketAddr>,
     cancels: Sender<Value>,
+    calls: Sender<(SocketAddr, bool)>,
 }
 
 /// A keep-alive HTTP/1.1 server speaking just enough MCP: it counts the
@@ -74,6 +79,7 @@ fn fake_server() -> Fake {
     let (release, release_rx) = crossbeam_channel::unbounded();
     let (nevers_tx, nevers) = crossbeam_channel::unbounded();
     let (cancels_tx, cancels) = crossbeam_channel::unbounded();
+    let (calls_tx, calls) = crossbeam_channel::unbounded();
     let count = accepted.clone();
     std::thread::spawn(move || {
         for s in l.incoming().map_while(Result::ok) {
@@ -85,6 +91,7 @@ fn fake_server() -> Fake {
                 release: release_rx.clone(),
                 nevers: nevers_tx.clone(),
                 cancels: cancels_tx.clone(),
+                calls: calls_tx.clone(),
             };
             std::thread::spawn(move || serve(s, &reports));
         }
@@ -98,6 +105,7 @@ fn fake_server() -> Fake {
         release,
         nevers,
         cancels,
+        calls,
     }
 }
 
@@ -110,7 +118,7 @@ fn serve(s: TcpStream, reports: &Reports) {
     let mut r = BufReader::new(s.try_clone().unwrap());
     let mut w = s;
     loop {
-        let (mut get, mut delete, mut length) = (false, false, 0);
+        let (mut get, mut delete, mut length, mut says_close) = (false, false, 0, false);
         let mut first = true;
         loop {
             let mut line = String::new();
@@ -123,9 +131,11 @@ fn serve(s: TcpStream, reports: &Reports) {
                 delete = line.starts_with("DELETE");
                 first = false;
             }
-            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            let lower = line.to_ascii_lowercase();
+            if let Some(v) = lower.strip_prefix("content-length:") {
                 length = v.trim().parse().unwrap();
             }
+            says_close |= lower.starts_with("connection:") && lower.contains("close");
             if line == "\r\n" {
                 break;
             }
@@ -162,7 +172,15 @@ fn serve(s: TcpStream, reports: &Reports) {
                 let extra = format!("{json}Mcp-Session-Id: s1\r\n");
                 (reply(&mut w, "200 OK", &extra, &answer.to_string()), false)
             }
+            // Stateless (2026-07-28): what the client needs to go on.
+            "server/discover" => {
+                let result = json!({"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},
+                    "_meta":{"io.modelcontextprotocol/serverInfo":{"name":"keepalive","version":"0"}}});
+                let answer = json!({"jsonrpc":"2.0","id":m["id"],"result":result});
+                (reply(&mut w, "200 OK", json, &answer.to_string()), false)
+            }
             "tools/call" => {
+                let _ = reports.calls.send((peer, says_close));
                 let said = m["params"]["arguments"]["message"].clone();
                 if said == HELD && reports.release.recv_timeout(common::WAIT).is_err() {
                     return;
@@ -397,5 +415,36 @@ fn a_call_given_up_on_has_its_connection_closed() {
         .expect("the server was told");
     assert!(cancel["params"]["requestId"].is_number(), "{cancel}");
     echo(&c, "after");
+    c.close();
+}
+
+/// A stateless (2026-07-28) call says `Connection: close` and goes on a
+/// connection of its own, which the client closes after the answer: it is
+/// never kept for another request, since closing it is how such a call is
+/// cancelled.
+#[test]
+fn a_stateless_call_gets_a_connection_of_its_own() {
+    let fake = fake_server();
+    let options = ClientOptions {
+        generation: Generation::Stateless,
+        ..ClientOptions::default()
+    };
+    let c = Client::connect(Connection::http(&fake.url).unwrap(), options).unwrap();
+    for i in 0..3 {
+        let before = fake.accepted.load(Ordering::SeqCst);
+        echo(&c, &format!("stateless {i}"));
+        assert_eq!(fake.accepted.load(Ordering::SeqCst), before + 1);
+        let (peer, says_close) = fake.calls.recv_timeout(common::WAIT).unwrap();
+        assert!(says_close, "the call said Connection: close");
+        loop {
+            let gone = fake
+                .hangups
+                .recv_timeout(common::WAIT)
+                .expect("the stateless call's connection stayed open");
+            if gone == peer {
+                break;
+            }
+        }
+    }
     c.close();
 }
