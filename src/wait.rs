@@ -163,6 +163,26 @@ impl Spin {
         }
     }
 
+    /// Receives from `rx`: polls first if worthwhile, then blocks for up
+    /// to `wait` (`Duration::MAX`: for as long as it takes).
+    pub(crate) fn recv_timeout<T>(
+        &self,
+        rx: &Receiver<T>,
+        wait: Duration,
+    ) -> Result<T, crossbeam_channel::RecvTimeoutError> {
+        let began = Instant::now();
+        match self.poll_if_worthwhile(rx) {
+            Ok(m) => return Ok(m),
+            Err(TryRecvError::Disconnected) => {
+                return Err(crossbeam_channel::RecvTimeoutError::Disconnected)
+            }
+            Err(TryRecvError::Empty) => {}
+        }
+        let got = rx.recv_timeout(wait);
+        self.parked(began);
+        got
+    }
+
     /// The thread began to wait (spin, then park) at `since` and has what
     /// it waited for now.
     pub(crate) fn parked(&self, since: Instant) {

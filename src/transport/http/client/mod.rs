@@ -159,7 +159,9 @@ impl MessageWriter for HttpWriter {
     }
 }
 
-struct HttpReader(Receiver<(Vec<u8>, Option<RequestId>)>);
+/// The messages the POST and stream threads deliver; an answer that
+/// follows its call closely is taken without a wake-up.
+struct HttpReader(Receiver<(Vec<u8>, Option<RequestId>)>, crate::wait::Spin);
 
 impl MessageReader for HttpReader {
     fn read(&mut self) -> io::Result<Option<Vec<u8>>> {
@@ -167,7 +169,8 @@ impl MessageReader for HttpReader {
     }
     fn read_related(&mut self) -> io::Result<Option<(Vec<u8>, Option<RequestId>)>> {
         // An empty message marks the end of the session (404).
-        Ok(self.0.recv().ok().filter(|(m, _)| !m.is_empty()))
+        let next = self.1.recv_timeout(&self.0, Duration::MAX);
+        Ok(next.ok().filter(|(m, _)| !m.is_empty()))
     }
 }
 
@@ -210,7 +213,7 @@ impl Connection {
                 target,
                 closed: false,
             }),
-            Box::new(HttpReader(rx)),
+            Box::new(HttpReader(rx, crate::wait::Spin::default())),
         ))
     }
 }

@@ -68,12 +68,15 @@ impl Posters {
         std::thread::Builder::new()
             .name("mcpvisor-client-post".into())
             .spawn(move || {
+                // Messages that follow one another closely (a caller's
+                // next call) are taken without a wake-up.
+                let spin = crate::wait::Spin::default();
                 let mut next = Some(message);
                 while let Some(message) = next.take() {
                     run(&message);
                     idle.fetch_add(1, Ordering::SeqCst);
                     next = loop {
-                        match rx.recv_timeout(wait) {
+                        match spin.recv_timeout(&rx, wait) {
                             Ok(m) => break Some(m),
                             Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break None,
                             // Leaves, unless a message was promised to the
