@@ -49,9 +49,8 @@ struct Fake {
     nevers: Receiver<SocketAddr>,
     /// Every `notifications/cancelled`.
     cancels: Receiver<Value>,
-    /// For every `tools/call`: the client's end of its connection, and
-    /// whether the request said `Connection: close`.
-    calls: Receiver<(SocketAddr, bool)>,
+    /// Every `tools/call`, as it came.
+    calls: Receiver<Call>,
 }
 
 /// What a connection of the fake server reports.
@@ -62,7 +61,18 @@ struct Reports {
     release: Receiver<()>,
     nevers: Sender<SocketAddr>,
     cancels: Sender<Value>,
-    calls: Sender<(SocketAddr, bool)>,
+    calls: Sender<Call>,
+}
+
+/// A `tools/call` as the fake server saw it.
+struct Call {
+    /// The client's end of its connection.
+    peer: SocketAddr,
+    /// Whether the request said `Connection: close`.
+    says_close: bool,
+    /// Its `MCP-Protocol-Version` and `Mcp-Param-Region` headers.
+    version: Option<String>,
+    region: Option<String>,
 }
 
 /// A keep-alive HTTP/1.1 server speaking just enough MCP: it counts the
@@ -119,6 +129,7 @@ fn serve(s: TcpStream, reports: &Reports) {
     let mut w = s;
     loop {
         let (mut get, mut delete, mut length, mut says_close) = (false, false, 0, false);
+        let (mut version, mut region) = (None, None);
         let mut first = true;
         loop {
             let mut line = String::new();
@@ -136,6 +147,13 @@ fn serve(s: TcpStream, reports: &Reports) {
                 length = v.trim().parse().unwrap();
             }
             says_close |= lower.starts_with("connection:") && lower.contains("close");
+            let value = || line.split_once(':').map(|(_, v)| v.trim().to_owned());
+            if lower.starts_with("mcp-protocol-version:") {
+                version = value();
+            }
+            if lower.starts_with("mcp-param-region:") {
+                region = value();
+            }
             if line == "\r\n" {
                 break;
             }
@@ -179,8 +197,23 @@ fn serve(s: TcpStream, reports: &Reports) {
                 let answer = json!({"jsonrpc":"2.0","id":m["id"],"result":result});
                 (reply(&mut w, "200 OK", json, &answer.to_string()), false)
             }
+            // One tool, whose `region` argument a stateless call mirrors in
+            // a header (SEP-2243).
+            "tools/list" => {
+                let schema = json!({"type":"object","properties":{
+                    "message":{"type":"string"},
+                    "region":{"type":"string","x-mcp-header":"Region"}}});
+                let result = json!({"tools":[{"name":"echo","inputSchema":schema}]});
+                let answer = json!({"jsonrpc":"2.0","id":m["id"],"result":result});
+                (reply(&mut w, "200 OK", json, &answer.to_string()), false)
+            }
             "tools/call" => {
-                let _ = reports.calls.send((peer, says_close));
+                let _ = reports.calls.send(Call {
+                    peer,
+                    says_close,
+                    version: version.clone(),
+                    region: region.clone(),
+                });
                 let said = m["params"]["arguments"]["message"].clone();
                 if said == HELD && reports.release.recv_timeout(common::WAIT).is_err() {
                     return;
@@ -265,6 +298,9 @@ fn calls_one_after_the_other_share_one_connection() {
     let c = connect(&fake);
     for i in 0..20 {
         echo(&c, &format!("m{i}"));
+        let call = fake.calls.recv_timeout(common::WAIT).unwrap();
+        // The revision the initialize answer gave, on every request.
+        assert_eq!(call.version.as_deref(), Some("2025-11-25"));
     }
     // One for initialize, initialized and then the GET that took it over
     // (refused, and closed then), one for all the calls.
@@ -434,7 +470,9 @@ fn a_stateless_call_gets_a_connection_of_its_own() {
         let before = fake.accepted.load(Ordering::SeqCst);
         echo(&c, &format!("stateless {i}"));
         assert_eq!(fake.accepted.load(Ordering::SeqCst), before + 1);
-        let (peer, says_close) = fake.calls.recv_timeout(common::WAIT).unwrap();
+        let Call {
+            peer, says_close, ..
+        } = fake.calls.recv_timeout(common::WAIT).unwrap();
         assert!(says_close, "the call said Connection: close");
         loop {
             let gone = fake
@@ -446,5 +484,25 @@ fn a_stateless_call_gets_a_connection_of_its_own() {
             }
         }
     }
+    c.close();
+}
+
+/// What a stateless client learns from a `tools/list` answered with a
+/// JSON body: the arguments a tool's calls mirror in headers (SEP-2243).
+#[test]
+fn a_listed_tools_declared_argument_is_mirrored_in_a_header() {
+    let fake = fake_server();
+    let options = ClientOptions {
+        generation: Generation::Stateless,
+        ..ClientOptions::default()
+    };
+    let c = Client::connect(Connection::http(&fake.url).unwrap(), options).unwrap();
+    assert_eq!(c.list_tools().unwrap().len(), 1);
+    let args = json!({"message": "hi", "region": "eu-west"});
+    let r = c.call_tool("echo", args).unwrap();
+    assert_eq!(r["content"][0]["text"], "hi", "{r}");
+    let call = fake.calls.recv_timeout(common::WAIT).unwrap();
+    assert_eq!(call.region.as_deref(), Some("eu-west"));
+    assert_eq!(call.version.as_deref(), Some("2026-07-28"));
     c.close();
 }

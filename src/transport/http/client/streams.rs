@@ -118,8 +118,12 @@ impl Target {
         let mut events = SseReader::new(r);
         let mut answered = false;
         while let Some(msg) = events.next_data() {
-            answered |= serde_json::from_str::<Value>(&msg)
-                .is_ok_and(|v| v.get("method").is_none() && v.get("id").is_some());
+            if let Ok(v) = serde_json::from_str::<Value>(&msg) {
+                if v.get("method").is_none() && v.get("id").is_some() {
+                    answered = true;
+                    self.learn(&v);
+                }
+            }
             self.deliver(msg.into_bytes(), request.cloned());
         }
         (events.last_id, events.retry, answered)

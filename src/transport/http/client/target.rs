@@ -447,6 +447,14 @@ impl Target {
                 if text.is_empty() {
                     return Ok(());
                 }
+                // Only these answers teach anything (see `learn`); the
+                // others are parsed once, by the client.
+                let method = message.get("method").and_then(Value::as_str);
+                if matches!(method, Some("initialize" | "tools/list")) {
+                    if let Ok(v) = serde_json::from_slice::<Value>(&text) {
+                        self.learn(&v);
+                    }
+                }
                 self.deliver(text, None);
                 Ok(())
             }
@@ -477,18 +485,24 @@ impl Target {
         }
     }
 
+    /// Hands a message from the server to the client's reader, with the
+    /// id of our request whose stream carried it.
     pub(super) fn deliver(&self, bytes: Vec<u8>, related: Option<RequestId>) {
-        if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
-            // Remember the negotiated revision for the MCP-Protocol-Version header.
-            if let Some(pv) = v.pointer("/result/protocolVersion").and_then(Value::as_str) {
-                if v.pointer("/result/serverInfo").is_some() {
-                    lock(&self.session).version = Some(pv.to_owned());
-                }
-            }
-            if let Some(result) = v.get("result") {
-                learn_bindings(result, &self.params);
+        let _ = self.incoming.send((bytes, related));
+    }
+
+    /// Remembers what a response of the server's teaches: the negotiated
+    /// revision (an `initialize` result) for the MCP-Protocol-Version
+    /// header, the tools' header declarations (a `tools/list` result).
+    pub(super) fn learn(&self, response: &Value) {
+        let Some(result) = response.get("result") else {
+            return;
+        };
+        if let Some(pv) = result.get("protocolVersion").and_then(Value::as_str) {
+            if result.get("serverInfo").is_some() {
+                lock(&self.session).version = Some(pv.to_owned());
             }
         }
-        let _ = self.incoming.send((bytes, related));
+        learn_bindings(result, &self.params);
     }
 }
