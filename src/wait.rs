@@ -165,6 +165,7 @@ impl Spin {
 
     /// Receives from `rx`: polls first if worthwhile, then blocks for up
     /// to `wait` (`Duration::MAX`: for as long as it takes).
+    #[cfg(all(feature = "http", feature = "client"))]
     pub(crate) fn recv_timeout<T>(
         &self,
         rx: &Receiver<T>,

@@ -91,6 +91,7 @@ impl<T: Expirable> SessionTable<T> {
     /// became operational first) for a new one, instead of refusing it
     /// (default: refuse). For transports anyone can reach (HTTP without
     /// credentials): a flood of sessions cannot lock everyone else out.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub fn evicting(mut self) -> Self {
         self.evict = true;
         self
@@ -154,6 +155,7 @@ impl<T: Expirable> SessionTable<T> {
     /// The session with `id` if `owner` may use it, without counting as
     /// activity: for sending to a session (a notification to a client that
     /// went away must not keep its session alive).
+    #[cfg_attr(not(feature = "amqp"), allow(dead_code))]
     pub fn peek(&self, id: &str, owner: &Owner) -> Option<Arc<T>> {
         let entries = self.lock();
         let e = entries.get(id).filter(|e| e.owner == *owner)?;
@@ -211,6 +213,7 @@ impl<T: Expirable> SessionTable<T> {
 
     /// Makes the sweeper plan again: a session's [`Expirable::may_be_abandoned`]
     /// changed.
+    #[cfg_attr(not(feature = "amqp"), allow(dead_code))]
     pub(crate) fn replan(&self) {
         let _ = self.wake.0.try_send(());
     }

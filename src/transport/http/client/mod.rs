@@ -49,14 +49,20 @@ use target::{Call, SessionState, Target};
 
 /// Default wait before resuming a stream when the server gave no `retry:`.
 pub const DEFAULT_RECONNECT_DELAY: Duration = Duration::from_millis(1000);
+/// Longest wait before resuming a stream, whatever the server's `retry:`
+/// asks: 60 s. Closing the client, or giving up the call whose stream it
+/// is, ends the wait at once.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
 /// How often in a row a dropped stream is resumed before giving up.
 pub const MAX_RESUME_ATTEMPTS: u32 = 5;
 /// Longest a TCP connect to the server may take: 10 s.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest a response that answers no call may stay silent (the answer to
-/// a notification, the standalone stream, a DELETE): 5 minutes. A silent
-/// standalone stream is simply opened again. The answer to a call may take
-/// as long as the call's own timeout allows; closing the client ends it.
+/// a notification or to `initialize`, the standalone stream, a DELETE): 5
+/// minutes. A silent standalone stream is simply opened again. The answer
+/// to a call may take as long as the call's own timeout allows: a call
+/// that times out or is cancelled has its connection closed, and closing
+/// the client closes them all.
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Parses `http://host[:port]/path` (or `https://…`): the address, the
@@ -96,6 +102,8 @@ struct HttpWriter {
     target: Arc<Target>,
     posters: Posters,
     closed: bool,
+    /// Dropped at close (see [`Target::closing`]).
+    closing: Option<crossbeam_channel::Sender<()>>,
 }
 
 impl MessageWriter for HttpWriter {
@@ -148,8 +156,11 @@ impl MessageWriter for HttpWriter {
             // Tell the server the session is over (405 means it keeps it; fine).
             let _ = t.request("DELETE", None, &[], Some(DEFAULT_READ_TIMEOUT), None);
         }
-        // End every thread reading a response, then the reader.
+        // End every thread reading a response or waiting to resume a
+        // stream, then the reader.
         t.closed.store(true, Ordering::SeqCst);
+        self.closing = None;
+        lock(&t.calls).clear();
         self.posters.close();
         for (_, s) in lock(&t.sockets).drain() {
             let _ = s.shutdown(std::net::Shutdown::Both);
@@ -191,6 +202,7 @@ impl Connection {
         let (addr, host, path, security) = parse_url(url)?;
         // Bounded by the number of answers in flight; the reader drains it.
         let (tx, rx) = crossbeam_channel::unbounded();
+        let (closing, closing_rx) = crossbeam_channel::bounded(0);
         let target: Arc<Target> = Arc::new(Target {
             addr,
             security,
@@ -205,13 +217,14 @@ impl Connection {
             headers,
             params: Mutex::default(),
             calls: Mutex::default(),
-            cancelled: Mutex::default(),
+            closing: closing_rx,
         });
         Ok(Connection::new(
             Box::new(HttpWriter {
                 posters: Posters::of(&target),
                 target,
                 closed: false,
+                closing: Some(closing),
             }),
             Box::new(HttpReader(rx, crate::wait::Spin::default())),
         ))

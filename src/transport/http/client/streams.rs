@@ -6,7 +6,6 @@ use super::response::{read_line, Body};
 use super::target::{unreachable, InFlight, Target};
 use super::{DEFAULT_READ_TIMEOUT, DEFAULT_RECONNECT_DELAY, MAX_RESUME_ATTEMPTS};
 use crate::jsonrpc::RequestId;
-use crate::sync::lock;
 use crate::transport::connection::DEFAULT_MAX_MESSAGE_BYTES;
 use crate::transport::http::socket::Socket;
 use serde_json::Value;
@@ -35,8 +34,12 @@ impl Target {
                 let Some(request) = request.as_ref().filter(|_| !answered) else {
                     return;
                 };
-                // Cancelled by closing it: nothing to resume.
-                if target.closed.load(Ordering::SeqCst) || lock(&target.cancelled).remove(request) {
+                // Closed, or given up (its connection closed by that):
+                // nothing to resume, and no failure to tell.
+                let given_up = || {
+                    target.closed.load(Ordering::SeqCst) || call.as_ref().is_some_and(InFlight::given_up)
+                };
+                if given_up() {
                     return;
                 }
                 // The call fails at once when its stream cannot be resumed.
@@ -47,13 +50,16 @@ impl Target {
                 if attempts > MAX_RESUME_ATTEMPTS {
                     return target.fail(request, &format!("its stream was resumed {MAX_RESUME_ATTEMPTS} times without a response"));
                 }
-                std::thread::sleep(retry.unwrap_or(DEFAULT_RECONNECT_DELAY));
+                if !target.pause(call.as_ref(), retry.unwrap_or(DEFAULT_RECONNECT_DELAY)) {
+                    return;
+                }
                 let resume = [("Accept", "text/event-stream".into()), ("Last-Event-ID", last)];
                 match target.request("GET", None, &resume, None, call.as_ref()) {
                     Ok((head, b)) if head.status == 200 => body = b,
                     Ok((head, _)) => {
                         return target.fail(request, &format!("resuming its stream failed with HTTP {}", head.status));
                     }
+                    Err(_) if given_up() => return,
                     Err(e) => return target.fail(request, &format!("resuming its stream failed: {e}")),
                 }
             }
@@ -103,7 +109,9 @@ impl Target {
                     if self.closed.load(Ordering::SeqCst) {
                         return;
                     }
-                    std::thread::sleep(retry.unwrap_or(DEFAULT_RECONNECT_DELAY));
+                    if !self.pause(None, retry.unwrap_or(DEFAULT_RECONNECT_DELAY)) {
+                        return;
+                    }
                 }
             });
     }

@@ -4,14 +4,13 @@
 use super::pool::Pool;
 use super::response::{read_head, Body, Head};
 use super::stateless::{learn_bindings, stateless_call, stateless_headers, ParamBindings};
-use super::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT};
+use super::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, MAX_RETRY_DELAY};
 use crate::jsonrpc::{ErrorObject, Reply, RequestId};
 use crate::sync::{lock, FastMap};
 use crate::transport::connection::DEFAULT_WRITE_TIMEOUT;
 use crate::transport::http::socket::{Security, Socket};
-use crossbeam_channel::Sender;
+use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
-use std::collections::HashSet;
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -45,13 +44,14 @@ pub(super) struct Target {
     pub(super) headers: Vec<(String, String)>,
     pub(super) params: ParamBindings,
     // Our calls in flight (all but `initialize`), by id, from when they are
-    // written until their answer is read. Cancelling one closes the
-    // connection its answer comes on; one cancelled before it has a
-    // connection never opens one.
+    // written until their answer is read or their stream ends. Giving one
+    // up removes it and closes the connection its answer comes on; one
+    // given up before it has a connection never opens one. Closing the
+    // client empties it.
     pub(super) calls: Mutex<FastMap<RequestId, Call>>,
-    // Calls cancelled here, whose failing is no news (hashed as `calls`
-    // is: `FastMap`'s hasher).
-    pub(super) cancelled: Mutex<HashSet<RequestId, foldhash::fast::RandomState>>,
+    // Disconnected when the client closes: ends every wait before a
+    // stream is resumed.
+    pub(super) closing: Receiver<()>,
 }
 
 /// One of our calls in flight (see [`Target::calls`]).
@@ -62,6 +62,10 @@ pub(super) struct Call {
     /// A stateless (2026-07-28) call: closing its connection is how it is
     /// cancelled, so it gets a connection of its own.
     stateless: bool,
+    /// Dropped with the entry, which tells the call's [`InFlight`] (by
+    /// disconnecting `watch`) that the call was given up.
+    _given_up: Sender<()>,
+    watch: Receiver<()>,
 }
 
 impl Call {
@@ -74,11 +78,14 @@ impl Call {
         }
         let id = RequestId::from_value(message.get("id")?)?;
         let stateless = stateless_call(message).is_some();
+        let (given_up, watch) = crossbeam_channel::bounded(0);
         Some((
             id,
             Call {
                 socket: None,
                 stateless,
+                _given_up: given_up,
+                watch,
             },
         ))
     }
@@ -88,19 +95,37 @@ impl Call {
 /// is under way; its entry in [`Target::calls`] goes when this is dropped.
 pub(super) struct InFlight {
     target: std::sync::Weak<Target>,
-    pub(super) id: RequestId,
+    id: RequestId,
     stateless: bool,
+    /// Disconnected once the call is given up (see [`Call`]).
+    watch: Receiver<()>,
 }
 
 impl InFlight {
-    /// `message`'s call, if the client tracks it (see [`Call::of`]).
+    /// `message`'s call, if the client tracks it (see [`Call::of`]); one
+    /// whose entry is gone already was given up before it was sent.
     fn of(target: &Arc<Target>, message: &Value) -> Option<InFlight> {
-        let (id, call) = Call::of(message)?;
+        let (id, fresh) = Call::of(message)?;
+        let (stateless, watch) = match lock(&target.calls).get(&id) {
+            Some(call) => (call.stateless, call.watch.clone()),
+            // `fresh`'s ends are dropped here: its watch reads as given up.
+            None => (fresh.stateless, fresh.watch.clone()),
+        };
         Some(InFlight {
             target: Arc::downgrade(target),
             id,
-            stateless: call.stateless,
+            stateless,
+            watch,
         })
+    }
+
+    /// Whether the client gave the call up (or closed): a failure of its
+    /// request is then no news.
+    pub(super) fn given_up(&self) -> bool {
+        matches!(
+            self.watch.try_recv(),
+            Err(crossbeam_channel::TryRecvError::Disconnected)
+        )
     }
 }
 
@@ -125,9 +150,6 @@ impl Drop for Registered {
         }
     }
 }
-
-/// Most cancelled calls remembered until their failure is seen.
-const MAX_CANCELLED: usize = 1024;
 
 /// The server could not be connected to (refused, unreachable, timed out).
 #[derive(Debug)]
@@ -191,6 +213,12 @@ impl Target {
         silence: Option<Duration>,
         call: Option<&InFlight>,
     ) -> io::Result<(Head, Body<BufReader<Socket>>)> {
+        // Given up while queued: not sent (nor an idle connection taken).
+        if call.is_some_and(InFlight::given_up) {
+            return Err(io::ErrorKind::Interrupted.into());
+        }
+        // A stateless call's connection is its own, also when its stream
+        // is resumed: closing it cancels the call.
         if !call.is_some_and(|c| c.stateless) {
             if let Some(socket) = self.idle_socket() {
                 match self.exchange(Some(socket), method, body, extra, silence, call) {
@@ -342,8 +370,14 @@ impl Target {
     /// cannot be sent or answered is answered with an error at once; a
     /// server that cannot be reached ends the connection.
     pub(super) fn post(self: &Arc<Self>, message: &Value) -> io::Result<()> {
-        let result = self.try_post(message, InFlight::of(self, message));
+        let mut call = InFlight::of(self, message);
+        let result = self.try_post(message, &mut call);
         if let Err(e) = &result {
+            if call.as_ref().is_some_and(InFlight::given_up) {
+                // Our own doing (its connection closed, or never opened):
+                // nobody waits for its answer any more.
+                return Err(io::ErrorKind::Interrupted.into());
+            }
             let id = message.get("method").and(message.get("id"));
             if let Some(id) = id.and_then(RequestId::from_value) {
                 self.fail(&id, &e.to_string());
@@ -356,12 +390,8 @@ impl Target {
         result
     }
 
-    /// Answers our request `id` with an error (it can get no other answer),
-    /// unless we cancelled it ourselves (the client has given up on it).
+    /// Answers our request `id` with an error: it can get no other answer.
     pub(super) fn fail(&self, id: &RequestId, why: &str) {
-        if lock(&self.cancelled).remove(id) {
-            return;
-        }
         log::warn!("client: request {id} failed: {why}");
         let error = ErrorObject::internal(format!("the HTTP request failed: {why}"));
         let answer = Reply::error(Some(id.clone()), error);
@@ -378,21 +408,27 @@ impl Target {
         let Some(call) = lock(&self.calls).remove(id) else {
             return false;
         };
-        {
-            let mut cancelled = lock(&self.cancelled);
-            if cancelled.len() >= MAX_CANCELLED {
-                cancelled.clear();
-            }
-            cancelled.insert(id.clone());
-        }
-        // Shut down outside the registry's lock.
-        let open = call
-            .socket
-            .and_then(|key| lock(&self.sockets).get(&key).map(TcpStream::try_clone));
-        if let Some(Ok(s)) = open {
+        // Under the registry's lock: a connection is unregistered under it
+        // before it goes back to the idle ones, so this never reaches one
+        // that another request has taken since (shutdown(2) does not
+        // block).
+        let sockets = lock(&self.sockets);
+        if let Some(s) = call.socket.and_then(|key| sockets.get(&key)) {
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
         call.stateless
+    }
+
+    /// Waits `delay` (at most [`MAX_RETRY_DELAY`]) before a stream is
+    /// resumed; false when the client closed, or gave `call` up, meanwhile.
+    pub(super) fn pause(&self, call: Option<&InFlight>, delay: Duration) -> bool {
+        let never = crossbeam_channel::never();
+        let given_up = call.map_or(&never, |c| &c.watch);
+        crossbeam_channel::select! {
+            recv(given_up) -> _ => false,
+            recv(self.closing) -> _ => false,
+            default(delay.min(MAX_RETRY_DELAY)) => !self.closed.load(Ordering::SeqCst),
+        }
     }
 
     /// Ends the connection: its reader sees the end.
@@ -400,21 +436,18 @@ impl Target {
         let _ = self.incoming.send((Vec::new(), None));
     }
 
-    fn try_post(self: &Arc<Self>, message: &Value, call: Option<InFlight>) -> io::Result<()> {
+    fn try_post(self: &Arc<Self>, message: &Value, call: &mut Option<InFlight>) -> io::Result<()> {
         let bytes = crate::jsonrpc::to_text(message).into_bytes();
-        // A request is answered when its handler is done: as long as the
-        // call's own timeout allows (giving up on it closes its connection).
+        // A call is answered when its handler is done: as long as the
+        // call's own timeout allows (giving it up closes its connection).
+        // Anything else (notifications, `initialize`) gets an answer
+        // within DEFAULT_READ_TIMEOUT of silence.
         let is_request = message.get("method").is_some() && message.get("id").is_some();
+        let silence = call.is_none().then_some(DEFAULT_READ_TIMEOUT);
         let stateless = stateless_headers(message, &self.params);
         let mut extra = vec![("Accept", "application/json, text/event-stream".to_owned())];
         extra.extend(stateless.iter().map(|(n, v)| (n.as_str(), v.clone())));
-        let (head, body) = self.request(
-            "POST",
-            Some(&bytes),
-            &extra,
-            (!is_request).then_some(DEFAULT_READ_TIMEOUT),
-            call.as_ref(),
-        )?;
+        let (head, body) = self.request("POST", Some(&bytes), &extra, silence, call.as_ref())?;
         if let Some(id) = head.header("mcp-session-id") {
             lock(&self.session).id = Some(id.to_owned());
         }
@@ -429,7 +462,7 @@ impl Target {
                 // A request's stream carries its answer, and the server's
                 // requests made while serving it.
                 let request = message.get("method").and_then(|_| message.get("id"));
-                self.follow(body, request.and_then(RequestId::from_value), call);
+                self.follow(body, request.and_then(RequestId::from_value), call.take());
                 Ok(())
             }
             200 => {
@@ -504,5 +537,91 @@ impl Target {
             }
         }
         learn_bindings(result, &self.params);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A target no request reaches, and the sender whose drop closes it.
+    fn target() -> (Arc<Target>, Sender<()>) {
+        let (incoming, _) = crossbeam_channel::unbounded();
+        let (closing, closing_rx) = crossbeam_channel::bounded(0);
+        let target = Target {
+            addr: SocketAddr::from(([127, 0, 0, 1], 9)),
+            security: Security::Plain,
+            host: "127.0.0.1:9".into(),
+            path: "/mcp".into(),
+            session: Mutex::default(),
+            incoming,
+            closed: AtomicBool::new(false),
+            sockets: Mutex::default(),
+            idle: Pool::default(),
+            next_socket: AtomicU64::new(0),
+            headers: Vec::new(),
+            params: Mutex::default(),
+            calls: Mutex::default(),
+            closing: closing_rx,
+        };
+        (Arc::new(target), closing)
+    }
+
+    /// A session call, tracked as the writer tracks it.
+    fn tracked(target: &Arc<Target>, id: i64) -> (RequestId, InFlight) {
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "echo"}});
+        let (id, call) = Call::of(&message).unwrap();
+        lock(&target.calls).insert(id.clone(), call);
+        (id, InFlight::of(target, &message).unwrap())
+    }
+
+    #[test]
+    fn a_wait_to_resume_a_stream_ends_when_its_call_is_given_up() {
+        let (target, _closing) = target();
+        let (id, call) = tracked(&target, 1);
+        let waiting = {
+            let target = target.clone();
+            // An hour asked for: only the giving up can end it in time.
+            std::thread::spawn(move || target.pause(Some(&call), Duration::from_secs(3600)))
+        };
+        assert!(
+            !target.cancel(&id),
+            "a session call: the server is told too"
+        );
+        assert!(!waiting.join().unwrap());
+    }
+
+    #[test]
+    fn a_wait_to_resume_a_stream_ends_when_the_client_closes() {
+        let (target, closing) = target();
+        let waiting = {
+            let target = target.clone();
+            std::thread::spawn(move || target.pause(None, Duration::from_secs(3600)))
+        };
+        drop(closing);
+        assert!(!waiting.join().unwrap());
+        assert!(!target.pause(None, Duration::ZERO), "closed");
+    }
+
+    #[test]
+    fn a_short_wait_goes_on() {
+        let (target, _closing) = target();
+        let (_, call) = tracked(&target, 1);
+        assert!(target.pause(Some(&call), Duration::from_millis(1)));
+    }
+
+    #[test]
+    fn a_call_given_up_before_it_is_sent_is_not_sent() {
+        let (target, _closing) = target();
+        let (id, _) = tracked(&target, 1);
+        target.cancel(&id);
+        let message = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "echo"}});
+        let call = InFlight::of(&target, &message).unwrap();
+        assert!(call.given_up());
+        let sent = target.request("POST", Some(b"{}"), &[], None, Some(&call));
+        assert_eq!(sent.err().unwrap().kind(), io::ErrorKind::Interrupted);
     }
 }
