@@ -1,5 +1,5 @@
 //! The client over `https://` to a server that wants a bearer token
-//! (#17). A binary of its own: it points `SSL_CERT_FILE` at a test
+//! (#17), its calls on one kept TLS connection. A binary of its own: it points `SSL_CERT_FILE` at a test
 //! authority while no other test runs.
 
 mod common;
@@ -33,13 +33,23 @@ fn an_https_server_behind_a_bearer_token_is_reached() {
                 .with_bearer_tokens(vec!["s3cret-token".into()]),
         )
         .unwrap();
-    let port = common::tls::tls_terminator(&pki, &http.local_addr().to_string());
+    let (port, accepted) =
+        common::tls::tls_terminator_counting(&pki, &http.local_addr().to_string());
     let url = format!("https://127.0.0.1:{port}/mcp");
     let token = dir.join("token");
     std::fs::write(&token, "# the service's token\n\ns3cret-token\n").unwrap();
     let conn = mcpvisor::client::Connection::http_bearer_file(&url, &token).unwrap();
     let c = Client::connect(conn, ClientOptions::default()).unwrap();
     assert_eq!(text(&c.call_tool("hi", json!({})).unwrap()), "hi");
+    // Calls one after the other share one kept TLS connection. At most
+    // one more opens: the standalone stream's GET, if it starts only now,
+    // takes the idle connection once.
+    let before = accepted.load(std::sync::atomic::Ordering::SeqCst);
+    for _ in 0..10 {
+        assert_eq!(text(&c.call_tool("hi", json!({})).unwrap()), "hi");
+    }
+    let opened = accepted.load(std::sync::atomic::Ordering::SeqCst) - before;
+    assert!(opened <= 1, "{opened} TLS connections for 10 calls");
     c.close();
     let anonymous = Client::connect(
         mcpvisor::client::Connection::http(&url).unwrap(),

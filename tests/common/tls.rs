@@ -6,6 +6,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::{ServerConfig, ServerConnection};
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A certificate authority and a server certificate for `localhost` and
@@ -37,6 +38,11 @@ pub fn pki(name: &str) -> Pki {
 /// Terminates TLS on an ephemeral port and forwards the plaintext to
 /// `backend`, a thread pair per connection.
 pub fn tls_terminator(pki: &Pki, backend: &str) -> u16 {
+    tls_terminator_counting(pki, backend).0
+}
+
+/// [`tls_terminator`], with the number of TLS connections it accepted.
+pub fn tls_terminator_counting(pki: &Pki, backend: &str) -> (u16, Arc<AtomicUsize>) {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = Arc::new(
         ServerConfig::builder_with_provider(provider)
@@ -52,14 +58,17 @@ pub fn tls_terminator(pki: &Pki, backend: &str) -> u16 {
     let backend = backend.to_owned();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
     std::thread::spawn(move || {
         for tls in listener.incoming().flatten() {
+            count.fetch_add(1, Ordering::SeqCst);
             let config = config.clone();
             let backend = backend.clone();
             std::thread::spawn(move || forward(config, tls, &backend));
         }
     });
-    port
+    (port, accepted)
 }
 
 fn forward(config: Arc<ServerConfig>, mut tls: TcpStream, backend: &str) {
