@@ -269,6 +269,21 @@ fn connect(fake: &Fake) -> Client {
     c
 }
 
+/// A stateless (2026-07-28) client of `fake`.
+fn connect_stateless(fake: &Fake) -> Client {
+    let options = ClientOptions {
+        generation: Generation::Stateless,
+        ..ClientOptions::default()
+    };
+    Client::connect(Connection::http(&fake.url).unwrap(), options).unwrap()
+}
+
+/// Waits until the client has closed its end `peer` of a connection
+/// (others closing meanwhile are passed over).
+fn hung_up(fake: &Fake, peer: SocketAddr, what: &str) {
+    while fake.hangups.recv_timeout(common::WAIT).expect(what) != peer {}
+}
+
 fn echo(c: &Client, message: &str) {
     let r = c.call_tool("echo", json!({ "message": message })).unwrap();
     assert_eq!(r["content"][0]["text"], message, "{r}");
@@ -436,15 +451,11 @@ fn a_call_given_up_on_has_its_connection_closed() {
     token.cancel();
     let e = call.join().unwrap().unwrap_err();
     assert!(matches!(e, ClientError::Cancelled), "{e:?}");
-    loop {
-        let gone = fake
-            .hangups
-            .recv_timeout(common::WAIT)
-            .expect("the connection of the call given up on stayed open");
-        if gone == peer {
-            break;
-        }
-    }
+    hung_up(
+        &fake,
+        peer,
+        "the connection of the call given up on stayed open",
+    );
     let cancel = fake
         .cancels
         .recv_timeout(common::WAIT)
@@ -461,11 +472,7 @@ fn a_call_given_up_on_has_its_connection_closed() {
 #[test]
 fn a_stateless_call_gets_a_connection_of_its_own() {
     let fake = fake_server();
-    let options = ClientOptions {
-        generation: Generation::Stateless,
-        ..ClientOptions::default()
-    };
-    let c = Client::connect(Connection::http(&fake.url).unwrap(), options).unwrap();
+    let c = connect_stateless(&fake);
     for i in 0..3 {
         let before = fake.accepted.load(Ordering::SeqCst);
         echo(&c, &format!("stateless {i}"));
@@ -474,15 +481,7 @@ fn a_stateless_call_gets_a_connection_of_its_own() {
             peer, says_close, ..
         } = fake.calls.recv_timeout(common::WAIT).unwrap();
         assert!(says_close, "the call said Connection: close");
-        loop {
-            let gone = fake
-                .hangups
-                .recv_timeout(common::WAIT)
-                .expect("the stateless call's connection stayed open");
-            if gone == peer {
-                break;
-            }
-        }
+        hung_up(&fake, peer, "the stateless call's connection stayed open");
     }
     c.close();
 }
@@ -492,11 +491,7 @@ fn a_stateless_call_gets_a_connection_of_its_own() {
 #[test]
 fn a_listed_tools_declared_argument_is_mirrored_in_a_header() {
     let fake = fake_server();
-    let options = ClientOptions {
-        generation: Generation::Stateless,
-        ..ClientOptions::default()
-    };
-    let c = Client::connect(Connection::http(&fake.url).unwrap(), options).unwrap();
+    let c = connect_stateless(&fake);
     assert_eq!(c.list_tools().unwrap().len(), 1);
     let args = json!({"message": "hi", "region": "eu-west"});
     let r = c.call_tool("echo", args).unwrap();

@@ -68,15 +68,21 @@ pub(super) struct Call {
     watch: Receiver<()>,
 }
 
+/// The id of `message` if it is a call the client tracks: a request other
+/// than `initialize` (which is never cancelled).
+fn tracked(message: &Value) -> Option<RequestId> {
+    let method = message.get("method")?.as_str()?;
+    if method == "initialize" {
+        return None;
+    }
+    RequestId::from_value(message.get("id")?)
+}
+
 impl Call {
-    /// The call `message` is, if it is one the client tracks: a request
-    /// other than `initialize` (which is never cancelled), with its id.
+    /// The call `message` is, with its id, if the client tracks it (see
+    /// [`tracked`]).
     pub(super) fn of(message: &Value) -> Option<(RequestId, Call)> {
-        let method = message.get("method")?.as_str()?;
-        if method == "initialize" {
-            return None;
-        }
-        let id = RequestId::from_value(message.get("id")?)?;
+        let id = tracked(message)?;
         let stateless = stateless_call(message).is_some();
         let (given_up, watch) = crossbeam_channel::bounded(0);
         Some((
@@ -102,14 +108,17 @@ pub(super) struct InFlight {
 }
 
 impl InFlight {
-    /// `message`'s call, if the client tracks it (see [`Call::of`]); one
+    /// `message`'s call, if the client tracks it (see [`tracked`]); one
     /// whose entry is gone already was given up before it was sent.
     fn of(target: &Arc<Target>, message: &Value) -> Option<InFlight> {
-        let (id, fresh) = Call::of(message)?;
+        let id = tracked(message)?;
         let (stateless, watch) = match lock(&target.calls).get(&id) {
             Some(call) => (call.stateless, call.watch.clone()),
-            // `fresh`'s ends are dropped here: its watch reads as given up.
-            None => (fresh.stateless, fresh.watch.clone()),
+            // A watch whose sender is gone: it reads as given up.
+            None => (
+                stateless_call(message).is_some(),
+                crossbeam_channel::bounded(0).1,
+            ),
         };
         Some(InFlight {
             target: Arc::downgrade(target),
