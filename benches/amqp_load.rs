@@ -6,10 +6,19 @@
 //! (`raw`: no JSON-RPC, no acknowledgements, no confirms — what the broker
 //! and amiquip allow at best) and with the delivery guarantees mcpvisor
 //! gives (`raw+acks`: the responder acknowledges each request once the
-//! broker confirmed its reply).
+//! broker confirmed its reply), and those guarantees with the properties
+//! mcpvisor's messages carry besides (`raw+env`: its headers, a timestamp,
+//! an app id and `mandatory`), which tells the broker's share of the
+//! envelope from mcpvisor's own.
+//!
+//! Every row runs `--runs` times (default 3), alternated: mcpvisor, then
+//! each ceiling, in every run. Each row gives min, median and max calls/s,
+//! the median p50 and p99, and the median CPU a call (µs) of the broker,
+//! of the bench's own process (the clients, and the raw responder) and of
+//! mcpvisor's server. The shares compare the runs pair by pair.
 //!
 //! ```text
-//! cargo bench --bench amqp_load -- [--calls N] [--clients 1,32] [--no-ceiling] [--url amqp://guest:guest@127.0.0.1:5672]
+//! cargo bench --bench amqp_load -- [--calls N] [--runs N] [--clients 1,32] [--no-ceiling] [--url amqp://guest:guest@127.0.0.1:5672]
 //! ```
 
 use amiquip::{
@@ -71,7 +80,13 @@ fn recv(rx: &Receiver<ConsumerMessage>) -> amiquip::Delivery {
 
 /// A ceiling: a responder that sends every message straight back; with
 /// `acks`, it acknowledges each one after the broker confirmed the reply.
-fn raw_ping_pong(url: &AmqpUrl, clients: usize, calls: usize, acks: bool) -> common::Stats {
+fn raw_ping_pong(
+    url: &AmqpUrl,
+    clients: usize,
+    calls: usize,
+    acks: bool,
+    envelope: bool,
+) -> common::Stats {
     let service = format!("bench.raw.{}", &mcpvisor::protocol::new_session_id()[..8]);
     let responder = {
         let (url, service) = (url.clone(), service.clone());
@@ -115,9 +130,10 @@ fn raw_ping_pong(url: &AmqpUrl, clients: usize, calls: usize, acks: bool) -> com
                 let props = AmqpProperties::default()
                     .with_content_type("application/json".into())
                     .with_correlation_id(d.properties.message_id().clone().unwrap_or_default());
-                peer.channel
-                    .basic_publish("", Publish::with_properties(&d.body, reply_to, props))
-                    .unwrap();
+                let props = if envelope { enveloped(props) } else { props };
+                let mut publish = Publish::with_properties(&d.body, reply_to, props);
+                publish.mandatory = envelope;
+                peer.channel.basic_publish("", publish).unwrap();
                 replied += 1;
                 if acks {
                     seq += 1;
@@ -134,27 +150,45 @@ fn raw_ping_pong(url: &AmqpUrl, clients: usize, calls: usize, acks: bool) -> com
         || {
             let peer = raw_peer(url, "", true);
             for _ in 0..10 {
-                raw_call(&peer, &service);
+                raw_call(&peer, &service, envelope);
             }
             peer
         },
-        |peer| raw_call(peer, &service),
+        |peer| raw_call(peer, &service, envelope),
     );
     responder.join().unwrap();
     stats
 }
 
-fn raw_call(peer: &RawPeer, service: &str) {
+/// What mcpvisor's messages carry beyond the raw ones: its headers (the
+/// session and the protocol revision), a timestamp, an app id, and the
+/// `mandatory` flag (set by the caller).
+fn enveloped(props: AmqpProperties) -> AmqpProperties {
+    let mut headers = amiquip::FieldTable::new();
+    let session = mcpvisor::protocol::new_session_id();
+    headers.insert(
+        "mcp-session-id".into(),
+        amiquip::AmqpValue::LongString(session),
+    );
+    headers.insert(
+        "mcp-protocol-version".into(),
+        amiquip::AmqpValue::LongString("2025-11-25".into()),
+    );
+    props
+        .with_timestamp(1)
+        .with_app_id("mcpvisor-client".into())
+        .with_headers(headers)
+}
+
+fn raw_call(peer: &RawPeer, service: &str, envelope: bool) {
     let props = AmqpProperties::default()
         .with_content_type("application/json".into())
         .with_message_id("m".into())
         .with_reply_to(peer.queue.clone());
-    peer.channel
-        .basic_publish(
-            "",
-            Publish::with_properties(REQUEST.as_bytes(), service, props),
-        )
-        .unwrap();
+    let props = if envelope { enveloped(props) } else { props };
+    let mut publish = Publish::with_properties(REQUEST.as_bytes(), service, props);
+    publish.mandatory = envelope;
+    peer.channel.basic_publish("", publish).unwrap();
     recv(&peer.rx);
 }
 
@@ -176,16 +210,108 @@ fn mcpvisor_load(config: &AmqpConfig, clients: usize, calls: usize) -> common::S
     )
 }
 
+/// CPU time (user and system, in clock ticks of 10 ms) of process `pid`
+/// so far; 0 if it is gone.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
+    let field = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    field(11) + field(12)
+}
+
+/// The broker's process (`beam.smp`), if it runs on this machine.
+fn broker_pid() -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+        (comm.trim() == "beam.smp").then_some(pid)
+    })
+}
+
+/// One run of one server: its figures, and the CPU each process spent
+/// on a call (µs): the broker's, this process's (the clients, and the raw
+/// responder) and mcpvisor's server's.
+struct Run {
+    stats: common::Stats,
+    cpu: [f64; 3],
+}
+
+/// Runs `f`, reading the processes' CPU time around it.
+fn measured(server: u32, f: impl FnOnce() -> common::Stats) -> Run {
+    let pids = [broker_pid().unwrap_or(0), std::process::id(), server];
+    let before = pids.map(cpu_ticks);
+    let t = std::time::Instant::now();
+    let stats = f();
+    let calls = (stats.calls_per_sec * t.elapsed().as_secs_f64()).max(1.0);
+    let mut cpu = [0.0; 3];
+    for (i, c) in cpu.iter_mut().enumerate() {
+        *c = cpu_ticks(pids[i]).saturating_sub(before[i]) as f64 * 10_000.0 / calls;
+    }
+    Run { stats, cpu }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// A server's runs at one client count: min, median and max calls/s, the
+/// median latencies and CPU a call.
+fn report(server: &str, clients: usize, runs: &[Run]) {
+    let of = |f: &dyn Fn(&Run) -> f64| median(runs.iter().map(f).collect());
+    let rates: Vec<f64> = runs.iter().map(|r| r.stats.calls_per_sec).collect();
+    let lo = rates.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = rates.iter().copied().fold(0.0, f64::max);
+    // The raw ceilings run no server of their own.
+    let server_cpu = match of(&|r| r.cpu[2]) {
+        0.0 => "-".to_owned(),
+        us => format!("{us:.0}"),
+    };
+    println!(
+        "{server:<10} {clients:>7} {lo:>8.0} {:>8.0} {hi:>8.0} {:>8.1} {:>8.1} {:>7.0} {:>7.0} {server_cpu:>7}",
+        median(rates.clone()),
+        of(&|r| r.stats.p50_us),
+        of(&|r| r.stats.p99_us),
+        of(&|r| r.cpu[0]),
+        of(&|r| r.cpu[1]),
+    );
+}
+
+/// mcpvisor's calls/s as a share of a ceiling's, run by run (the runs
+/// alternate, so each pair shared the machine's state of the moment).
+fn shares(label: &str, clients: usize, us: &[Run], them: &[Run]) {
+    let each: Vec<f64> = us
+        .iter()
+        .zip(them)
+        .map(|(a, b)| 100.0 * a.stats.calls_per_sec / b.stats.calls_per_sec)
+        .collect();
+    let listed: Vec<String> = each.iter().map(|p| format!("{p:.0}%")).collect();
+    println!(
+        "{:<11} {clients:>6} median {:.0}% (runs: {})",
+        format!("vs {label}"),
+        median(each.clone()),
+        listed.join(" ")
+    );
+}
+
 fn main() {
     let mut calls = 10_000;
+    let mut runs = 3;
     let mut url = "amqp://guest:guest@127.0.0.1:5672".to_owned();
     let mut client_counts = vec![1, 32];
     let mut ceilings = true;
-    let mut only_ceiling = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--calls" => calls = args.next().and_then(|v| v.parse().ok()).expect("--calls N"),
+            "--runs" => runs = args.next().and_then(|v| v.parse().ok()).expect("--runs N"),
             "--url" => url = args.next().expect("--url URL"),
             "--clients" => {
                 client_counts = args
@@ -194,38 +320,60 @@ fn main() {
                     .expect("--clients N[,N...]")
             }
             "--no-ceiling" => ceilings = false,
-            "--only-ceiling" => only_ceiling = true,
             _ => {}
         }
     }
+    let runs = runs.max(1);
     let name = format!("bench-{}", &mcpvisor::protocol::new_session_id()[..8]);
     let listen = format!("{url}?name={name}");
     let (mut child, _) = common::spawn_echo(&["--listen", &listen]);
     let config = AmqpConfig::new(&url, name.as_str()).expect("--url");
-    common::header("clients");
+    // (label, acknowledgements after confirms, mcpvisor's envelope)
+    let kinds: &[(&str, bool, bool)] = if ceilings {
+        &[
+            ("raw", false, false),
+            ("raw+acks", true, false),
+            ("raw+env", true, true),
+        ]
+    } else {
+        &[]
+    };
+    println!("{runs} runs of each row, alternated (mcpvisor, then each ceiling, in every run)");
+    println!(
+        "{:<10} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7}",
+        "server",
+        "clients",
+        "min/s",
+        "median/s",
+        "max/s",
+        "p50 µs",
+        "p99 µs",
+        "broker",
+        "clients",
+        "server"
+    );
+    println!("{:>59}CPU µs a call (medians)", "");
     for clients in client_counts {
         let per = (calls / clients).max(100);
-        let us = if only_ceiling {
-            common::Stats::default()
-        } else {
-            mcpvisor_load(&config, clients, per)
-        };
-        common::row("mcpvisor", clients, &us);
-        let kinds: &[(&str, bool)] = if ceilings {
-            &[("raw", false), ("raw+acks", true)]
-        } else {
-            &[]
-        };
-        for &(label, acks) in kinds {
-            let ceiling = raw_ping_pong(&config.url, clients, per, acks);
-            common::row(label, clients, &ceiling);
-            println!(
-                "{:<10} {clients:>9} {:>11.0}% {:>8.2}x {:>8.2}x",
-                format!("vs {label}"),
-                100.0 * us.calls_per_sec / ceiling.calls_per_sec,
-                us.p50_us / ceiling.p50_us,
-                us.p99_us / ceiling.p99_us
-            );
+        let mut ours = Vec::new();
+        let mut theirs: Vec<Vec<Run>> = kinds.iter().map(|_| Vec::new()).collect();
+        for _ in 0..runs {
+            ours.push(measured(child.id(), || {
+                mcpvisor_load(&config, clients, per)
+            }));
+            for (i, &(_, acks, envelope)) in kinds.iter().enumerate() {
+                let run = measured(0, || {
+                    raw_ping_pong(&config.url, clients, per, acks, envelope)
+                });
+                theirs[i].push(run);
+            }
+        }
+        report("mcpvisor", clients, &ours);
+        for (&(label, ..), runs) in kinds.iter().zip(&theirs) {
+            report(label, clients, runs);
+        }
+        for (&(label, ..), runs) in kinds.iter().zip(&theirs) {
+            shares(label, clients, &ours, runs);
         }
     }
     let _ = child.kill();

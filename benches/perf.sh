@@ -17,7 +17,7 @@ marker='<!-- Everything below is written by benches/perf.sh. -->'
 
 cargo bench --quiet --bench compare -- --runs "$runs" --out "$out"
 cargo bench --quiet --bench http_load -- --calls 20000 --idle-sessions 100000 > "$out/http_load.txt"
-cargo bench --quiet --bench amqp_load -- --calls 10000 > "$out/amqp_load.txt"
+cargo bench --quiet --bench amqp_load -- --calls 10000 --runs "$runs" > "$out/amqp_load.txt"
 cargo bench --quiet --bench daemon_startup > "$out/daemon_startup.txt"
 cargo bench --quiet --bench gateway_hop > "$out/gateway_hop.txt"
 cargo bench --quiet -p supervisor --bench restart > "$out/restart.txt"
