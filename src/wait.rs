@@ -192,19 +192,25 @@ impl Spin {
     }
 }
 
-/// Selects with a short spin before blocking.
+/// Selects with a short spin before blocking, if `spin`; gives up after
+/// `timeout` (`None`: never).
 #[cfg(feature = "amqp")]
-pub(crate) fn select<'a>(
+pub(crate) fn select_within<'a>(
     sel: &mut crossbeam_channel::Select<'a>,
-) -> crossbeam_channel::SelectedOperation<'a> {
+    spin: bool,
+    timeout: Option<Duration>,
+) -> Option<crossbeam_channel::SelectedOperation<'a>> {
     let start = Instant::now();
-    while start.elapsed() < SPIN_BEFORE_PARK {
+    while spin && start.elapsed() < SPIN_BEFORE_PARK {
         if let Ok(op) = sel.try_select() {
-            return op;
+            return Some(op);
         }
         std::thread::yield_now();
     }
-    sel.select()
+    match timeout {
+        Some(t) => sel.select_timeout(t.saturating_sub(start.elapsed())).ok(),
+        None => Some(sel.select()),
+    }
 }
 
 #[cfg(test)]

@@ -502,6 +502,32 @@ fn c2_m2_m4_answers_follow_their_request_and_run_once() {
     b.shutdown().unwrap();
 }
 
+/// A request is acknowledged once the broker confirmed its response, also
+/// when nothing else happens on the link (confirms are taken between other
+/// events, or after `ACK_DELAY`): with a prefetch of 1, the broker delivers
+/// a session's next request only after the last one was acknowledged.
+#[test]
+fn a_confirmed_request_is_acknowledged_while_the_link_is_idle() {
+    let mut config = config("ack-idle");
+    let _cleanup = Cleanup(config.clone());
+    config.prefetch = 1;
+    let server = start("a", &config);
+    let options = ClientOptions {
+        request_timeout: WAIT,
+        ..ClientOptions::default()
+    };
+    let c = Client::connect(Connection::amqp(&config).unwrap(), options).unwrap();
+    for i in 0..20 {
+        let message = i.to_string();
+        let r = c
+            .call_tool("echo", json!({ "message": message }))
+            .expect("delivered once the call before it was acknowledged");
+        assert_eq!(text(&r), message);
+    }
+    c.close();
+    server.shutdown().unwrap();
+}
+
 /// Seed C4: after an intentional close nothing reconnects: the link's last
 /// event is `Closed` and its thread ends (the event sender is dropped).
 #[test]

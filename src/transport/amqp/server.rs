@@ -9,7 +9,9 @@
 //! engine's handler threads produce (they queue it through a per-delivery
 //! [`Sink`]). A request is acknowledged only once the broker confirmed its
 //! response (at-least-once); a lost connection leaves it unacknowledged, so
-//! the broker delivers it again — handlers must tolerate that.
+//! the broker delivers it again — handlers must tolerate that. Confirms do
+//! not wake the link thread: it takes them between other events, or after
+//! [`ACK_DELAY`] when there are none.
 
 use super::config::AmqpConfig;
 use super::envelope::{
@@ -368,6 +370,13 @@ struct Io<'a> {
 /// How long starting may take: connecting, declaring, consuming.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a request whose response the broker confirmed may wait for
+/// its acknowledgement while the link thread has nothing else to do.
+/// Confirms are taken between other events rather than each waking the
+/// link thread: under load, the acknowledgements of many go out together,
+/// right after the responses published in the same turn.
+pub const ACK_DELAY: Duration = Duration::from_millis(1);
+
 /// One connection's message loop.
 fn serve(
     shared: &Arc<Shared>,
@@ -433,18 +442,28 @@ fn serve(
     let i_requests = sel.recv(requests.receiver());
     let i_own = sel.recv(own.receiver());
     let i_work = sel.recv(work);
-    let i_confirms = sel.recv(&confirms);
     let i_returns = sel.recv(&returns);
     let i_stop = sel.recv(stop);
     loop {
+        // What the handlers produced is published first, then the requests
+        // confirmed meanwhile are acknowledged: both reach amiquip's I/O
+        // thread together.
+        while let Ok(w) = work.try_recv() {
+            if let Err(outcome) = link.perform(w) {
+                return outcome;
+            }
+        }
+        if let Err(outcome) = link.confirmed_so_far(&confirms) {
+            return outcome;
+        }
         // An answer is due within microseconds when a handler is at work:
         // then the short spin catches it without a wake-up; otherwise the
         // next event is a broker round trip away, and spinning would only
         // take CPU from the broker and the handlers.
-        let op = if shared.answering.load(Ordering::Relaxed) > 0 {
-            crate::wait::select(&mut sel)
-        } else {
-            sel.select()
+        let spin = shared.answering.load(Ordering::Relaxed) > 0;
+        let acks_due = (!link.pending.confirms.is_empty()).then_some(ACK_DELAY);
+        let Some(op) = crate::wait::select_within(&mut sel, spin, acks_due) else {
+            continue; // the confirms are taken at the top
         };
         let result = match op.index() {
             i if i == i_requests => link.consumed(op.recv(requests.receiver())),
@@ -452,10 +471,6 @@ fn serve(
             i if i == i_work => match op.recv(work) {
                 Ok(w) => link.perform(w),
                 Err(_) => Err(Outcome::Stop),
-            },
-            i if i == i_confirms => match op.recv(&confirms) {
-                Ok(c) => link.confirmed(c),
-                Err(_) => Err(Outcome::Lost("the connection closed".into())),
             },
             i if i == i_returns => {
                 if let Ok(r) = op.recv(&returns) {
@@ -465,6 +480,8 @@ fn serve(
             }
             i if i == i_stop => {
                 let _ = op.recv(stop);
+                // What is confirmed is acknowledged, not delivered again.
+                let _ = link.confirmed_so_far(&confirms);
                 Err(Outcome::Stop)
             }
             _ => Ok(()),
@@ -565,6 +582,20 @@ impl Link<'_> {
         t.delivery
             .ack(self.channel)
             .map_err(|e| Outcome::Lost(format!("ack: {e}")))
+    }
+
+    /// Acknowledges the requests whose responses the broker confirmed
+    /// since the last look.
+    fn confirmed_so_far(&mut self, confirms: &Receiver<Confirm>) -> Result<(), Outcome> {
+        loop {
+            match confirms.try_recv() {
+                Ok(c) => self.confirmed(c)?,
+                Err(crossbeam_channel::TryRecvError::Empty) => return Ok(()),
+                Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                    return Err(Outcome::Lost("the connection closed".into()))
+                }
+            }
+        }
     }
 
     fn confirmed(&mut self, confirm: Confirm) -> Result<(), Outcome> {
