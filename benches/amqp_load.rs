@@ -11,8 +11,9 @@
 //! an app id and `mandatory`), which tells the broker's share of the
 //! envelope from mcpvisor's own.
 //!
-//! Every row runs `--runs` times (default 3), alternated: mcpvisor, then
-//! each ceiling, in every run. Each row gives min, median and max calls/s,
+//! Every row runs `--runs` times (default 3), alternated: each row once in
+//! every run, the order turned by one from run to run (so the broker's
+//! cleanup after a row does not always fall on the same next row). Each row gives min, median and max calls/s,
 //! the median p50 and p99, and the median CPU a call (µs) of the broker,
 //! of the bench's own process (the clients, and the raw responder) and of
 //! mcpvisor's server. The shares compare the runs pair by pair.
@@ -226,40 +227,55 @@ fn cpu_ticks(pid: u32) -> u64 {
     field(11) + field(12)
 }
 
-/// The broker's process (`beam.smp`), if it runs on this machine.
+/// The broker's process, if it runs on this machine: of the Erlang VMs
+/// (`beam.smp`; `rabbitmqctl` runs one too, briefly), the one that used
+/// the most CPU.
 fn broker_pid() -> Option<u32> {
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+    let beams = std::fs::read_dir("/proc").ok()?.flatten().filter_map(|e| {
         let pid: u32 = e.file_name().to_str()?.parse().ok()?;
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
         (comm.trim() == "beam.smp").then_some(pid)
-    })
+    });
+    beams.max_by_key(|&pid| cpu_ticks(pid))
 }
 
 /// One run of one server: its figures, and the CPU each process spent
-/// on a call (µs): the broker's, this process's (the clients, and the raw
-/// responder) and mcpvisor's server's.
+/// on a call (µs; NaN where there is no such process): the broker's, this
+/// process's (the clients, and the raw responder) and mcpvisor's server's.
 struct Run {
     stats: common::Stats,
     cpu: [f64; 3],
 }
 
-/// Runs `f`, reading the processes' CPU time around it.
-fn measured(server: u32, f: impl FnOnce() -> common::Stats) -> Run {
-    let pids = [broker_pid().unwrap_or(0), std::process::id(), server];
-    let before = pids.map(cpu_ticks);
-    let t = std::time::Instant::now();
+/// Runs `f`, which makes `calls` calls in all (its clients' warm-up
+/// included), reading the processes' CPU time around it.
+fn measured(server: Option<u32>, calls: usize, f: impl FnOnce() -> common::Stats) -> Run {
+    let pids = [broker_pid(), Some(std::process::id()), server];
+    let before = pids.map(|p| p.map(cpu_ticks));
     let stats = f();
-    let calls = (stats.calls_per_sec * t.elapsed().as_secs_f64()).max(1.0);
-    let mut cpu = [0.0; 3];
+    let mut cpu = [f64::NAN; 3];
     for (i, c) in cpu.iter_mut().enumerate() {
-        *c = cpu_ticks(pids[i]).saturating_sub(before[i]) as f64 * 10_000.0 / calls;
+        if let (Some(pid), Some(before)) = (pids[i], before[i]) {
+            let ticks = cpu_ticks(pid).saturating_sub(before);
+            *c = ticks as f64 * 10_000.0 / calls.max(1) as f64;
+        }
     }
     Run { stats, cpu }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    let n = v.len();
+    (v[(n - 1) / 2] + v[n / 2]) / 2.0
+}
+
+/// A CPU figure, or `-` where there was no such process.
+fn micros(us: f64) -> String {
+    if us.is_nan() {
+        "-".to_owned()
+    } else {
+        format!("{us:.0}")
+    }
 }
 
 /// A server's runs at one client count: min, median and max calls/s, the
@@ -269,18 +285,15 @@ fn report(server: &str, clients: usize, runs: &[Run]) {
     let rates: Vec<f64> = runs.iter().map(|r| r.stats.calls_per_sec).collect();
     let lo = rates.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = rates.iter().copied().fold(0.0, f64::max);
-    // The raw ceilings run no server of their own.
-    let server_cpu = match of(&|r| r.cpu[2]) {
-        0.0 => "-".to_owned(),
-        us => format!("{us:.0}"),
-    };
     println!(
-        "{server:<10} {clients:>7} {lo:>8.0} {:>8.0} {hi:>8.0} {:>8.1} {:>8.1} {:>7.0} {:>7.0} {server_cpu:>7}",
+        "{server:<10} {clients:>7} {lo:>8.0} {:>8.0} {hi:>8.0} {:>8.1} {:>8.1} {:>7} {:>7} {:>7}",
         median(rates.clone()),
         of(&|r| r.stats.p50_us),
         of(&|r| r.stats.p99_us),
-        of(&|r| r.cpu[0]),
-        of(&|r| r.cpu[1]),
+        micros(of(&|r| r.cpu[0])),
+        micros(of(&|r| r.cpu[1])),
+        // The raw ceilings run no server of their own.
+        micros(of(&|r| r.cpu[2])),
     );
 }
 
@@ -338,7 +351,10 @@ fn main() {
     } else {
         &[]
     };
-    println!("{runs} runs of each row, alternated (mcpvisor, then each ceiling, in every run)");
+    println!(
+        "{runs} runs of each row, alternated (in every run each row once, \
+         the order turned by one from run to run)"
+    );
     println!(
         "{:<10} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7}",
         "server",
@@ -355,19 +371,29 @@ fn main() {
     println!("{:>59}CPU µs a call (medians)", "");
     for clients in client_counts {
         let per = (calls / clients).max(100);
-        let mut ours = Vec::new();
-        let mut theirs: Vec<Vec<Run>> = kinds.iter().map(|_| Vec::new()).collect();
-        for _ in 0..runs {
-            ours.push(measured(child.id(), || {
-                mcpvisor_load(&config, clients, per)
-            }));
-            for (i, &(_, acks, envelope)) in kinds.iter().enumerate() {
-                let run = measured(0, || {
-                    raw_ping_pong(&config.url, clients, per, acks, envelope)
-                });
-                theirs[i].push(run);
+        // Every client warms up with 10 calls before the timed ones.
+        let all = clients * (per + 10);
+        // Row 0 is mcpvisor, row i the ceiling kinds[i - 1].
+        let rows = kinds.len() + 1;
+        let mut results: Vec<Vec<Run>> = (0..rows).map(|_| Vec::new()).collect();
+        for run in 0..runs {
+            for row in (0..rows).map(|k| (k + run) % rows) {
+                let measurement = match row {
+                    0 => measured(Some(child.id()), all, || {
+                        mcpvisor_load(&config, clients, per)
+                    }),
+                    _ => {
+                        let (_, acks, envelope) = kinds[row - 1];
+                        measured(None, all, || {
+                            raw_ping_pong(&config.url, clients, per, acks, envelope)
+                        })
+                    }
+                };
+                results[row].push(measurement);
             }
         }
+        let theirs = results.split_off(1);
+        let ours = results.pop().unwrap_or_default();
         report("mcpvisor", clients, &ours);
         for (&(label, ..), runs) in kinds.iter().zip(&theirs) {
             report(label, clients, runs);

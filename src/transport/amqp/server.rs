@@ -11,7 +11,7 @@
 //! response (at-least-once); a lost connection leaves it unacknowledged, so
 //! the broker delivers it again — handlers must tolerate that. Confirms do
 //! not wake the link thread: it takes them between other events, or after
-//! [`ACK_DELAY`] when there are none.
+//! [`ACK_DELAY`] when there are none (and past that, as they arrive).
 
 use super::config::AmqpConfig;
 use super::envelope::{
@@ -444,11 +444,17 @@ fn serve(
     let i_work = sel.recv(work);
     let i_returns = sel.recv(&returns);
     let i_stop = sel.recv(stop);
+    // The same, and the confirms: for when they are overdue.
+    let mut with_confirms = sel.clone();
+    let i_confirms = with_confirms.recv(&confirms);
+    let mut overdue = false;
     loop {
-        // What the handlers produced is published first, then the requests
-        // confirmed meanwhile are acknowledged: both reach amiquip's I/O
-        // thread together.
-        while let Ok(w) = work.try_recv() {
+        // What the handlers produced by now is published first, then the
+        // requests confirmed meanwhile are acknowledged: both reach
+        // amiquip's I/O thread together. (Only what was queued by now: a
+        // handler that keeps queueing starves nothing.)
+        for _ in 0..work.len() {
+            let Ok(w) = work.try_recv() else { break };
             if let Err(outcome) = link.perform(w) {
                 return outcome;
             }
@@ -461,16 +467,30 @@ fn serve(
         // next event is a broker round trip away, and spinning would only
         // take CPU from the broker and the handlers.
         let spin = shared.answering.load(Ordering::Relaxed) > 0;
-        let acks_due = (!link.pending.confirms.is_empty()).then_some(ACK_DELAY);
-        let Some(op) = crate::wait::select_within(&mut sel, spin, acks_due) else {
+        let op = if link.pending.confirms.is_empty() {
+            crate::wait::select_within(&mut sel, spin, None)
+        } else if overdue {
+            // Still outstanding a whole ACK_DELAY later (a blocked broker
+            // holds them back): their arrival wakes this thread, no timer.
+            crate::wait::select_within(&mut with_confirms, false, None)
+        } else {
+            crate::wait::select_within(&mut sel, spin, Some(ACK_DELAY))
+        };
+        let Some(op) = op else {
+            overdue = true;
             continue; // the confirms are taken at the top
         };
+        overdue = false;
         let result = match op.index() {
             i if i == i_requests => link.consumed(op.recv(requests.receiver())),
             i if i == i_own => link.consumed(op.recv(own.receiver())),
             i if i == i_work => match op.recv(work) {
                 Ok(w) => link.perform(w),
                 Err(_) => Err(Outcome::Stop),
+            },
+            i if i == i_confirms => match op.recv(&confirms) {
+                Ok(c) => link.confirmed(c),
+                Err(_) => Err(Outcome::Lost("the connection closed".into())),
             },
             i if i == i_returns => {
                 if let Ok(r) = op.recv(&returns) {
@@ -480,13 +500,14 @@ fn serve(
             }
             i if i == i_stop => {
                 let _ = op.recv(stop);
-                // What is confirmed is acknowledged, not delivered again.
-                let _ = link.confirmed_so_far(&confirms);
                 Err(Outcome::Stop)
             }
             _ => Ok(()),
         };
         if let Err(outcome) = result {
+            // What is confirmed is acknowledged, not delivered again (when
+            // the channel still works: a stop, a consumer cancelled).
+            let _ = link.confirmed_so_far(&confirms);
             return outcome;
         }
     }
