@@ -21,14 +21,6 @@ fn client_threads() -> usize {
         .count()
 }
 
-fn eventually(what: &str, mut fact: impl FnMut() -> bool) {
-    let deadline = Instant::now() + common::WAIT;
-    while !fact() {
-        assert!(Instant::now() < deadline, "{what}");
-        std::thread::yield_now();
-    }
-}
-
 /// A fake server: answers the handshake, and every `tools/call` with a
 /// body announced as 1 GiB that it streams until the client hangs up.
 fn endless_server() -> String {
@@ -140,8 +132,11 @@ fn failures_reach_the_caller_at_once_and_closing_leaves_nothing_running() {
         c.ping().unwrap();
         c.close();
     }
-    eventually("client threads are still running after close()", || {
-        client_threads() <= baseline
+    common::eventually("client threads are still running after close()", || {
+        let running = client_threads();
+        (running <= baseline)
+            .then_some(())
+            .ok_or(format!("{running} against {baseline} before"))
     });
     http.shutdown().unwrap();
 }
