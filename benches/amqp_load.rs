@@ -13,8 +13,10 @@
 //!
 //! Every row runs `--runs` times (default 3), alternated: each row once in
 //! every run, the order turned by one from run to run (so the broker's
-//! cleanup after a row does not always fall on the same next row). Each row gives min, median and max calls/s,
-//! the median p50 and p99, and the median CPU a call (µs) of the broker,
+//! cleanup after a row does not always fall on the same next row). Each
+//! row gives min, median and max calls/s, the median p50 and p99, and the
+//! median CPU a call (µs) of the broker (its schedulers busy-wait, so its
+//! CPU grows with a run's length: compare rows by calls/s),
 //! of the bench's own process (the clients, and the raw responder) and of
 //! mcpvisor's server. The shares compare the runs pair by pair.
 //!
