@@ -213,22 +213,6 @@ fn mcpvisor_load(config: &AmqpConfig, clients: usize, calls: usize) -> common::S
     )
 }
 
-/// CPU time (user and system, in clock ticks of 10 ms) of process `pid`
-/// so far; 0 if it is gone.
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
-    let field = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    field(11) + field(12)
-}
-
 /// The broker's process, if it runs on this machine: of the Erlang VMs
 /// (`beam.smp`; `rabbitmqctl` runs one too, briefly), the one that used
 /// the most CPU.
@@ -238,7 +222,7 @@ fn broker_pid() -> Option<u32> {
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
         (comm.trim() == "beam.smp").then_some(pid)
     });
-    beams.max_by_key(|&pid| cpu_ticks(pid))
+    beams.max_by_key(|&pid| common::cpu_ticks(pid))
 }
 
 /// One run of one server: its figures, and the CPU each process spent
@@ -253,22 +237,20 @@ struct Run {
 /// included), reading the processes' CPU time around it.
 fn measured(server: Option<u32>, calls: usize, f: impl FnOnce() -> common::Stats) -> Run {
     let pids = [broker_pid(), Some(std::process::id()), server];
-    let before = pids.map(|p| p.map(cpu_ticks));
+    let before = pids.map(|p| p.map(common::cpu_time));
     let stats = f();
     let mut cpu = [f64::NAN; 3];
     for (i, c) in cpu.iter_mut().enumerate() {
         if let (Some(pid), Some(before)) = (pids[i], before[i]) {
-            let ticks = cpu_ticks(pid).saturating_sub(before);
-            *c = ticks as f64 * 10_000.0 / calls.max(1) as f64;
+            let used = common::cpu_time(pid).saturating_sub(before);
+            *c = used.as_secs_f64() * 1e6 / calls.max(1) as f64;
         }
     }
     Run { stats, cpu }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    (v[(n - 1) / 2] + v[n / 2]) / 2.0
+fn median(v: impl IntoIterator<Item = f64>) -> f64 {
+    common::spread(v).1
 }
 
 /// A CPU figure, or `-` where there was no such process.
@@ -283,13 +265,10 @@ fn micros(us: f64) -> String {
 /// A server's runs at one client count: min, median and max calls/s, the
 /// median latencies and CPU a call.
 fn report(server: &str, clients: usize, runs: &[Run]) {
-    let of = |f: &dyn Fn(&Run) -> f64| median(runs.iter().map(f).collect());
-    let rates: Vec<f64> = runs.iter().map(|r| r.stats.calls_per_sec).collect();
-    let lo = rates.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = rates.iter().copied().fold(0.0, f64::max);
+    let of = |f: &dyn Fn(&Run) -> f64| median(runs.iter().map(f));
+    let (lo, mid, hi) = common::spread(runs.iter().map(|r| r.stats.calls_per_sec));
     println!(
-        "{server:<10} {clients:>7} {lo:>8.0} {:>8.0} {hi:>8.0} {:>8.1} {:>8.1} {:>7} {:>7} {:>7}",
-        median(rates.clone()),
+        "{server:<10} {clients:>7} {lo:>8.0} {mid:>8.0} {hi:>8.0} {:>8.1} {:>8.1} {:>7} {:>7} {:>7}",
         of(&|r| r.stats.p50_us),
         of(&|r| r.stats.p99_us),
         micros(of(&|r| r.cpu[0])),
@@ -311,7 +290,7 @@ fn shares(label: &str, clients: usize, us: &[Run], them: &[Run]) {
     println!(
         "{:<11} {clients:>6} median {:.0}% (runs: {})",
         format!("vs {label}"),
-        median(each.clone()),
+        median(each.iter().copied()),
         listed.join(" ")
     );
 }

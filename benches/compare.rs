@@ -129,23 +129,6 @@ fn build(features: Option<&str>, echo: Option<&str>) {
     }
 }
 
-/// CPU time (user + system) the process has used so far.
-fn cpu(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name, which is in parentheses.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks: u64 = [11, 12]
-        .iter()
-        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
-        .sum();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    Duration::from_nanos(ticks * 1_000_000_000 / hz)
-}
-
 /// What one run measured.
 #[derive(Clone, Copy, Default)]
 struct Sample {
@@ -200,7 +183,7 @@ struct Window {
 
 impl Window {
     fn mark(&self, i: usize) {
-        self.marks.lock().unwrap()[i] = (cpu(self.pid), Instant::now());
+        self.marks.lock().unwrap()[i] = (common::cpu_time(self.pid), Instant::now());
     }
     fn start(&self) {
         self.mark(0);
@@ -333,9 +316,7 @@ fn http_run(server: Server, sessions: usize, warmup: Duration, window: Duration)
 
 /// min / median / max of `f` over the runs.
 fn spread(runs: &[Sample], f: impl Fn(&Sample) -> f64) -> (f64, f64, f64) {
-    let mut v: Vec<f64> = runs.iter().map(f).collect();
-    v.sort_by(|a, b| a.total_cmp(b));
-    (v[0], v[v.len() / 2], v[v.len() - 1])
+    common::spread(runs.iter().map(f))
 }
 
 /// Every run of one transport: `[level][server]` -> samples.
@@ -440,11 +421,14 @@ fn idle_report(secs: u64) -> String {
     }
     // Let the last call's wake-ups settle, then watch.
     std::thread::sleep(Duration::from_millis(500));
-    let before: Vec<Duration> = children.iter().map(|c| cpu(c.2.id())).collect();
+    let before: Vec<Duration> = children
+        .iter()
+        .map(|c| common::cpu_time(c.2.id()))
+        .collect();
     std::thread::sleep(Duration::from_secs(secs));
     let mut out = format!("### Idle: server CPU in {secs} s without traffic\n\n| server | transport | CPU ms |\n|---|---|---|\n");
     for ((server, what, mut child, stdio, conn), before) in children.into_iter().zip(before) {
-        let used = cpu(child.id()) - before;
+        let used = common::cpu_time(child.id()) - before;
         out += &format!("| {} | {what} | {} |\n", server.name(), used.as_millis());
         drop((stdio, conn));
         let _ = child.kill();

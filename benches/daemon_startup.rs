@@ -3,42 +3,14 @@
 //! size once ready and after a second of idleness, with the example
 //! configuration. `cargo bench --bench daemon_startup -- [--runs N]`.
 
+mod common;
+
 use std::os::unix::net::UnixDatagram;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_mcpvisor");
 const CONFIG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/mcpvisor.json");
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    // utime and stime: fields 14 and 15 of stat(5), 12 and 13 after the name.
-    fields
-        .get(11)
-        .and_then(|u| u.parse::<u64>().ok())
-        .unwrap_or(0)
-        + fields
-            .get(12)
-            .and_then(|s| s.parse::<u64>().ok())
-            .unwrap_or(0)
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -74,11 +46,11 @@ fn main() {
             }
         }
         ready.push(start.elapsed());
-        rss_ready.push(rss_kib(child.id()));
-        let before = cpu_ticks(child.id());
+        rss_ready.push(common::proc_status(child.id(), "VmRSS:"));
+        let before = common::cpu_ticks(child.id());
         std::thread::sleep(Duration::from_secs(1));
-        idle_ticks.push(cpu_ticks(child.id()) - before);
-        rss_idle.push(rss_kib(child.id()));
+        idle_ticks.push(common::cpu_ticks(child.id()) - before);
+        rss_idle.push(common::proc_status(child.id(), "VmRSS:"));
         // SAFETY: kill(2) on our own child.
         unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
         child.wait().unwrap();

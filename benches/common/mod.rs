@@ -74,6 +74,38 @@ pub fn proc_status(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time (user and system, in clock ticks) process `pid` has used so
+/// far; 0 if it is gone.
+pub fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // utime and stime: fields 14 and 15 of proc(5), 12 and 13 after the
+    // command name (in parentheses, and it may hold spaces).
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+        .sum()
+}
+
+/// [`cpu_ticks`] as a duration.
+pub fn cpu_time(pid: u32) -> Duration {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_nanos(cpu_ticks(pid) * 1_000_000_000 / hz)
+}
+
+/// min, median and max of `values` (at least one; the median of an even
+/// count is the mean of the middle two).
+pub fn spread(values: impl IntoIterator<Item = f64>) -> (f64, f64, f64) {
+    let mut v: Vec<f64> = values.into_iter().collect();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    (v[0], (v[(n - 1) / 2] + v[n / 2]) / 2.0, v[n - 1])
+}
+
 /// The numeric id of a response line (the benches number their requests).
 pub fn response_id(line: &str) -> Option<usize> {
     let at = line.find("\"id\":")? + 5;
