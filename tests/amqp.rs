@@ -19,7 +19,7 @@ use std::time::Duration;
 
 mod common;
 
-use common::amqp::{config, Cleanup, BROKER};
+use common::amqp::{config, Cleanup, Proxy, BROKER};
 use common::WAIT;
 
 fn fast_reconnect(attempts: u32) -> Reconnect {
@@ -154,79 +154,6 @@ fn a_client_calls_tools_through_the_broker() {
     assert_eq!(server.session_count(), 1);
     c.close();
     server.shutdown().unwrap();
-}
-
-/// A TCP proxy in front of the broker that the test can cut (every open
-/// connection dies) or close (and refuse new ones): a network failure
-/// without disturbing the broker for the other tests.
-struct Proxy {
-    port: u16,
-    closed: Arc<std::sync::atomic::AtomicBool>,
-    /// While set, new connections are accepted and dropped at once.
-    refusing: Arc<std::sync::atomic::AtomicBool>,
-    conns: Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
-}
-
-impl Proxy {
-    fn start() -> Proxy {
-        use std::net::{TcpListener, TcpStream};
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let refusing = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let conns: Arc<std::sync::Mutex<Vec<TcpStream>>> = Default::default();
-        let (c2, r2, conns2) = (closed.clone(), refusing.clone(), conns.clone());
-        std::thread::spawn(move || {
-            for inbound in listener.incoming() {
-                if c2.load(Ordering::SeqCst) {
-                    return;
-                }
-                let Ok(inbound) = inbound else { continue };
-                if r2.load(Ordering::SeqCst) {
-                    continue;
-                }
-                let Ok(upstream) = TcpStream::connect("127.0.0.1:5672") else {
-                    continue;
-                };
-                let _ = inbound.set_nodelay(true);
-                let _ = upstream.set_nodelay(true);
-                conns2
-                    .lock()
-                    .unwrap()
-                    .extend([inbound.try_clone().unwrap(), upstream.try_clone().unwrap()]);
-                for (mut from, mut to) in [
-                    (inbound.try_clone().unwrap(), upstream.try_clone().unwrap()),
-                    (upstream, inbound),
-                ] {
-                    std::thread::spawn(move || {
-                        let _ = std::io::copy(&mut from, &mut to);
-                        let _ = to.shutdown(std::net::Shutdown::Both);
-                    });
-                }
-            }
-        });
-        Proxy {
-            port,
-            closed,
-            refusing,
-            conns,
-        }
-    }
-    fn url(&self) -> String {
-        format!("amqp://guest:guest@127.0.0.1:{}", self.port)
-    }
-    /// Kills every connection through the proxy.
-    fn cut(&self) {
-        for c in self.conns.lock().unwrap().drain(..) {
-            let _ = c.shutdown(std::net::Shutdown::Both);
-        }
-    }
-    /// Cuts and refuses every later connection.
-    fn close(&self) {
-        self.closed.store(true, Ordering::SeqCst);
-        let _ = std::net::TcpStream::connect(("127.0.0.1", self.port));
-        self.cut();
-    }
 }
 
 /// Declares a queue bound to `exchange` with `key` and returns its receiver.

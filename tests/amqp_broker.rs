@@ -2,8 +2,8 @@
 //! logger; they run one at a time, apart from `tests/amqp.rs` (cargo runs
 //! test binaries one after another).
 
-use mcpvisor::client::{Client, ClientOptions, Connection, Reconnect};
-use mcpvisor::transport::amqp::{AmqpConfig, AmqpEvent};
+use mcpvisor::client::{Client, ClientOptions, Connection, Generation, Reconnect};
+use mcpvisor::transport::amqp::{open, AmqpConfig, AmqpEvent, AmqpUrl};
 use mcpvisor::{Server, Tool, ToolResult};
 use serde_json::json;
 use std::process::Command;
@@ -13,7 +13,7 @@ use std::time::Duration;
 
 mod common;
 
-use common::amqp::{config, Cleanup};
+use common::amqp::{config, Cleanup, Proxy};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -161,7 +161,7 @@ fn credentials_never_reach_the_log() {
     let url = format!("amqp://{user}:{secret}@127.0.0.1:5672");
     let mut config = config("secret");
     let _cleanup = Cleanup(config.clone());
-    config.url = mcpvisor::transport::amqp::AmqpUrl::parse(&url).unwrap();
+    config.url = AmqpUrl::parse(&url).unwrap();
     config.reconnect.max_attempts = 2;
     config.reconnect.backoff.initial = Duration::from_millis(10);
     let count = Arc::new(AtomicUsize::new(0));
@@ -183,4 +183,64 @@ fn credentials_never_reach_the_log() {
     for line in records.iter().chain(&errors) {
         assert!(!line.contains(&secret), "leaked: {line}");
     }
+}
+
+/// An intentional stop publishes what the handlers answered, then waits for
+/// the broker to confirm it and acknowledges the requests: a request that
+/// was answered is not delivered again (to run a second time) when the
+/// server's channel closes. The broker's confirm of the answer waits in a
+/// proxy until the stopping server says it waits for it.
+#[test]
+fn a_stopping_server_acknowledges_the_requests_it_answered() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    capture_logs();
+    let proxy = Arc::new(Proxy::start());
+    let config = config("stop-confirms");
+    let _cleanup = Cleanup(config.clone());
+    let mut through_proxy = config.clone();
+    through_proxy.url = AmqpUrl::parse(&proxy.url()).unwrap();
+    let holding = proxy.clone();
+    let server = Server::builder("amqp-stop-test", "1.0")
+        .tool(Tool::new("hold", json!({"type":"object"}), move |_, _| {
+            holding.hold();
+            Ok(ToolResult::text("held"))
+        }))
+        .build()
+        .unwrap()
+        .start_amqp(through_proxy)
+        .unwrap();
+    // A stateless call travels through the shared request queue, which
+    // outlives the server.
+    let options = ClientOptions {
+        generation: Generation::Stateless,
+        ..ClientOptions::default()
+    };
+    let client = Client::connect(Connection::amqp(&config).unwrap(), options).unwrap();
+    let r = client.call_tool("hold", json!({})).unwrap();
+    assert_eq!(r["content"][0]["text"], "held");
+    let stopping = std::thread::spawn(move || server.shutdown());
+    common::eventually("the stopping server waits for the confirm", || {
+        let records = RECORDS.lock().unwrap_or_else(|p| p.into_inner());
+        match records
+            .iter()
+            .any(|r| r.contains("waiting for the broker to confirm"))
+        {
+            true => Ok(()),
+            false => Err("not said".into()),
+        }
+    });
+    proxy.release();
+    stopping.join().unwrap().unwrap();
+    let mut conn = open(&config.url, 0).unwrap();
+    let channel = conn.open_channel(None).unwrap();
+    let queue = channel
+        .queue_declare_passive(config.request_queue())
+        .unwrap();
+    assert_eq!(
+        queue.declared_message_count(),
+        Some(0),
+        "the answered request was delivered again"
+    );
+    client.close();
+    let _ = conn.close();
 }

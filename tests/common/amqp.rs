@@ -1,6 +1,10 @@
 //! AMQP test helpers: per-test broker names and their cleanup.
 
 use mcpvisor::transport::amqp::{open, AmqpConfig};
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 /// The local broker (`.ci/run` starts it).
@@ -49,5 +53,115 @@ impl Drop for Cleanup {
             }
         }
         let _ = conn.close();
+    }
+}
+
+/// A TCP proxy in front of the broker that the test can cut (every open
+/// connection dies), close (and refuse new ones) or hold (what the broker
+/// sends waits in the proxy until released): a network failure or a slow
+/// broker without disturbing the broker for the other tests.
+pub struct Proxy {
+    port: u16,
+    closed: Arc<AtomicBool>,
+    /// While set, new connections are accepted and dropped at once.
+    pub refusing: Arc<AtomicBool>,
+    conns: Arc<Mutex<Vec<TcpStream>>>,
+    /// While true, bytes from the broker are not passed on.
+    held: Arc<(Mutex<bool>, Condvar)>,
+}
+
+impl Proxy {
+    pub fn start() -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let proxy = Proxy {
+            port,
+            closed: Arc::default(),
+            refusing: Arc::default(),
+            conns: Arc::default(),
+            held: Arc::default(),
+        };
+        let (closed, refusing, conns, held) = (
+            proxy.closed.clone(),
+            proxy.refusing.clone(),
+            proxy.conns.clone(),
+            proxy.held.clone(),
+        );
+        std::thread::spawn(move || {
+            for inbound in listener.incoming() {
+                if closed.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(inbound) = inbound else { continue };
+                if refusing.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let Ok(upstream) = TcpStream::connect("127.0.0.1:5672") else {
+                    continue;
+                };
+                let _ = inbound.set_nodelay(true);
+                let _ = upstream.set_nodelay(true);
+                conns
+                    .lock()
+                    .unwrap()
+                    .extend([inbound.try_clone().unwrap(), upstream.try_clone().unwrap()]);
+                let pairs = [
+                    (
+                        inbound.try_clone().unwrap(),
+                        upstream.try_clone().unwrap(),
+                        None,
+                    ),
+                    (upstream, inbound, Some(held.clone())),
+                ];
+                for (mut from, mut to, held) in pairs {
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; 16 * 1024];
+                        while let Ok(n @ 1..) = from.read(&mut buf) {
+                            if let Some(held) = &held {
+                                let (lock, released) = &**held;
+                                let mut h = lock.lock().unwrap();
+                                while *h {
+                                    h = released.wait(h).unwrap();
+                                }
+                            }
+                            if to.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                        let _ = to.shutdown(Shutdown::Both);
+                    });
+                }
+            }
+        });
+        proxy
+    }
+
+    pub fn url(&self) -> String {
+        format!("amqp://guest:guest@127.0.0.1:{}", self.port)
+    }
+
+    /// Kills every connection through the proxy.
+    pub fn cut(&self) {
+        for c in self.conns.lock().unwrap().drain(..) {
+            let _ = c.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Cuts and refuses every later connection.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        self.cut();
+    }
+
+    /// From now on, what the broker sends waits in the proxy ...
+    pub fn hold(&self) {
+        *self.held.0.lock().unwrap() = true;
+    }
+
+    /// ... until this passes it on.
+    pub fn release(&self) {
+        *self.held.0.lock().unwrap() = false;
+        self.held.1.notify_all();
     }
 }

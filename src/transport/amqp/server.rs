@@ -11,7 +11,10 @@
 //! response (at-least-once); a lost connection leaves it unacknowledged, so
 //! the broker delivers it again — handlers must tolerate that. Confirms do
 //! not wake the link thread: it takes them between other events, or after
-//! [`ACK_DELAY`] when there are none (and past that, as they arrive).
+//! [`ACK_DELAY`] when there are none (and past that, as they arrive). An
+//! intentional stop publishes what is queued and waits up to
+//! [`STOP_CONFIRM_WAIT`] for the outstanding confirms, so what was answered
+//! is acknowledged rather than delivered again.
 
 use super::config::AmqpConfig;
 use super::envelope::{
@@ -377,6 +380,12 @@ pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// right after the responses published in the same turn.
 pub const ACK_DELAY: Duration = Duration::from_millis(1);
 
+/// How long an intentional stop waits for the broker to confirm the
+/// responses already published, so that their requests are acknowledged
+/// rather than delivered again: 2 s (within the supervisor's
+/// [`DEFAULT_WORKER_SHUTDOWN`](supervisor::DEFAULT_WORKER_SHUTDOWN)).
+pub const STOP_CONFIRM_WAIT: Duration = Duration::from_secs(2);
+
 /// One connection's message loop.
 fn serve(
     shared: &Arc<Shared>,
@@ -505,9 +514,13 @@ fn serve(
             _ => Ok(()),
         };
         if let Err(outcome) = result {
-            // What is confirmed is acknowledged, not delivered again (when
-            // the channel still works: a stop, a consumer cancelled).
-            let _ = link.confirmed_so_far(&confirms);
+            if matches!(outcome, Outcome::Stop) {
+                link.finish(work, &confirms);
+            } else {
+                // What is confirmed is acknowledged, not delivered again
+                // (when the channel still works: a consumer cancelled).
+                let _ = link.confirmed_so_far(&confirms);
+            }
             return outcome;
         }
     }
@@ -603,6 +616,46 @@ impl Link<'_> {
         t.delivery
             .ack(self.channel)
             .map_err(|e| Outcome::Lost(format!("ack: {e}")))
+    }
+
+    /// An intentional stop: the answers the handlers queued by now are
+    /// published, and the link waits (at most [`STOP_CONFIRM_WAIT`]) for
+    /// the broker to confirm every response it published, acknowledging
+    /// their requests. A request whose answer left is then not delivered
+    /// again (to run a second time elsewhere) when the channel closes;
+    /// whatever is still unconfirmed after the wait is, as after a lost
+    /// connection.
+    fn finish(&mut self, work: &Receiver<Work>, confirms: &Receiver<Confirm>) {
+        for _ in 0..work.len() {
+            let Ok(w) = work.try_recv() else { break };
+            if self.perform(w).is_err() {
+                return;
+            }
+        }
+        let deadline = std::time::Instant::now() + STOP_CONFIRM_WAIT;
+        if self.confirmed_so_far(confirms).is_err() || self.pending.confirms.is_empty() {
+            return;
+        }
+        log::debug!(
+            "amqp: stopping: waiting for the broker to confirm {} responses",
+            self.pending.confirms.len()
+        );
+        while !self.pending.confirms.is_empty() {
+            let confirmed = match confirms.recv_deadline(deadline) {
+                Ok(c) => self.confirmed(c),
+                Err(_) => break,
+            };
+            if confirmed.is_err() {
+                return;
+            }
+        }
+        if !self.pending.confirms.is_empty() {
+            log::warn!(
+                "amqp: stopping: {} responses not confirmed within {STOP_CONFIRM_WAIT:?}; \
+                 their requests will be delivered again",
+                self.pending.confirms.len()
+            );
+        }
     }
 
     /// Acknowledges the requests whose responses the broker confirmed
