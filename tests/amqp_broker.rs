@@ -185,6 +185,75 @@ fn credentials_never_reach_the_log() {
     }
 }
 
+/// Starts the record afresh (what earlier tests logged is gone).
+fn forget_logs() {
+    RECORDS.lock().unwrap_or_else(|p| p.into_inner()).clear();
+}
+
+/// Whether a log record of this process contains `text`.
+fn logged(text: &str) -> Result<(), String> {
+    let records = RECORDS.lock().unwrap_or_else(|p| p.into_inner());
+    match records.iter().any(|r| r.contains(text)) {
+        true => Ok(()),
+        false => Err(format!("not logged: {text}")),
+    }
+}
+
+/// A server started through `proxy` with one tool, `hold`, that holds in
+/// the proxy what the broker sends from then on (the confirm of its own
+/// answer included) and forgets what was logged before.
+fn holding_server(
+    proxy: &Arc<Proxy>,
+    config: &AmqpConfig,
+) -> mcpvisor::transport::amqp::AmqpServer {
+    let mut through_proxy = config.clone();
+    through_proxy.url = AmqpUrl::parse(&proxy.url()).unwrap();
+    let holding = proxy.clone();
+    Server::builder("amqp-hold-test", "1.0")
+        .tool(Tool::new("hold", json!({"type":"object"}), move |_, _| {
+            // What is logged from now on is about what the proxy holds.
+            forget_logs();
+            holding.hold();
+            Ok(ToolResult::text("held"))
+        }))
+        .build()
+        .unwrap()
+        .start_amqp(through_proxy)
+        .unwrap()
+}
+
+/// A confirm that comes after `ACK_DELAY` (a broker slow to confirm) is
+/// waited for: it wakes the idle link, which acknowledges the request. With
+/// a prefetch of 1 nothing else is delivered until then, so the next call
+/// is answered only if that happened.
+#[test]
+fn an_overdue_confirm_is_acknowledged_when_it_comes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    capture_logs();
+    forget_logs();
+    let proxy = Arc::new(Proxy::start());
+    let mut config = config("overdue");
+    let _cleanup = Cleanup(config.clone());
+    config.prefetch = 1;
+    let server = holding_server(&proxy, &config);
+    let options = ClientOptions {
+        request_timeout: common::WAIT,
+        ..ClientOptions::default()
+    };
+    let client = Client::connect(Connection::amqp(&config).unwrap(), options).unwrap();
+    let r = client.call_tool("hold", json!({})).unwrap();
+    assert_eq!(r["content"][0]["text"], "held");
+    common::eventually("the link finds the confirm overdue", || {
+        logged("confirms overdue; waiting for them")
+    });
+    proxy.release();
+    let r = client.call_tool("hold", json!({})).unwrap();
+    assert_eq!(r["content"][0]["text"], "held");
+    proxy.release();
+    client.close();
+    server.shutdown().unwrap();
+}
+
 /// An intentional stop publishes what the handlers answered, then waits for
 /// the broker to confirm it and acknowledges the requests: a request that
 /// was answered is not delivered again (to run a second time) when the
@@ -194,21 +263,11 @@ fn credentials_never_reach_the_log() {
 fn a_stopping_server_acknowledges_the_requests_it_answered() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     capture_logs();
+    forget_logs();
     let proxy = Arc::new(Proxy::start());
     let config = config("stop-confirms");
     let _cleanup = Cleanup(config.clone());
-    let mut through_proxy = config.clone();
-    through_proxy.url = AmqpUrl::parse(&proxy.url()).unwrap();
-    let holding = proxy.clone();
-    let server = Server::builder("amqp-stop-test", "1.0")
-        .tool(Tool::new("hold", json!({"type":"object"}), move |_, _| {
-            holding.hold();
-            Ok(ToolResult::text("held"))
-        }))
-        .build()
-        .unwrap()
-        .start_amqp(through_proxy)
-        .unwrap();
+    let server = holding_server(&proxy, &config);
     // A stateless call travels through the shared request queue, which
     // outlives the server.
     let options = ClientOptions {
@@ -220,14 +279,7 @@ fn a_stopping_server_acknowledges_the_requests_it_answered() {
     assert_eq!(r["content"][0]["text"], "held");
     let stopping = std::thread::spawn(move || server.shutdown());
     common::eventually("the stopping server waits for the confirm", || {
-        let records = RECORDS.lock().unwrap_or_else(|p| p.into_inner());
-        match records
-            .iter()
-            .any(|r| r.contains("waiting for the broker to confirm"))
-        {
-            true => Ok(()),
-            false => Err("not said".into()),
-        }
+        logged("waiting for the broker to confirm")
     });
     proxy.release();
     stopping.join().unwrap().unwrap();

@@ -486,6 +486,12 @@ fn serve(
             crate::wait::select_within(&mut sel, spin, Some(ACK_DELAY))
         };
         let Some(op) = op else {
+            if !overdue {
+                log::trace!(
+                    "amqp: {} confirms overdue; waiting for them",
+                    link.pending.confirms.len()
+                );
+            }
             overdue = true;
             continue; // the confirms are taken at the top
         };
