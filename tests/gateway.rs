@@ -1193,3 +1193,67 @@ fn killing_one_upstream_under_load_fails_only_its_calls() {
     c.close();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An upstream over stdio, in Python, whose tools answer `tools/call` with
+/// what `results` maps their names to.
+const SHAPES: &str = r#"
+import json, sys
+results = {
+    "array": [],
+    "null": None,
+    "text": {"content": "not a list"},
+    "good": {"content": [{"type": "text", "text": "ok"}]},
+}
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    method, answer = m.get("method"), {"jsonrpc": "2.0", "id": m["id"]}
+    if method == "initialize":
+        answer["result"] = {
+            "protocolVersion": m["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "shapes", "version": "1"},
+        }
+    elif method == "tools/list":
+        answer["result"] = {
+            "tools": [{"name": n, "inputSchema": {"type": "object"}} for n in results]
+        }
+    elif method == "tools/call":
+        answer["result"] = results[m["params"]["name"]]
+    elif method == "ping":
+        answer["result"] = {}
+    else:
+        answer["error"] = {"code": -32601, "message": "method not found"}
+    sys.stdout.write(json.dumps(answer) + "\n")
+    sys.stdout.flush()
+"#;
+
+/// An upstream's answer to `tools/call` that is no tool result (an array,
+/// `null`, content that is not a list) reaches the caller as a tool error
+/// naming the upstream, and the upstream's other calls go on.
+#[test]
+fn an_upstream_result_that_is_no_tool_result_is_a_tool_error() {
+    let dir = scratch("gateway-shapes");
+    let script = dir.join("shapes.py");
+    std::fs::write(&script, SHAPES).unwrap();
+    let g = gateway(
+        &dir,
+        json!({"shapes": {"command": "python3", "args": [script]}}),
+    );
+    let c = Client::connect(Connection::http(&g.url).unwrap(), ClientOptions::default()).unwrap();
+    until(&c, "the upstream's tools", |n| {
+        n.iter().any(|t| t == "shapes__good")
+    });
+    for tool in ["shapes__array", "shapes__null", "shapes__text"] {
+        let r = c.call_tool(tool, json!({})).unwrap();
+        assert_eq!(r["isError"], true, "{tool}: {r}");
+        assert!(
+            text(&r).contains("upstream shapes") && text(&r).contains("no content list"),
+            "{tool}: {r}"
+        );
+    }
+    let r = c.call_tool("shapes__good", json!({})).unwrap();
+    assert_eq!(text(&r), "ok");
+    c.close();
+}

@@ -137,7 +137,19 @@ impl ToolEntry for Tool {
         params.insert("arguments".into(), arguments);
         match self.route.relay("tools/call", Value::Object(params), ctx) {
             Ok(mut v) => {
-                ours(&mut v["content"], self.route.namespace());
+                let Some(content) = v.get_mut("content").filter(|c| c.is_array()) else {
+                    // Not a CallToolResult: nothing of it is passed on.
+                    let upstream = &self.route.shared.name;
+                    log::warn!(
+                        "upstream {upstream}: tools/call {}: a result without a content list dropped",
+                        self.original
+                    );
+                    return Ok(Answer::Tool(ToolResult::error(format!(
+                        "upstream {upstream}: its result for {} has no content list",
+                        self.original
+                    ))));
+                };
+                ours(content, self.route.namespace());
                 Ok(Answer::Json(cut(
                     v,
                     self.route.shared.max_output_bytes,
@@ -169,8 +181,8 @@ impl PromptEntry for Prompt {
             .relay("prompts/get", params, ctx)
             .map_err(into_error)?;
         if let Some(messages) = result.get_mut("messages").and_then(Value::as_array_mut) {
-            for m in messages {
-                ours(&mut m["content"], self.route.namespace());
+            for content in messages.iter_mut().filter_map(|m| m.get_mut("content")) {
+                ours(content, self.route.namespace());
             }
         }
         Ok(result)
