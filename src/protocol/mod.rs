@@ -37,7 +37,7 @@ pub use context::{
 pub use input::{InputRequest, StateKey};
 #[cfg(feature = "client")]
 pub(crate) use outbound::{CallError, Outbound, Wait};
-pub use outbound::{PeerRequestHandler, ProgressHandler};
+pub use outbound::{PeerRequestHandler, ProgressHandler, ABANDONED_CALL_GRACE};
 pub use peer::{SessionEvent, SessionEvents, SessionHandle, SESSION_EVENT_QUEUE};
 pub use session::{
     Phase, Session, MAX_CLIENT_DESCRIPTION_BYTES, MAX_SUBSCRIPTIONS, MAX_SUBSCRIPTION_URI_BYTES,

@@ -75,11 +75,21 @@ struct Pending {
     ordered: bool,
 }
 
+/// How long after a call with an association was given up (it timed out,
+/// or was cancelled) the peer's requests that name no call are not taken
+/// for the only associated call still in flight: 30 s. The peer may still
+/// be at work on the call given up, and what it asks then belongs to that
+/// call's caller, not to another's (a gateway's upstream shared by
+/// sessions: one user's elicitation shown to another).
+pub const ABANDONED_CALL_GRACE: Duration = Duration::from_secs(30);
+
 /// Requests in flight to the peer.
 pub(crate) struct Outbound {
     pending: Mutex<FastMap<RequestId, Pending>>,
     next_id: AtomicI64,
     closed: AtomicBool,
+    /// When a call with an association was last given up.
+    abandoned: Mutex<Option<Instant>>,
 }
 
 impl Default for Outbound {
@@ -88,6 +98,7 @@ impl Default for Outbound {
             pending: Mutex::new(FastMap::default()),
             next_id: AtomicI64::new(1),
             closed: AtomicBool::new(false),
+            abandoned: Mutex::new(None),
         }
     }
 }
@@ -142,6 +153,9 @@ impl Outbound {
         let outcome = waiting(&id, &rx, &ticks, &wait);
         if let Err(e @ (CallError::Timeout(..) | CallError::Cancelled)) = &outcome {
             self.forget(&id);
+            if wait.association.is_some() {
+                *lock(&self.abandoned) = Some(Instant::now());
+            }
             // `initialize` must never be cancelled (the spec's cancellation
             // rules): the wait ends, the peer is not told.
             if method == "initialize" {
@@ -221,12 +235,17 @@ impl Outbound {
     /// named by `related` (a transport that knows, e.g. an HTTP response
     /// stream), else that of the only call in flight with an association
     /// (calls without one, a heartbeat, a list refresh, never ask for
-    /// anything). With several and no hint there is no telling which: `None`.
+    /// anything). With several and no hint there is no telling which:
+    /// `None`; nor within [`ABANDONED_CALL_GRACE`] of giving up a call with
+    /// an association, which the request may come from.
     #[cfg_attr(not(feature = "client"), allow(dead_code))]
     pub(crate) fn association(&self, related: Option<&RequestId>) -> Option<PeerRequestHandler> {
         let pending = lock(&self.pending);
         if let Some(p) = related.and_then(|id| pending.get(id)) {
             return p.association.clone();
+        }
+        if lock(&self.abandoned).is_some_and(|at| at.elapsed() < ABANDONED_CALL_GRACE) {
+            return None;
         }
         let mut associated = pending.values().filter_map(|p| p.association.as_ref());
         match (associated.next(), associated.next()) {
@@ -428,5 +447,33 @@ mod tests {
         assert_eq!(hinted("x", json!({})), Ok(json!("b")));
         out.close();
         assert!(out.association(None).is_none());
+    }
+
+    #[test]
+    fn a_call_given_up_leaves_the_only_associated_call_unguessed_for_a_while() {
+        let out = Outbound::default();
+        let a: PeerRequestHandler = Arc::new(|_, _| Ok(json!("a")));
+        let b: PeerRequestHandler = Arc::new(|_, _| Ok(json!("b")));
+        // Call 1 (associated with a) is given up; the peer never answers.
+        let wait = Wait {
+            timeout: Duration::from_millis(1),
+            association: Some(a),
+            ..Default::default()
+        };
+        let e = out.call("a", json!({}), wait, &|_| Ok(())).unwrap_err();
+        assert!(matches!(e, CallError::Timeout(..)), "{e:?}");
+        // Call 2 is the only associated call in flight, but a request with
+        // no hint may still come from call 1: it is not guessed.
+        let _rx = waiting_call(&out, 2, Some(b));
+        assert!(out.association(None).is_none());
+        let hinted = out
+            .association(Some(&RequestId::Number(2)))
+            .expect("a hint still decides");
+        assert_eq!(hinted("x", json!({})), Ok(json!("b")));
+        // Past the grace, the only associated call is taken again.
+        if let Some(past) = Instant::now().checked_sub(ABANDONED_CALL_GRACE) {
+            *lock(&out.abandoned) = Some(past);
+            assert!(out.association(None).is_some());
+        }
     }
 }
