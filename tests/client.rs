@@ -622,3 +622,210 @@ fn tcp_idle_connections_are_closed_and_the_cap_holds() {
     );
     tcp.shutdown().unwrap();
 }
+
+/// A session that ends while the client only listens (its standalone
+/// stream ends, and opening it again gets 404) is started again at once,
+/// not at the next call.
+#[test]
+fn a_404_on_the_session_s_stream_leads_to_a_fresh_initialize() {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut gets = 0;
+        for s in listener.incoming().map_while(Result::ok) {
+            let Some((method, _, body)) = fake_request(&s) else {
+                continue;
+            };
+            let message: Value = serde_json::from_str(&body).unwrap_or_default();
+            let reply = match (method.as_str(), message["method"].as_str()) {
+                ("POST", Some("initialize")) => {
+                    let init = json!({"jsonrpc":"2.0","id":message["id"],"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"forgetful","version":"0"}}});
+                    format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: s1\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{init}", init.to_string().len())
+                }
+                ("GET", _) => {
+                    gets += 1;
+                    if gets == 1 {
+                        // The stream ends at once (the server forgot the
+                        // session): come back in 10 ms.
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\nretry: 10\n\n".to_owned()
+                    } else {
+                        "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                            .to_owned()
+                    }
+                }
+                _ => "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    .to_owned(),
+            };
+            let _ = (&s).write_all(reply.as_bytes());
+        }
+    });
+    let (re_tx, re_rx) = crossbeam_channel::unbounded();
+    let mut reconnect = mcpvisor::client::Reconnect::default();
+    reconnect.backoff.initial = Duration::from_millis(10);
+    let options = ClientOptions {
+        reconnect: Some(reconnect),
+        on_reconnected: Some(Arc::new(move || {
+            let _ = re_tx.send(());
+        })),
+        ..Default::default()
+    };
+    let c = Client::connect_with(move || Connection::http(&url), options).unwrap();
+    re_rx
+        .recv_timeout(common::WAIT)
+        .expect("re-initialized without a call");
+    c.close();
+}
+
+/// One request of a fake Streamable HTTP server: (method and the
+/// `Last-Event-ID` header, the body).
+fn fake_request(s: &std::net::TcpStream) -> Option<(String, Option<String>, String)> {
+    use std::io::{BufRead, Read};
+    let mut r = std::io::BufReader::new(s);
+    let mut first = String::new();
+    r.read_line(&mut first).ok()?;
+    let (mut length, mut last) = (0, None);
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        let (name, value) = line.split_once(':')?;
+        match name.to_ascii_lowercase().as_str() {
+            "content-length" => length = value.trim().parse().ok()?,
+            "last-event-id" => last = Some(value.trim().to_owned()),
+            _ => {}
+        }
+    }
+    let mut body = vec![0; length];
+    r.read_exact(&mut body).ok()?;
+    let method = first.split(' ').next()?.to_owned();
+    Some((method, last, String::from_utf8(body).ok()?))
+}
+
+/// A server may end a long call's stream again and again for the client
+/// to come back (SSE polling): the client resumes from the last event id
+/// it saw, also after a pass that brought no event (and no id), with the
+/// last `retry:` the server gave, and gives up only after
+/// `MAX_RESUME_ATTEMPTS` passes in a row without an event. Once the
+/// response came it reads no further, though the stream stays open.
+#[test]
+fn a_call_s_stream_ended_many_times_is_resumed_from_the_last_event_seen() {
+    use std::io::Write;
+    const PASSES: usize = 8;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let (resumed_tx, resumed) = crossbeam_channel::unbounded::<Option<String>>();
+    let (hung_up_tx, hung_up) = crossbeam_channel::bounded::<()>(1);
+    std::thread::spawn(move || {
+        let mut call_id = Value::Null;
+        let mut passes = 0;
+        for s in listener.incoming().map_while(Result::ok) {
+            let Some((method, last, body)) = fake_request(&s) else {
+                continue;
+            };
+            let mut w = &s;
+            let message: Value = serde_json::from_str(&body).unwrap_or_default();
+            let sse =
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+            let event = |id: usize| {
+                format!(
+                    "id: {id}\nretry: 1\ndata: {}\n\n",
+                    json!({"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":id}})
+                )
+            };
+            let reply = match (method.as_str(), message["method"].as_str()) {
+                ("POST", Some("initialize")) => {
+                    let init = json!({"jsonrpc":"2.0","id":message["id"],"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"polling","version":"0"}}});
+                    format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: s1\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{init}", init.to_string().len())
+                }
+                ("POST", Some("tools/call")) => {
+                    call_id = message["id"].clone();
+                    format!("{sse}{}", event(1))
+                }
+                ("GET", _) if last.is_some() => {
+                    passes += 1;
+                    let _ = resumed_tx.send(last);
+                    match passes {
+                        // Nothing, not even an id: resumed from "1" again.
+                        1 => sse.to_owned(),
+                        PASSES => {
+                            let done = json!({"jsonrpc":"2.0","id":call_id,"result":{"content":[{"type":"text","text":"done"}]}});
+                            let open = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n";
+                            format!("{open}data: {done}\n\n")
+                        }
+                        n => format!("{sse}{}", event(n + 1)),
+                    }
+                }
+                ("GET", _) => "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_owned(),
+                _ => "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_owned(),
+            };
+            let _ = w.write_all(reply.as_bytes());
+            if passes == PASSES && method == "GET" {
+                // The stream stays open after the response: the client
+                // hangs up on it (it reads no further).
+                use std::io::Read;
+                let _ = s.set_read_timeout(Some(common::WAIT));
+                if matches!((&s).read(&mut [0u8; 16]), Ok(0)) {
+                    let _ = hung_up_tx.send(());
+                }
+                passes += 1;
+            }
+        }
+    });
+    let c = Client::connect(Connection::http(&url).unwrap(), ClientOptions::default()).unwrap();
+    let r = c.call_tool("long", json!({})).unwrap();
+    assert_eq!(text(&r), "done");
+    hung_up
+        .recv_timeout(common::WAIT)
+        .expect("the client hung up on the stream once it had the response");
+    let ids: Vec<Option<String>> = resumed.try_iter().collect();
+    let expected: Vec<Option<String>> = ["1", "1", "3", "4", "5", "6", "7", "8"]
+        .map(|s| Some(s.to_owned()))
+        .into();
+    assert_eq!(ids, expected);
+    c.close();
+}
+
+/// Closing tells the server with a `DELETE`, but a server that takes the
+/// connection and never answers holds `close()` for `CLOSE_TIMEOUT` (5 s)
+/// at most, not for the 5 minutes other requests may wait.
+#[test]
+fn closing_waits_briefly_for_a_server_that_never_answers_its_delete() {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming().map_while(Result::ok) {
+            let Some((method, _, body)) = fake_request(&s) else {
+                continue;
+            };
+            let message: Value = serde_json::from_str(&body).unwrap_or_default();
+            let reply = match (method.as_str(), message["method"].as_str()) {
+                ("POST", Some("initialize")) => {
+                    let init = json!({"jsonrpc":"2.0","id":message["id"],"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"mute","version":"0"}}});
+                    format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: s1\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{init}", init.to_string().len())
+                }
+                ("GET", _) => "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_owned(),
+                ("DELETE", _) => {
+                    held.push(s);
+                    continue;
+                }
+                _ => "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_owned(),
+            };
+            let _ = (&s).write_all(reply.as_bytes());
+        }
+    });
+    let c = Client::connect(Connection::http(&url).unwrap(), ClientOptions::default()).unwrap();
+    let started = std::time::Instant::now();
+    c.close();
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(60),
+        "close() waited {took:?} for the DELETE"
+    );
+}

@@ -21,7 +21,8 @@
 //! a call waits as long as the call's own timeout allows: a call that
 //! times out or is cancelled has its connection closed, and closing the
 //! client closes them all), and no body, line or event is held beyond
-//! [`DEFAULT_MAX_MESSAGE_BYTES`](crate::transport::connection::DEFAULT_MAX_MESSAGE_BYTES).
+//! [`DEFAULT_MAX_MESSAGE_BYTES`](crate::transport::connection::DEFAULT_MAX_MESSAGE_BYTES),
+//! nor a response head beyond [`MAX_RESPONSE_HEAD`](response::MAX_RESPONSE_HEAD) (64 KiB).
 
 mod pool;
 mod posters;
@@ -64,6 +65,11 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// that times out or is cancelled has its connection closed, and closing
 /// the client closes them all.
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Longest the `DELETE` that ends the session at close may take to
+/// connect and to be answered: 5 s (closing holds the client's writer, and
+/// a server that does not answer keeps the session until its expiry).
+pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Parses `http://host[:port]/path` (or `https://…`): the address, the
 /// `Host` header, the path and how to reach it.
@@ -153,8 +159,9 @@ impl MessageWriter for HttpWriter {
         let t = &self.target;
         let has_session = lock(&t.session).id.is_some();
         if has_session {
-            // Tell the server the session is over (405 means it keeps it; fine).
-            let _ = t.request("DELETE", None, &[], Some(DEFAULT_READ_TIMEOUT), None);
+            // Tell the server the session is over (405 means it keeps it;
+            // fine). Briefly: closing holds the client's writer.
+            let _ = t.request("DELETE", None, &[], Some(CLOSE_TIMEOUT), None);
         }
         // End every thread reading a response or waiting to resume a
         // stream, then the reader.

@@ -49,9 +49,26 @@ pub(super) fn read_head(r: &mut impl BufRead) -> io::Result<Head> {
     }
 }
 
+/// The most a response's head (status line and headers) may take: 64 KiB.
+pub const MAX_RESPONSE_HEAD: usize = 64 * 1024;
+
+/// Reads one line of a head into `line` out of what is `left` of the
+/// head's [`MAX_RESPONSE_HEAD`].
+fn head_line(r: &mut impl BufRead, line: &mut String, left: &mut usize) -> io::Result<usize> {
+    let n = r.take(*left as u64 + 1).read_line(line)?;
+    *left = left.checked_sub(n).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("a response head over {MAX_RESPONSE_HEAD} bytes"),
+        )
+    })?;
+    Ok(n)
+}
+
 fn read_one_head(r: &mut impl BufRead) -> io::Result<Head> {
+    let mut left = MAX_RESPONSE_HEAD;
     let mut line = String::new();
-    read_line(r, &mut line)?;
+    head_line(r, &mut line, &mut left)?;
     let http_1_1 = line.starts_with("HTTP/1.1 ");
     let status = line
         .split_whitespace()
@@ -66,7 +83,7 @@ fn read_one_head(r: &mut impl BufRead) -> io::Result<Head> {
     let mut headers = Vec::new();
     loop {
         line.clear();
-        if read_line(r, &mut line)? == 0 {
+        if head_line(r, &mut line, &mut left)? == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
         if headers.len() > crate::transport::http::wire::MAX_HEADERS {
@@ -220,6 +237,29 @@ mod tests {
         let mut rest = Vec::new();
         body.r.read_to_end(&mut rest).unwrap();
         (read, body.done, rest)
+    }
+
+    #[test]
+    fn a_head_is_bounded_as_a_whole() {
+        let head = |filler: usize| {
+            let mut h = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n".to_owned();
+            // Lines with no colon are no headers, but they are head.
+            for _ in 0..filler {
+                h.push_str(&"x".repeat(1023));
+                h.push_str("\r\n");
+            }
+            h.push_str("\r\n");
+            read_head(&mut BufReader::new(io::Cursor::new(h.into_bytes())))
+        };
+        let small = head(10).expect("a head of 10 KiB");
+        assert_eq!(
+            (small.status, small.header("content-length")),
+            (200, Some("0"))
+        );
+        let e = head(MAX_RESPONSE_HEAD / 1024)
+            .err()
+            .expect("over the bound");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
     }
 
     #[test]

@@ -14,26 +14,46 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// What one pass over an SSE stream saw.
+struct Pass {
+    /// The last event id (to resume from).
+    last_id: Option<String>,
+    /// The last reconnection delay the server asked for.
+    retry: Option<Duration>,
+    /// Whether the response to the stream's request came.
+    answered: bool,
+    /// Whether any event carried a message.
+    delivered: bool,
+}
+
 impl Target {
     /// Reads the SSE stream of `request` (none for a notification's); if it
     /// ends before the response, resumes it with GET + Last-Event-ID after
-    /// the server's retry delay.
+    /// the server's retry delay. The last event id and retry delay carry
+    /// over from pass to pass, and only passes that bring nothing count
+    /// towards [`MAX_RESUME_ATTEMPTS`] (a server may close a long call's
+    /// stream again and again, for the client to poll). `teaches`: the
+    /// response is one [`learn`](Target::learn) takes the session's terms
+    /// from (`initialize`, `tools/list`).
     pub(super) fn follow(
         self: &Arc<Self>,
         body: Body<BufReader<Socket>>,
         request: Option<RequestId>,
         call: Option<InFlight>,
+        teaches: bool,
     ) {
         let target = self.clone();
         let _ = std::thread::Builder::new().name("mcpvisor-client-sse".into()).spawn(move || {
             let mut body = body;
             let mut attempts = 0;
+            let (mut last, mut retry) = (None, None);
             loop {
-                let (last_id, retry, answered) =
-                    target.read_events(BufReader::new(body), request.as_ref());
-                let Some(request) = request.as_ref().filter(|_| !answered) else {
+                let pass = target.read_events(BufReader::new(body), request.as_ref(), teaches);
+                let Some(request) = request.as_ref().filter(|_| !pass.answered) else {
                     return;
                 };
+                last = pass.last_id.or(last);
+                retry = pass.retry.or(retry);
                 // Closed, or given up (its connection closed by that):
                 // nothing to resume, and no failure to tell.
                 let given_up = || {
@@ -43,19 +63,23 @@ impl Target {
                     return;
                 }
                 // The call fails at once when its stream cannot be resumed.
-                let Some(last) = last_id else {
+                let Some(from) = last.clone() else {
                     return target.fail(request, "its stream ended without a response or an event id to resume from");
                 };
-                attempts += 1;
+                attempts = if pass.delivered { 1 } else { attempts + 1 };
                 if attempts > MAX_RESUME_ATTEMPTS {
-                    return target.fail(request, &format!("its stream was resumed {MAX_RESUME_ATTEMPTS} times without a response"));
+                    return target.fail(request, &format!("its stream was resumed {MAX_RESUME_ATTEMPTS} times in a row without an event"));
                 }
                 if !target.pause(call.as_ref(), retry.unwrap_or(DEFAULT_RECONNECT_DELAY)) {
                     return;
                 }
-                let resume = [("Accept", "text/event-stream".into()), ("Last-Event-ID", last)];
+                let resume = [("Accept", "text/event-stream".into()), ("Last-Event-ID", from)];
                 match target.request("GET", None, &resume, None, call.as_ref()) {
                     Ok((head, b)) if head.status == 200 => body = b,
+                    Ok((head, _)) if head.status == 404 && target.has_session() => {
+                        target.end();
+                        return target.fail(request, "the server no longer knows this session (404)");
+                    }
                     Ok((head, _)) => {
                         return target.fail(request, &format!("resuming its stream failed with HTTP {}", head.status));
                     }
@@ -67,7 +91,11 @@ impl Target {
     }
 
     /// Keeps the session's standalone GET stream open (if the server has
-    /// one), resuming it after drops, until the session ends.
+    /// one), resuming it after drops, until the session ends: a 404 ends
+    /// the connection (the client starts a new session), a 405 means the
+    /// server has none, and a server error, a 409 (the server still holds
+    /// the stream that died) or a stream that brings nothing is tried
+    /// again, [`MAX_RESUME_ATTEMPTS`] times in a row at most.
     pub(super) fn listen(self: Arc<Self>) {
         let _ = std::thread::Builder::new()
             .name("mcpvisor-client-get".into())
@@ -80,20 +108,35 @@ impl Target {
                         extra.push(("Last-Event-ID", l.clone()));
                     }
                     let retry = match self.request("GET", None, &extra, Some(DEFAULT_READ_TIMEOUT), None) {
-                        Ok((head, body)) if head.status == 200 => {
-                            failures = 0;
-                            let (id, retry, _) = self.read_events(BufReader::new(body), None);
-                            last = id.or(last);
-                            retry
+                        Ok((head, body))
+                            if head.status == 200
+                                && head
+                                    .header("content-type")
+                                    .is_some_and(|ct| ct.starts_with("text/event-stream")) =>
+                        {
+                            let pass = self.read_events(BufReader::new(body), None, false);
+                            failures = if pass.delivered { 0 } else { failures + 1 };
+                            last = pass.last_id.or(last);
+                            pass.retry
                         }
-                        // The server still holds our previous stream (it has
-                        // not noticed it died): try again after a while.
-                        Ok((head, _)) if head.status == 409 => {
+                        Ok((head, _)) if head.status == 404 && self.has_session() => {
+                            if !self.closed.load(Ordering::SeqCst) {
+                                log::warn!("client: the server no longer knows this session (404 on its stream); the connection ends");
+                                self.end();
+                            }
+                            return;
+                        }
+                        Ok((head, _)) if head.status == 405 => return,
+                        Ok((head, _))
+                            if matches!(head.status, 200 | 409 | 429) || head.status >= 500 =>
+                        {
                             failures += 1;
                             None
                         }
-                        // 405: no standalone stream; 404: the session ended.
-                        Ok(_) => return,
+                        Ok((head, _)) => {
+                            log::warn!("client: the server refused the session's stream (HTTP {}); notifications outside calls will not arrive", head.status);
+                            return;
+                        }
                         Err(e) if unreachable(&e) => {
                             if !self.closed.load(Ordering::SeqCst) {
                                 log::warn!("client: the server cannot be reached ({e}); the connection ends");
@@ -116,25 +159,36 @@ impl Target {
             });
     }
 
-    /// Delivers every event's message, as related to `request`; returns
-    /// (last event id, retry, whether a response came).
-    fn read_events(
-        &self,
-        r: impl BufRead,
-        request: Option<&RequestId>,
-    ) -> (Option<String>, Option<Duration>, bool) {
+    /// Delivers every event's message, as related to `request`, until the
+    /// stream ends or brings the response to `request` (what follows it
+    /// is not waited for: the server should end the stream there).
+    fn read_events(&self, r: impl BufRead, request: Option<&RequestId>, teaches: bool) -> Pass {
         let mut events = SseReader::new(r);
-        let mut answered = false;
+        let (mut answered, mut delivered) = (false, false);
         while let Some(msg) = events.next_data() {
+            let mut answers = false;
             if let Ok(v) = serde_json::from_str::<Value>(&msg) {
-                if v.get("method").is_none() && v.get("id").is_some() {
-                    answered = true;
-                    self.learn(&v);
+                if v.get("method").is_none() {
+                    let id = v.get("id").and_then(RequestId::from_value);
+                    answers = id.is_some() && id.as_ref() == request;
+                    if answers && teaches {
+                        self.learn(&v);
+                    }
                 }
             }
             self.deliver(msg.into_bytes(), request.cloned());
+            delivered = true;
+            if answers {
+                answered = true;
+                break;
+            }
         }
-        (events.last_id, events.retry, answered)
+        Pass {
+            last_id: events.last_id,
+            retry: events.retry,
+            answered,
+            delivered,
+        }
     }
 }
 

@@ -260,7 +260,11 @@ impl Target {
         let line = match kept {
             Some(socket) => Line::Kept(socket),
             None => {
-                let stream = TcpStream::connect_timeout(&self.addr, DEFAULT_CONNECT_TIMEOUT)
+                // A request whose answer is due sooner does not wait
+                // longer than that to connect either.
+                let limit =
+                    silence.map_or(DEFAULT_CONNECT_TIMEOUT, |s| s.min(DEFAULT_CONNECT_TIMEOUT));
+                let stream = TcpStream::connect_timeout(&self.addr, limit)
                     .map_err(|e| io::Error::new(e.kind(), Unreachable(e)))?;
                 stream.set_nodelay(true)?;
                 stream.set_write_timeout(Some(DEFAULT_WRITE_TIMEOUT))?;
@@ -440,6 +444,11 @@ impl Target {
         }
     }
 
+    /// Whether the server gave us a session (so a 404 means it ended).
+    pub(super) fn has_session(&self) -> bool {
+        lock(&self.session).id.is_some()
+    }
+
     /// Ends the connection: its reader sees the end.
     pub(super) fn end(&self) {
         let _ = self.incoming.send((Vec::new(), None));
@@ -471,7 +480,14 @@ impl Target {
                 // A request's stream carries its answer, and the server's
                 // requests made while serving it.
                 let request = message.get("method").and_then(|_| message.get("id"));
-                self.follow(body, request.and_then(RequestId::from_value), call.take());
+                let method = message.get("method").and_then(Value::as_str);
+                let teaches = matches!(method, Some("initialize" | "tools/list"));
+                self.follow(
+                    body,
+                    request.and_then(RequestId::from_value),
+                    call.take(),
+                    teaches,
+                );
                 Ok(())
             }
             200 => {
@@ -500,7 +516,7 @@ impl Target {
                 self.deliver(text, None);
                 Ok(())
             }
-            404 if lock(&self.session).id.is_some() => {
+            404 if self.has_session() => {
                 // The session is gone (expired, deleted, server restarted):
                 // end this connection so the client can start a new one.
                 self.end();
