@@ -910,13 +910,15 @@ fn an_https_upstream_is_reached_over_tls_and_a_certificate_of_another_authority_
 }
 
 #[test]
-fn an_elicitation_relayed_during_a_call_ends_with_the_call() {
+fn an_elicitation_relayed_during_a_call_ends_with_the_call_or_when_withdrawn() {
     use mcpvisor::{Server, Tool, ToolResult};
     let dir = scratch("gateway-elicit");
     // The client never answers a question of `brief` (a user who walked
     // away), and tells when one reached it; it answers `ask` at once.
     let (reached_tx, reached) = crossbeam_channel::unbounded::<()>();
     let (_hold, held) = crossbeam_channel::bounded::<()>(0);
+    // The client tells when the question of `withdraws` was withdrawn.
+    let (withdrawn_tx, withdrawn) = crossbeam_channel::unbounded::<()>();
     // The upstream, in this process over HTTP: `brief` asks, and once its
     // question has reached the client it stops waiting and ends its call;
     // `ask` waits for the answer.
@@ -934,11 +936,23 @@ fn an_elicitation_relayed_during_a_call_ends_with_the_call() {
                 },
             ))
         }))
-        .tool(Tool::new("ask", schema, move |_, ctx| {
+        .tool(Tool::new("ask", schema.clone(), move |_, ctx| {
             Ok(match ctx.elicit(question("ask"), Duration::from_secs(30)) {
                 Ok(r) => ToolResult::text(r["action"].as_str().unwrap_or("?")),
                 Err(e) => ToolResult::text(format!("no answer: {e}")),
             })
+        }))
+        // Asks, gives up waiting after 300 ms (the question is withdrawn:
+        // `notifications/cancelled`), and goes on with its call until the
+        // client saw that.
+        .tool(Tool::new("withdraws", schema, move |_, ctx| {
+            let _ = ctx.elicit(question("withdraws"), Duration::from_millis(300));
+            Ok(ToolResult::text(
+                match withdrawn.recv_timeout(Duration::from_secs(20)) {
+                    Ok(()) => "withdrawn",
+                    Err(_) => "the client was never told",
+                },
+            ))
         }))
         .build()
         .unwrap();
@@ -951,13 +965,20 @@ fn an_elicitation_relayed_during_a_call_ends_with_the_call() {
     });
     let g = start(&dir, &config);
     // More unanswered questions than the gateway has threads for an
-    // upstream's requests.
-    let briefs = mcpvisor::client::DEFAULT_CALLBACK_THREADS + 2;
+    // upstream's requests (its RELAY_THREADS, 64).
+    let briefs = 64 + 2;
     let options = ClientOptions {
         elicitation: Some(Arc::new(move |params: Value| {
             if params["message"] == "brief" {
                 let _ = reached_tx.send(());
                 let _ = held.recv();
+            }
+            if params["message"] == "withdraws" {
+                let token = mcpvisor::client::callback_cancel_token().expect("in a callback");
+                let _ = token.receiver().recv_timeout(Duration::from_secs(20));
+                if token.is_cancelled() {
+                    let _ = withdrawn_tx.send(());
+                }
             }
             Ok(json!({"action": "accept", "content": {}}))
         })),
@@ -982,6 +1003,10 @@ fn an_elicitation_relayed_during_a_call_ends_with_the_call() {
         )
         .unwrap();
     assert_eq!(text(&r), "accept", "{r}");
+    // A question the upstream withdraws during its call is withdrawn
+    // from the client at once, not when the call ends.
+    let r = c.call_tool("up__withdraws", json!({})).unwrap();
+    assert_eq!(text(&r), "withdrawn", "{r}");
     c.close();
     let _ = std::fs::remove_dir_all(&dir);
 }

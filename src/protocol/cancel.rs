@@ -14,6 +14,8 @@ struct Inner {
     flag: AtomicBool,
     // Made by the first `receiver()`: most handlers never ask for one.
     chan: Mutex<Chan>,
+    // Tokens cancelled with this one (see `cancels`).
+    followers: Mutex<Vec<CancelToken>>,
 }
 
 #[derive(Default)]
@@ -29,6 +31,7 @@ impl Default for CancelToken {
         CancelToken(Arc::new(Inner {
             flag: AtomicBool::new(false),
             chan: Mutex::new(Chan::default()),
+            followers: Mutex::new(Vec::new()),
         }))
     }
 }
@@ -43,6 +46,25 @@ impl CancelToken {
     pub fn cancel(&self) {
         self.0.flag.store(true, Ordering::SeqCst);
         lock(&self.0.chan).tx.take();
+        let followers = std::mem::take(&mut *lock(&self.0.followers));
+        for f in followers {
+            f.cancel();
+        }
+    }
+
+    /// Makes `follower` cancelled when this token is (at once if it is
+    /// already): work that must end with either of two tokens waits on
+    /// one that follows both.
+    pub(crate) fn cancels(&self, follower: &CancelToken) {
+        {
+            let mut followers = lock(&self.0.followers);
+            if !self.is_cancelled() {
+                followers.retain(|f| !f.is_cancelled());
+                followers.push(follower.clone());
+                return;
+            }
+        }
+        follower.cancel();
     }
 
     /// Whether the work was cancelled.
@@ -76,6 +98,23 @@ impl CancelToken {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_follower_is_cancelled_with_any_token_it_follows() {
+        let (a, b) = (CancelToken::new(), CancelToken::new());
+        let both = CancelToken::new();
+        a.cancels(&both);
+        b.cancels(&both);
+        let rx = both.receiver();
+        assert!(!both.is_cancelled());
+        b.cancel();
+        assert!(both.is_cancelled() && !a.is_cancelled());
+        assert!(rx.recv().is_err(), "its receiver is woken");
+        // Following a token cancelled already cancels at once.
+        let late = CancelToken::new();
+        b.cancels(&late);
+        assert!(late.is_cancelled());
+    }
 
     #[test]
     fn receiver_wakes_on_cancel() {

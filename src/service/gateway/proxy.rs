@@ -81,7 +81,8 @@ impl Link {
     fn relay(&self, method: &str, params: Value, ctx: &Context) -> Result<Value, Relay> {
         // One copy of the context serves both callbacks. What the upstream
         // asks the client during the call ends with the call (or with the
-        // caller's cancellation, which ends the call).
+        // caller's cancellation, which ends the call), or when the upstream
+        // withdraws it.
         let scope = CancelToken::new();
         let relayed = Arc::new(ctx.with_cancel(scope.clone()));
         // Progress only when the caller asked for it (its token).
@@ -93,8 +94,18 @@ impl Link {
             }) as ProgressHandler
         });
         let timeout = self.timeout;
+        let ends = scope.clone();
         let on_request: PeerRequestHandler = Arc::new(move |method, params| {
+            // The question ends with the call, or when the upstream
+            // withdraws it (its `notifications/cancelled`): the client is
+            // told either way.
+            let question = CancelToken::new();
+            ends.cancels(&question);
+            if let Some(withdrawn) = crate::client::callback_cancel_token() {
+                withdrawn.cancels(&question);
+            }
             relayed
+                .with_cancel(question)
                 .peer_request(method, params, capability_for(method), timeout)
                 .map_err(|e| match e {
                     PeerError::Rpc(e) => e,

@@ -135,6 +135,13 @@ pub(crate) fn log_message(name: &str, params: &Value) -> (crate::LogLevel, Strin
     )
 }
 
+/// Threads (started as needed) that relay an upstream's sampling,
+/// elicitation and roots requests to the sessions whose calls asked: 64.
+/// Each waits for its user as long as the call allows, so the client's
+/// default of 4 let four users thinking over a question hold every other
+/// session's questions (and the refusals of questions outside a call).
+pub const RELAY_THREADS: usize = 64;
+
 /// How the gateway introduces itself to upstream `cfg`, in the protocol
 /// generation its `protocol` names.
 pub(crate) fn client_options(cfg: &UpstreamConfig) -> ClientOptions {
@@ -142,6 +149,7 @@ pub(crate) fn client_options(cfg: &UpstreamConfig) -> ClientOptions {
         name: "mcpvisor".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         request_timeout: START_TIMEOUT,
+        callback_threads: RELAY_THREADS,
         generation: match cfg.protocol {
             UpstreamProtocol::Auto => Generation::Auto,
             UpstreamProtocol::Sessions => Generation::Sessions,
