@@ -1282,3 +1282,71 @@ fn an_upstream_result_that_is_no_tool_result_is_a_tool_error() {
     assert_eq!(text(&r), "ok");
     c.close();
 }
+
+/// A `perSession` upstream's connection is its session's alone: the
+/// upstream gets that session's roots also outside a call (as it starts),
+/// and hears when they change.
+#[test]
+fn a_per_session_upstream_gets_its_session_s_roots_and_their_changes() {
+    use mcpvisor::server::SessionEvent;
+    use mcpvisor::{Server, Tool, ToolResult};
+    let dir = scratch("gateway-roots");
+    let server = Server::builder("rooted", "1.0")
+        .tool(Tool::new("hi", json!({"type": "object"}), |_, _| {
+            Ok(ToolResult::text("hi"))
+        }))
+        .build()
+        .unwrap();
+    // Every session of the upstream is asked for its roots as it opens
+    // and when they change; what each answered is told.
+    let (roots_tx, roots) = crossbeam_channel::unbounded::<Result<Value, String>>();
+    let events = server.session_events();
+    std::thread::spawn(move || {
+        while let Some(e) = events.recv() {
+            let (SessionEvent::Opened(h) | SessionEvent::RootsChanged(h)) = e else {
+                continue;
+            };
+            // Each on its own: one may wait for a client that never answers.
+            let roots_tx = roots_tx.clone();
+            std::thread::spawn(move || {
+                let asked = h.list_roots(Duration::from_secs(20));
+                let _ = roots_tx.send(asked.map_err(|e| e.to_string()));
+            });
+        }
+    });
+    let (_http, url) = common::serve_http(&server);
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "mcpServers": {"up": {"url": url, "perSession": true, "protocol": "sessions", "required": true}},
+    });
+    let g = start(&dir, &config);
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = asked.clone();
+    let options = ClientOptions {
+        roots: Some(Arc::new(move |_| {
+            let n = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(json!({"roots": [{"uri": format!("file:///root{n}"), "name": "r"}]}))
+        })),
+        ..Default::default()
+    };
+    let c = Client::connect(Connection::http(&g.url).unwrap(), options).unwrap();
+    // The first call starts the session's own connection.
+    assert_eq!(text(&c.call_tool("up__hi", json!({})).unwrap()), "hi");
+    // Answers from the shared connection (which lists, and has no one to
+    // ask) are errors; the session's connection answers with its roots.
+    let ours = |what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match roots.recv_deadline(deadline) {
+                Ok(Ok(v)) => return v["roots"][0]["uri"].as_str().unwrap_or("").to_owned(),
+                Ok(Err(_)) => continue,
+                Err(_) => panic!("{what}: the upstream never got the session's roots"),
+            }
+        }
+    };
+    assert_eq!(ours("as it starts"), "file:///root0");
+    c.roots_changed().unwrap();
+    assert_eq!(ours("after the change"), "file:///root1");
+    c.close();
+    let _ = std::fs::remove_dir_all(&dir);
+}

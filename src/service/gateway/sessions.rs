@@ -5,7 +5,9 @@
 //! exits is started again at the session's next call. What the upstream
 //! logs on it goes to that session alone. A stateless (2026-07-28) request
 //! has no session to give a connection of its own: it is refused (a tool
-//! error saying so), never served on another user's connection.
+//! error saying so), never served on another user's connection. The
+//! session's roots are the connection's: asked of the session's client
+//! whenever the upstream asks, and their changes passed on.
 
 use super::proxy::Link;
 use super::upstream;
@@ -121,11 +123,29 @@ impl Sessions {
                 .client_supports(method)
                 .then(|| upstream::refuse(method))
         };
+        // The connection is this session's alone: its roots are the
+        // session's client's, also outside a call (an upstream that asks
+        // for them as it starts).
+        let roots = match (theirs.client_supports("roots"), ctx.session()) {
+            (true, Some(handle)) => {
+                let timeout = self.cfg.timeout;
+                let asked: crate::client::RequestHandler = Arc::new(move |_| {
+                    handle.list_roots(timeout).map_err(|e| match e {
+                        crate::protocol::PeerError::Rpc(e) => e,
+                        other => crate::jsonrpc::ErrorObject::internal(format!(
+                            "roots: the session's client: {other}"
+                        )),
+                    })
+                });
+                Some(asked)
+            }
+            _ => refuse("roots"),
+        };
         let (server, name) = (self.server.clone(), self.cfg.name.clone());
         let options = ClientOptions {
             sampling: refuse("sampling"),
             elicitation: refuse("elicitation"),
-            roots: refuse("roots"),
+            roots,
             // Its lists come from the shared connection; its logs are this
             // session's.
             on_notification: Some(Arc::new(move |method: &str, params: &Value| {
@@ -189,6 +209,33 @@ fn end(slot: &Mutex<Slot>) {
 }
 
 impl SessionWatcher for Sessions {
+    /// Tells the session's connection (if it has one, and it is not being
+    /// started: a new one asks afresh), from a thread of its own: the
+    /// write may wait for an upstream that reads slowly.
+    fn roots_changed(&self, session: &crate::protocol::SessionHandle) {
+        let Some(slot) = lock(&self.slots).by_session.get(session.id()).cloned() else {
+            return;
+        };
+        let link = match slot.try_lock() {
+            Ok(slot) => slot.link.clone(),
+            Err(_) => None,
+        };
+        let Some(link) = link else { return };
+        let spawned = std::thread::Builder::new()
+            .name("mcpvisor-upstream-roots".into())
+            .spawn(move || {
+                if let Err(e) = link.client.roots_changed() {
+                    log::warn!(
+                        "upstream {}: notifications/roots/list_changed: {e}",
+                        link.name
+                    );
+                }
+            });
+        if let Err(e) = spawned {
+            log::warn!("upstream: cannot tell a session's roots changed: {e}");
+        }
+    }
+
     fn session_closed(&self, session_id: &str) {
         let mut slots = lock(&self.slots);
         let Some(slot) = slots.by_session.remove(session_id) else {
