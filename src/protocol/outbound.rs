@@ -237,21 +237,33 @@ impl Outbound {
     /// (calls without one, a heartbeat, a list refresh, never ask for
     /// anything). With several and no hint there is no telling which:
     /// `None`; nor within [`ABANDONED_CALL_GRACE`] of giving up a call with
-    /// an association, which the request may come from.
+    /// an association, which the request may come from. The call's timeout
+    /// starts again as the request is answered and once it is: a call
+    /// waits for the question it asked (a user thinking over an
+    /// elicitation) as it waits for progress.
     #[cfg_attr(not(feature = "client"), allow(dead_code))]
     pub(crate) fn association(&self, related: Option<&RequestId>) -> Option<PeerRequestHandler> {
         let pending = lock(&self.pending);
-        if let Some(p) = related.and_then(|id| pending.get(id)) {
-            return p.association.clone();
-        }
-        if lock(&self.abandoned).is_some_and(|at| at.elapsed() < ABANDONED_CALL_GRACE) {
-            return None;
-        }
-        let mut associated = pending.values().filter_map(|p| p.association.as_ref());
-        match (associated.next(), associated.next()) {
-            (Some(a), None) => Some(a.clone()),
-            _ => None,
-        }
+        let call = match related.and_then(|id| pending.get(id)) {
+            Some(p) => p,
+            None => {
+                if lock(&self.abandoned).is_some_and(|at| at.elapsed() < ABANDONED_CALL_GRACE) {
+                    return None;
+                }
+                let mut associated = pending.values().filter(|p| p.association.is_some());
+                match (associated.next(), associated.next()) {
+                    (Some(p), None) => p,
+                    _ => return None,
+                }
+            }
+        };
+        let (handler, tick) = (call.association.clone()?, call.tick.clone());
+        Some(Arc::new(move |method: &str, params: Value| {
+            let _ = tick.send(());
+            let answer = handler(method, params);
+            let _ = tick.send(());
+            answer
+        }))
     }
 
     /// Fails every waiting call with `Closed` (the connection was lost);
@@ -447,6 +459,17 @@ mod tests {
         assert_eq!(hinted("x", json!({})), Ok(json!("b")));
         out.close();
         assert!(out.association(None).is_none());
+    }
+
+    #[test]
+    fn answering_a_call_s_question_restarts_its_timeout_twice() {
+        let out = Outbound::default();
+        let a: PeerRequestHandler = Arc::new(|_, _| Ok(json!("a")));
+        let (_rx, ticks) = waiting_call(&out, 7, Some(a));
+        let answer = out.association(None).expect("the only associated call");
+        assert_eq!(ticks.try_iter().count(), 0, "not before it is asked");
+        assert_eq!(answer("x", json!({})), Ok(json!("a")));
+        assert_eq!(ticks.try_iter().count(), 2, "as it is asked, and once answered");
     }
 
     #[test]
