@@ -829,3 +829,31 @@ fn closing_waits_briefly_for_a_server_that_never_answers_its_delete() {
         "close() waited {took:?} for the DELETE"
     );
 }
+
+/// Connecting to a server that takes the `initialize` and never answers
+/// fails after the client's request timeout, not after the 5 minutes a
+/// silent response may take.
+#[test]
+fn connecting_to_a_server_that_never_answers_initialize_fails_at_the_request_timeout() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming().map_while(Result::ok) {
+            if fake_request(&s).is_some() {
+                held.push(s);
+            }
+        }
+    });
+    let options = ClientOptions {
+        request_timeout: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let started = std::time::Instant::now();
+    let e = Client::connect(Connection::http(&url).unwrap(), options)
+        .err()
+        .expect("no answer to initialize");
+    let took = started.elapsed();
+    assert!(matches!(e, ClientError::Timeout { .. }), "{e}");
+    assert!(took < Duration::from_secs(60), "connect took {took:?}");
+}

@@ -469,7 +469,11 @@ mod tests {
         let answer = out.association(None).expect("the only associated call");
         assert_eq!(ticks.try_iter().count(), 0, "not before it is asked");
         assert_eq!(answer("x", json!({})), Ok(json!("a")));
-        assert_eq!(ticks.try_iter().count(), 2, "as it is asked, and once answered");
+        assert_eq!(
+            ticks.try_iter().count(),
+            2,
+            "as it is asked, and once answered"
+        );
     }
 
     #[test]

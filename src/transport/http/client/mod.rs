@@ -3,8 +3,8 @@
 //!
 //! Every POST runs on a thread of its own, so a long call never blocks the
 //! next message (a thread done with its message takes the next one, see
-//! [`POST_THREAD_IDLE`](posters::POST_THREAD_IDLE)); `initialize` and `notifications/initialized` run
-//! inline because the session id and the session's start come with them.
+//! [`POST_THREAD_IDLE`](posters::POST_THREAD_IDLE)); `notifications/initialized` runs
+//! inline because the session's start comes with it.
 //! Connections are kept alive and reused (at most [`MAX_IDLE_CONNECTIONS`](pool::MAX_IDLE_CONNECTIONS)
 //! idle, none reused after [`IDLE_CONNECTION_MAX`](pool::IDLE_CONNECTION_MAX)); a stateless call,
 //! which is cancelled by closing its connection, gets one of its own. JSON
@@ -128,8 +128,10 @@ impl MessageWriter for HttpWriter {
                     return Ok(());
                 }
             }
-            // Inline: its answer carries the session id later requests need.
-            Some("initialize") => return self.target.post(message),
+            // Inline: the session has begun once it is sent (`initialize`,
+            // whose answer carries the session id, is a call like any other:
+            // nothing is sent before its answer, and it waits no longer
+            // than the client's request timeout).
             Some("notifications/initialized") => {
                 self.target.post(message)?;
                 // The session is up: open the standalone stream for messages
