@@ -857,3 +857,50 @@ fn connecting_to_a_server_that_never_answers_initialize_fails_at_the_request_tim
     assert!(matches!(e, ClientError::Timeout { .. }), "{e}");
     assert!(took < Duration::from_secs(60), "connect took {took:?}");
 }
+
+/// A fake server that answers `initialize` giving `session` as the
+/// session id, every other POST with 202, and GET with 405.
+fn accepting_server(session: &'static str) -> String {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for s in listener.incoming().map_while(Result::ok) {
+            let Some((method, _, body)) = fake_request(&s) else {
+                continue;
+            };
+            let message: Value = serde_json::from_str(&body).unwrap_or_default();
+            let reply = match (method.as_str(), message["method"].as_str()) {
+                ("POST", Some("initialize")) => {
+                    let init = json!({"jsonrpc":"2.0","id":message["id"],"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"accepting","version":"0"}}});
+                    format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: {session}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{init}", init.to_string().len())
+                }
+                ("GET", _) => "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_owned(),
+                _ => "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_owned(),
+            };
+            let _ = (&s).write_all(reply.as_bytes());
+        }
+    });
+    url
+}
+
+/// A call the server accepts (202) without answering fails at once, not
+/// at its timeout; a session id that is not visible ASCII is refused
+/// rather than sent back in every request.
+#[test]
+fn a_call_accepted_unanswered_fails_at_once_and_a_bad_session_id_is_refused() {
+    let options = || ClientOptions {
+        request_timeout: Duration::from_secs(3600),
+        ..Default::default()
+    };
+    let url = accepting_server("s1");
+    let c = Client::connect(Connection::http(&url).unwrap(), options()).unwrap();
+    let e = c.call_tool("any", json!({})).unwrap_err();
+    assert!(e.to_string().contains("202"), "{e}");
+    c.close();
+    let url = accepting_server("s\u{1}1");
+    let e = Client::connect(Connection::http(&url).unwrap(), options())
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("visible ASCII"), "{e}");
+}

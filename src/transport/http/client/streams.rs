@@ -43,7 +43,8 @@ impl Target {
         teaches: bool,
     ) {
         let target = self.clone();
-        let _ = std::thread::Builder::new().name("mcpvisor-client-sse".into()).spawn(move || {
+        let failed = request.clone();
+        let spawned = std::thread::Builder::new().name("mcpvisor-client-sse".into()).spawn(move || {
             let mut body = body;
             let mut attempts = 0;
             let (mut last, mut retry) = (None, None);
@@ -88,6 +89,9 @@ impl Target {
                 }
             }
         });
+        if let (Err(e), Some(request)) = (spawned, failed) {
+            self.fail(&request, &format!("no thread to read its stream: {e}"));
+        }
     }
 
     /// Keeps the session's standalone GET stream open (if the server has

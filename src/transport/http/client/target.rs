@@ -467,6 +467,14 @@ impl Target {
         extra.extend(stateless.iter().map(|(n, v)| (n.as_str(), v.clone())));
         let (head, body) = self.request("POST", Some(&bytes), &extra, silence, call.as_ref())?;
         if let Some(id) = head.header("mcp-session-id") {
+            // Visible ASCII only (the spec's rule): it goes back in every
+            // request's head.
+            if id.is_empty() || !id.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "the server gave a session id that is not visible ASCII",
+                ));
+            }
             lock(&self.session).id = Some(id.to_owned());
         }
         let ct = head.header("content-type").unwrap_or("").to_owned();
@@ -474,6 +482,14 @@ impl Target {
         match head.status {
             202 => {
                 self.recycle(body);
+                if is_request {
+                    // Nothing will ever answer it: it fails now rather
+                    // than at its timeout.
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "the server accepted the request (202) without answering it",
+                    ));
+                }
                 Ok(())
             }
             200 if ct.starts_with("text/event-stream") => {
