@@ -792,3 +792,44 @@ fn a_request_cancelled_while_its_stream_is_closed_leaves_nothing_behind() {
     }
     http.shutdown().unwrap();
 }
+
+/// What the server sends on the standalone stream before the client opens
+/// it (a request or notification made as the session starts) goes to the
+/// client's first GET instead of being kept only for a resumption that
+/// never comes.
+#[test]
+fn what_the_server_sends_before_the_get_stream_opens_reaches_it() {
+    use mcpvisor::server::SessionEvent;
+    let (http, server, _g) = default_server();
+    let events = server.session_events();
+    let addr = http.local_addr();
+    let sid = initialize(addr, &[]);
+    let session = match events.recv_timeout(common::WAIT) {
+        Ok(SessionEvent::Opened(h)) => h,
+        other => panic!("{other:?}"),
+    };
+    let note = |data: &str| {
+        session
+            .notify(
+                "notifications/message",
+                json!({"level": "info", "data": data}),
+            )
+            .unwrap()
+    };
+    note("early");
+    let get = || {
+        let h = [
+            ("Accept", "text/event-stream"),
+            ("Mcp-Session-Id", sid.as_str()),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ];
+        send(addr, "GET", "/mcp", &h, b"")
+    };
+    let mut first = get();
+    let (_, m) = first.message().expect("the early notification");
+    assert_eq!(m["params"]["data"], "early");
+    note("live");
+    let (_, m) = first.message().expect("the next one, live");
+    assert_eq!(m["params"]["data"], "live");
+    http.shutdown().unwrap();
+}

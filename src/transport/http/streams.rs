@@ -60,6 +60,10 @@ struct Stream {
     next_seq: u64,
     live: Option<(u64, Sender<Frame>)>,
     finished: bool,
+    /// The last event handed to a connection: those after it were logged
+    /// while none was attached (a request to the client made before it
+    /// opened its standalone stream), and go to the next one.
+    forwarded: u64,
 }
 
 impl Stream {
@@ -69,6 +73,7 @@ impl Stream {
             next_seq: 1,
             live: None,
             finished: false,
+            forwarded: 0,
         }
     }
     fn forward(&mut self, frame: Frame) {
@@ -211,19 +216,19 @@ impl SessionStreams {
             // One connection at a time, resuming or not.
             return Err(ResumeError::InUse);
         }
-        let replay: Vec<Frame> = match after {
-            None => Vec::new(),
-            Some(n) => s
-                .log
-                .iter()
-                .filter(|(seq, _, _)| *seq > n)
-                .map(|(seq, data, last)| Frame::Event {
-                    id: EventId(stream, *seq),
-                    data: data.clone(),
-                    last: *last,
-                })
-                .collect(),
-        };
+        // A new standalone connection gets what no connection was given;
+        // a resumed stream, what came after the client's last event.
+        let after = after.unwrap_or(s.forwarded);
+        let replay: Vec<Frame> = s
+            .log
+            .iter()
+            .filter(|(seq, _, _)| *seq > after)
+            .map(|(seq, data, last)| Frame::Event {
+                id: EventId(stream, *seq),
+                data: data.clone(),
+                last: *last,
+            })
+            .collect();
         if s.finished
             && !replay
                 .iter()
@@ -234,6 +239,7 @@ impl SessionStreams {
         }
         s.live = Some((token, tx));
         let last_seq = s.next_seq - 1;
+        s.forwarded = last_seq;
         Ok(Attached {
             stream,
             token,
@@ -302,6 +308,9 @@ impl SessionStreams {
                     data,
                     last,
                 });
+                if s.live.is_some() {
+                    s.forwarded = seq;
+                }
                 st.order.push_back((stream, seq));
                 st.evict(capacity);
                 return;
