@@ -66,9 +66,10 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// the client closes them all.
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Longest the `DELETE` that ends the session at close may take to
-/// connect and to be answered: 5 s (closing holds the client's writer, and
-/// a server that does not answer keeps the session until its expiry).
+/// Longest the `DELETE` that ends the session at close may wait to
+/// connect, and for its answer's next bytes each time: 5 s (closing holds
+/// the client's writer, and a server that does not answer keeps the
+/// session until its expiry).
 pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Parses `http://host[:port]/path` (or `https://…`): the address, the

@@ -9,14 +9,22 @@ use std::io::{self, BufRead, Read};
 /// Reads one line of at most [`DEFAULT_MAX_MESSAGE_BYTES`] (a server that
 /// never ends a line cannot fill memory).
 pub(super) fn read_line(r: &mut impl BufRead, line: &mut String) -> io::Result<usize> {
-    let n = r
-        .take(DEFAULT_MAX_MESSAGE_BYTES as u64 + 1)
-        .read_line(line)?;
-    if n > DEFAULT_MAX_MESSAGE_BYTES {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("a line longer than {DEFAULT_MAX_MESSAGE_BYTES} bytes"),
-        ));
+    line_within(r, line, DEFAULT_MAX_MESSAGE_BYTES, || {
+        format!("a line longer than {DEFAULT_MAX_MESSAGE_BYTES} bytes")
+    })
+}
+
+/// Reads a line of at most `limit` bytes into `line`; a longer one is an
+/// error that says `over`.
+fn line_within(
+    r: &mut impl BufRead,
+    line: &mut String,
+    limit: usize,
+    over: impl FnOnce() -> String,
+) -> io::Result<usize> {
+    let n = r.take(limit as u64 + 1).read_line(line)?;
+    if n > limit {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, over()));
     }
     Ok(n)
 }
@@ -39,36 +47,35 @@ impl Head {
 }
 
 /// Reads a response's head; interim (1xx) responses before it are
-/// skipped, except `101 Switching Protocols`, which is final.
+/// skipped, except `101 Switching Protocols`, which is final. All of them
+/// together take at most [`MAX_RESPONSE_HEAD`].
 pub(super) fn read_head(r: &mut impl BufRead) -> io::Result<Head> {
+    let mut left = MAX_RESPONSE_HEAD;
     loop {
-        let head = read_one_head(r)?;
+        let head = read_one_head(r, &mut left)?;
         if !(100..200).contains(&head.status) || head.status == 101 {
             return Ok(head);
         }
     }
 }
 
-/// The most a response's head (status line and headers) may take: 64 KiB.
+/// The most a response's head (status line and headers, with the interim
+/// responses before it) may take: 64 KiB.
 pub const MAX_RESPONSE_HEAD: usize = 64 * 1024;
 
 /// Reads one line of a head into `line` out of what is `left` of the
 /// head's [`MAX_RESPONSE_HEAD`].
 fn head_line(r: &mut impl BufRead, line: &mut String, left: &mut usize) -> io::Result<usize> {
-    let n = r.take(*left as u64 + 1).read_line(line)?;
-    *left = left.checked_sub(n).ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("a response head over {MAX_RESPONSE_HEAD} bytes"),
-        )
+    let n = line_within(r, line, *left, || {
+        format!("a response head over {MAX_RESPONSE_HEAD} bytes")
     })?;
+    *left -= n;
     Ok(n)
 }
 
-fn read_one_head(r: &mut impl BufRead) -> io::Result<Head> {
-    let mut left = MAX_RESPONSE_HEAD;
+fn read_one_head(r: &mut impl BufRead, left: &mut usize) -> io::Result<Head> {
     let mut line = String::new();
-    head_line(r, &mut line, &mut left)?;
+    head_line(r, &mut line, left)?;
     let http_1_1 = line.starts_with("HTTP/1.1 ");
     let status = line
         .split_whitespace()
@@ -83,7 +90,7 @@ fn read_one_head(r: &mut impl BufRead) -> io::Result<Head> {
     let mut headers = Vec::new();
     loop {
         line.clear();
-        if head_line(r, &mut line, &mut left)? == 0 {
+        if head_line(r, &mut line, left)? == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
         if headers.len() > crate::transport::http::wire::MAX_HEADERS {
@@ -260,6 +267,11 @@ mod tests {
             .err()
             .expect("over the bound");
         assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+        // Interim responses count towards it too.
+        let endless = "HTTP/1.1 100 Continue\r\n\r\n".repeat(MAX_RESPONSE_HEAD / 20);
+        let read = read_head(&mut BufReader::new(io::Cursor::new(endless.into_bytes())));
+        let e = read.err().expect("interim heads without end");
+        assert!(e.to_string().contains("response head over"), "{e}");
     }
 
     #[test]

@@ -26,15 +26,63 @@ struct Pass {
     delivered: bool,
 }
 
+impl Pass {
+    /// A pass that read nothing (the stream could not be opened).
+    fn empty() -> Pass {
+        Pass {
+            last_id: None,
+            retry: None,
+            answered: false,
+            delivered: false,
+        }
+    }
+}
+
+/// What the answer to a GET for an SSE stream means.
+enum Opened {
+    /// The stream: read it.
+    Stream(Body<BufReader<Socket>>),
+    /// 404 while we have a session: the server no longer knows it.
+    Gone,
+    /// 405: the server has no such stream.
+    None,
+    /// Worth trying again after a while: 409 (the server still holds the
+    /// stream that died), 429, a server error, or a 200 that is no stream.
+    Later,
+    /// Any other refusal.
+    Refused(u16),
+}
+
 impl Target {
+    /// Opens an SSE stream with GET and `extra` headers.
+    fn open_stream(
+        self: &Arc<Self>,
+        extra: &[(&str, String)],
+        silence: Option<Duration>,
+        call: Option<&InFlight>,
+    ) -> std::io::Result<Opened> {
+        let (head, body) = self.request("GET", None, extra, silence, call)?;
+        let sse = head
+            .header("content-type")
+            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        Ok(match head.status {
+            200 if sse => Opened::Stream(body),
+            404 if self.has_session() => Opened::Gone,
+            405 => Opened::None,
+            200 | 409 | 429 | 500.. => Opened::Later,
+            s => Opened::Refused(s),
+        })
+    }
+
     /// Reads the SSE stream of `request` (none for a notification's); if it
     /// ends before the response, resumes it with GET + Last-Event-ID after
     /// the server's retry delay. The last event id and retry delay carry
-    /// over from pass to pass, and only passes that bring nothing count
-    /// towards [`MAX_RESUME_ATTEMPTS`] (a server may close a long call's
-    /// stream again and again, for the client to poll). `teaches`: the
-    /// response is one [`learn`](Target::learn) takes the session's terms
-    /// from (`initialize`, `tools/list`).
+    /// over from pass to pass, and only passes that bring nothing (no
+    /// message, no new event id) count towards [`MAX_RESUME_ATTEMPTS`] in a
+    /// row (a server may close a long call's stream again and again, for
+    /// the client to poll). `teaches`: the response is one
+    /// [`learn`](Target::learn) takes the session's terms from
+    /// (`initialize`, `tools/list`).
     pub(super) fn follow(
         self: &Arc<Self>,
         body: Body<BufReader<Socket>>,
@@ -45,14 +93,18 @@ impl Target {
         let target = self.clone();
         let failed = request.clone();
         let spawned = std::thread::Builder::new().name("mcpvisor-client-sse".into()).spawn(move || {
-            let mut body = body;
+            let mut body = Some(body);
             let mut attempts = 0;
             let (mut last, mut retry) = (None, None);
             loop {
-                let pass = target.read_events(BufReader::new(body), request.as_ref(), teaches);
+                let pass = match body.take() {
+                    Some(b) => target.read_events(BufReader::new(b), request.as_ref(), teaches),
+                    None => Pass::empty(),
+                };
                 let Some(request) = request.as_ref().filter(|_| !pass.answered) else {
                     return;
                 };
+                let moved_on = pass.delivered || (pass.last_id.is_some() && pass.last_id != last);
                 last = pass.last_id.or(last);
                 retry = pass.retry.or(retry);
                 // Closed, or given up (its connection closed by that):
@@ -67,7 +119,7 @@ impl Target {
                 let Some(from) = last.clone() else {
                     return target.fail(request, "its stream ended without a response or an event id to resume from");
                 };
-                attempts = if pass.delivered { 1 } else { attempts + 1 };
+                attempts = if moved_on { 1 } else { attempts + 1 };
                 if attempts > MAX_RESUME_ATTEMPTS {
                     return target.fail(request, &format!("its stream was resumed {MAX_RESUME_ATTEMPTS} times in a row without an event"));
                 }
@@ -75,16 +127,15 @@ impl Target {
                     return;
                 }
                 let resume = [("Accept", "text/event-stream".into()), ("Last-Event-ID", from)];
-                match target.request("GET", None, &resume, None, call.as_ref()) {
-                    Ok((head, b)) if head.status == 200 => body = b,
-                    Ok((head, _)) if head.status == 404 && target.has_session() => {
-                        target.end();
-                        return target.fail(request, "the server no longer knows this session (404)");
+                match target.open_stream(&resume, None, call.as_ref()) {
+                    Ok(Opened::Stream(b)) => body = Some(b),
+                    Ok(Opened::Later) => {}
+                    Ok(Opened::Gone) => return target.fail(request, &target.session_gone().to_string()),
+                    Ok(Opened::None | Opened::Refused(_)) | Err(_) if given_up() => return,
+                    Ok(Opened::None) => return target.fail(request, "resuming its stream failed with HTTP 405"),
+                    Ok(Opened::Refused(status)) => {
+                        return target.fail(request, &format!("resuming its stream failed with HTTP {status}"));
                     }
-                    Ok((head, _)) => {
-                        return target.fail(request, &format!("resuming its stream failed with HTTP {}", head.status));
-                    }
-                    Err(_) if given_up() => return,
                     Err(e) => return target.fail(request, &format!("resuming its stream failed: {e}")),
                 }
             }
@@ -95,50 +146,48 @@ impl Target {
     }
 
     /// Keeps the session's standalone GET stream open (if the server has
-    /// one), resuming it after drops, until the session ends: a 404 ends
-    /// the connection (the client starts a new session), a 405 means the
-    /// server has none, and a server error, a 409 (the server still holds
-    /// the stream that died) or a stream that brings nothing is tried
-    /// again, [`MAX_RESUME_ATTEMPTS`] times in a row at most.
+    /// one), resuming it after drops, until the session ends: a 404 once
+    /// the stream was open ends the connection (the client starts a new
+    /// session; a 404 on the first GET is taken for a server without one,
+    /// like a 405), and a stream that could not be opened for a while (a
+    /// 409, 429 or server error) is tried again, [`MAX_RESUME_ATTEMPTS`]
+    /// times in a row at most.
     pub(super) fn listen(self: Arc<Self>) {
         let _ = std::thread::Builder::new()
             .name("mcpvisor-client-get".into())
             .spawn(move || {
                 let mut last: Option<String> = None;
-                let mut failures = 0;
-                while failures <= MAX_RESUME_ATTEMPTS && !self.closed.load(Ordering::SeqCst) {
+                let (mut failures, mut opened) = (0, false);
+                while !self.closed.load(Ordering::SeqCst) {
+                    if failures > MAX_RESUME_ATTEMPTS {
+                        log::warn!("client: the session's stream could not be opened {failures} times in a row; notifications outside calls will not arrive");
+                        return;
+                    }
                     let mut extra = vec![("Accept", "text/event-stream".to_owned())];
                     if let Some(l) = &last {
                         extra.push(("Last-Event-ID", l.clone()));
                     }
-                    let retry = match self.request("GET", None, &extra, Some(DEFAULT_READ_TIMEOUT), None) {
-                        Ok((head, body))
-                            if head.status == 200
-                                && head
-                                    .header("content-type")
-                                    .is_some_and(|ct| ct.starts_with("text/event-stream")) =>
-                        {
+                    let retry = match self.open_stream(&extra, Some(DEFAULT_READ_TIMEOUT), None) {
+                        Ok(Opened::Stream(body)) => {
+                            (failures, opened) = (0, true);
                             let pass = self.read_events(BufReader::new(body), None, false);
-                            failures = if pass.delivered { 0 } else { failures + 1 };
                             last = pass.last_id.or(last);
                             pass.retry
                         }
-                        Ok((head, _)) if head.status == 404 && self.has_session() => {
+                        Ok(Opened::Gone) if opened => {
                             if !self.closed.load(Ordering::SeqCst) {
-                                log::warn!("client: the server no longer knows this session (404 on its stream); the connection ends");
-                                self.end();
+                                let why = self.session_gone();
+                                log::warn!("client: {why} on its stream; the connection ends");
                             }
                             return;
                         }
-                        Ok((head, _)) if head.status == 405 => return,
-                        Ok((head, _))
-                            if matches!(head.status, 200 | 409 | 429) || head.status >= 500 =>
-                        {
+                        Ok(Opened::Gone | Opened::None) => return,
+                        Ok(Opened::Later) => {
                             failures += 1;
                             None
                         }
-                        Ok((head, _)) => {
-                            log::warn!("client: the server refused the session's stream (HTTP {}); notifications outside calls will not arrive", head.status);
+                        Ok(Opened::Refused(status)) => {
+                            log::warn!("client: the server refused the session's stream (HTTP {status}); notifications outside calls will not arrive");
                             return;
                         }
                         Err(e) if unreachable(&e) => {

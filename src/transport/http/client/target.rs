@@ -449,6 +449,17 @@ impl Target {
         lock(&self.session).id.is_some()
     }
 
+    /// The server answered 404 to our session: it is gone (expired,
+    /// deleted, the server restarted). Ends this connection, so the client
+    /// can start a new one, and says why.
+    pub(super) fn session_gone(&self) -> io::Error {
+        self.end();
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            "the server no longer knows this session (404)",
+        )
+    }
+
     /// Ends the connection: its reader sees the end.
     pub(super) fn end(&self) {
         let _ = self.incoming.send((Vec::new(), None));
@@ -460,7 +471,11 @@ impl Target {
         // call's own timeout allows (giving it up closes its connection).
         // Anything else (notifications, `initialize`) gets an answer
         // within DEFAULT_READ_TIMEOUT of silence.
-        let is_request = message.get("method").is_some() && message.get("id").is_some();
+        let method = message.get("method").and_then(Value::as_str);
+        let is_request = method.is_some() && message.get("id").is_some();
+        // Only these answers teach anything (see `learn`); the others are
+        // parsed once, by the client.
+        let teaches = matches!(method, Some("initialize" | "tools/list"));
         let silence = call.is_none().then_some(DEFAULT_READ_TIMEOUT);
         let stateless = stateless_headers(message, &self.params);
         let mut extra = vec![("Accept", "application/json, text/event-stream".to_owned())];
@@ -495,9 +510,7 @@ impl Target {
             200 if ct.starts_with("text/event-stream") => {
                 // A request's stream carries its answer, and the server's
                 // requests made while serving it.
-                let request = message.get("method").and_then(|_| message.get("id"));
-                let method = message.get("method").and_then(Value::as_str);
-                let teaches = matches!(method, Some("initialize" | "tools/list"));
+                let request = method.and_then(|_| message.get("id"));
                 self.follow(
                     body,
                     request.and_then(RequestId::from_value),
@@ -521,10 +534,7 @@ impl Target {
                 if text.is_empty() {
                     return Ok(());
                 }
-                // Only these answers teach anything (see `learn`); the
-                // others are parsed once, by the client.
-                let method = message.get("method").and_then(Value::as_str);
-                if matches!(method, Some("initialize" | "tools/list")) {
+                if teaches {
                     if let Ok(v) = serde_json::from_slice::<Value>(&text) {
                         self.learn(&v);
                     }
@@ -532,15 +542,7 @@ impl Target {
                 self.deliver(text, None);
                 Ok(())
             }
-            404 if self.has_session() => {
-                // The session is gone (expired, deleted, server restarted):
-                // end this connection so the client can start a new one.
-                self.end();
-                Err(io::Error::new(
-                    io::ErrorKind::NotFound,
-                    "the server no longer knows this session (404)",
-                ))
-            }
+            404 if self.has_session() => Err(self.session_gone()),
             status => {
                 let text = body.bounded().unwrap_or_default();
                 self.recycle(body);
