@@ -942,11 +942,13 @@ fn an_elicitation_relayed_during_a_call_ends_with_the_call_or_when_withdrawn() {
                 Err(e) => ToolResult::text(format!("no answer: {e}")),
             })
         }))
-        // Asks, gives up waiting after 300 ms (the question is withdrawn:
+        // Asks, gives up waiting after 2 s (the question is withdrawn:
         // `notifications/cancelled`), and goes on with its call until the
-        // client saw that.
+        // client saw that. (The client's callback, which waits to be told,
+        // must have started by then: a callback still queued when its
+        // question is withdrawn never runs. It has threads to spare.)
         .tool(Tool::new("withdraws", schema, move |_, ctx| {
-            let _ = ctx.elicit(question("withdraws"), Duration::from_millis(300));
+            let _ = ctx.elicit(question("withdraws"), Duration::from_secs(2));
             Ok(ToolResult::text(
                 match withdrawn.recv_timeout(Duration::from_secs(20)) {
                     Ok(()) => "withdrawn",
@@ -1307,6 +1309,8 @@ fn a_per_session_upstream_gets_its_session_s_roots_and_their_changes() {
                 continue;
             };
             // Each on its own: one may wait for a client that never answers.
+            // (A session that has just opened may not have its GET stream,
+            // where a request outside a call goes, yet: it waits there.)
             let roots_tx = roots_tx.clone();
             std::thread::spawn(move || {
                 let asked = h.list_roots(Duration::from_secs(20));

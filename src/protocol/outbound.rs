@@ -88,8 +88,9 @@ pub(crate) struct Outbound {
     pending: Mutex<FastMap<RequestId, Pending>>,
     next_id: AtomicI64,
     closed: AtomicBool,
-    /// When a call with an association was last given up.
-    abandoned: Mutex<Option<Instant>>,
+    /// Calls with an association given up within the grace, and when:
+    /// each until its late answer comes or the grace ends.
+    abandoned: Mutex<FastMap<RequestId, Instant>>,
 }
 
 impl Default for Outbound {
@@ -98,7 +99,7 @@ impl Default for Outbound {
             pending: Mutex::new(FastMap::default()),
             next_id: AtomicI64::new(1),
             closed: AtomicBool::new(false),
-            abandoned: Mutex::new(None),
+            abandoned: Mutex::new(FastMap::default()),
         }
     }
 }
@@ -154,7 +155,9 @@ impl Outbound {
         if let Err(e @ (CallError::Timeout(..) | CallError::Cancelled)) = &outcome {
             self.forget(&id);
             if wait.association.is_some() {
-                *lock(&self.abandoned) = Some(Instant::now());
+                let mut abandoned = lock(&self.abandoned);
+                abandoned.retain(|_, at| at.elapsed() < ABANDONED_CALL_GRACE);
+                abandoned.insert(id.clone(), Instant::now());
             }
             // `initialize` must never be cancelled (the spec's cancellation
             // rules): the wait ends, the peer is not told.
@@ -187,6 +190,10 @@ impl Outbound {
                 true
             }
             None => {
+                // A call given up has its answer: the peer is done with it.
+                if let Some(id) = response.id() {
+                    lock(&self.abandoned).remove(id);
+                }
                 log::warn!(
                     "{who}: response to unknown or abandoned request {:?} dropped",
                     response.id()
@@ -237,7 +244,8 @@ impl Outbound {
     /// (calls without one, a heartbeat, a list refresh, never ask for
     /// anything). With several and no hint there is no telling which:
     /// `None`; nor within [`ABANDONED_CALL_GRACE`] of giving up a call with
-    /// an association, which the request may come from. The call's timeout
+    /// an association (unless its late answer came), which the request may
+    /// come from. The call's timeout
     /// starts again as the request is answered and once it is: a call
     /// waits for the question it asked (a user thinking over an
     /// elicitation) as it waits for progress.
@@ -247,9 +255,14 @@ impl Outbound {
         let call = match related.and_then(|id| pending.get(id)) {
             Some(p) => p,
             None => {
-                if lock(&self.abandoned).is_some_and(|at| at.elapsed() < ABANDONED_CALL_GRACE) {
+                let abandoned = lock(&self.abandoned);
+                if abandoned
+                    .values()
+                    .any(|at| at.elapsed() < ABANDONED_CALL_GRACE)
+                {
                     return None;
                 }
+                drop(abandoned);
                 let mut associated = pending.values().filter(|p| p.association.is_some());
                 match (associated.next(), associated.next()) {
                     (Some(p), None) => p,
@@ -481,7 +494,7 @@ mod tests {
         let out = Outbound::default();
         let a: PeerRequestHandler = Arc::new(|_, _| Ok(json!("a")));
         let b: PeerRequestHandler = Arc::new(|_, _| Ok(json!("b")));
-        // Call 1 (associated with a) is given up; the peer never answers.
+        // Call 1 (associated with a) is given up; no answer yet.
         let wait = Wait {
             timeout: Duration::from_millis(1),
             association: Some(a),
@@ -489,17 +502,31 @@ mod tests {
         };
         let e = out.call("a", json!({}), wait, &|_| Ok(())).unwrap_err();
         assert!(matches!(e, CallError::Timeout(..)), "{e:?}");
-        // Call 2 is the only associated call in flight, but a request with
+        // Call 100 is the only associated call in flight, but a request with
         // no hint may still come from call 1: it is not guessed.
-        let _rx = waiting_call(&out, 2, Some(b));
+        let _rx = waiting_call(&out, 100, Some(b));
         assert!(out.association(None).is_none());
         let hinted = out
-            .association(Some(&RequestId::Number(2)))
+            .association(Some(&RequestId::Number(100)))
             .expect("a hint still decides");
         assert_eq!(hinted("x", json!({})), Ok(json!("b")));
-        // Past the grace, the only associated call is taken again.
+        // Once the call given up has its late answer, the peer is done
+        // with it: the only associated call is taken again.
+        assert!(!out.answer(response(1), "test"), "late");
+        assert!(out.association(None).is_some());
+        // So it is once the grace is over.
+        let b2: PeerRequestHandler = Arc::new(|_, _| Ok(json!("b")));
+        let wait = Wait {
+            timeout: Duration::from_millis(1),
+            association: Some(b2),
+            ..Default::default()
+        };
+        assert!(out.call("c", json!({}), wait, &|_| Ok(())).is_err());
+        assert!(out.association(None).is_none());
         if let Some(past) = Instant::now().checked_sub(ABANDONED_CALL_GRACE) {
-            *lock(&out.abandoned) = Some(past);
+            for at in lock(&out.abandoned).values_mut() {
+                *at = past;
+            }
             assert!(out.association(None).is_some());
         }
     }

@@ -12,9 +12,7 @@ use crate::model::{Answer, CompletionRef, CompletionRequest, ToolResult};
 use crate::protocol::catalog::{
     CompletionEntry, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry,
 };
-use crate::protocol::{
-    capability_for, CancelToken, PeerError, PeerRequestHandler, ProgressHandler,
-};
+use crate::protocol::{capability_for, CancelToken, PeerRequestHandler, ProgressHandler};
 use crate::Context;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -107,10 +105,7 @@ impl Link {
             relayed
                 .with_cancel(question)
                 .peer_request(method, params, capability_for(method), timeout)
-                .map_err(|e| match e {
-                    PeerError::Rpc(e) => e,
-                    other => ErrorObject::internal(format!("the gateway's client: {other}")),
-                })
+                .map_err(super::upstream::relayed_error)
         });
         let options = CallOptions {
             timeout: Some(self.timeout),

@@ -129,14 +129,8 @@ impl Sessions {
         let roots = match (theirs.client_supports("roots"), ctx.session()) {
             (true, Some(handle)) => {
                 let timeout = self.cfg.timeout;
-                let asked: crate::client::RequestHandler = Arc::new(move |_| {
-                    handle.list_roots(timeout).map_err(|e| match e {
-                        crate::protocol::PeerError::Rpc(e) => e,
-                        other => crate::jsonrpc::ErrorObject::internal(format!(
-                            "roots: the session's client: {other}"
-                        )),
-                    })
-                });
+                let asked: crate::client::RequestHandler =
+                    Arc::new(move |_| handle.list_roots(timeout).map_err(upstream::relayed_error));
                 Some(asked)
             }
             _ => refuse("roots"),
@@ -209,21 +203,20 @@ fn end(slot: &Mutex<Slot>) {
 }
 
 impl SessionWatcher for Sessions {
-    /// Tells the session's connection (if it has one, and it is not being
-    /// started: a new one asks afresh), from a thread of its own: the
-    /// write may wait for an upstream that reads slowly.
+    /// Tells the session's connection, if it has one, from a thread of its
+    /// own: the slot may be held by a start (which then tells the new
+    /// connection too: one notice more does no harm), and the write may
+    /// wait for an upstream that reads slowly.
     fn roots_changed(&self, session: &crate::protocol::SessionHandle) {
         let Some(slot) = lock(&self.slots).by_session.get(session.id()).cloned() else {
             return;
         };
-        let link = match slot.try_lock() {
-            Ok(slot) => slot.link.clone(),
-            Err(_) => None,
-        };
-        let Some(link) = link else { return };
         let spawned = std::thread::Builder::new()
             .name("mcpvisor-upstream-roots".into())
             .spawn(move || {
+                let Some(link) = lock(&slot).link.clone() else {
+                    return;
+                };
                 if let Err(e) = link.client.roots_changed() {
                     log::warn!(
                         "upstream {}: notifications/roots/list_changed: {e}",

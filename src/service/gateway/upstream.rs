@@ -107,11 +107,23 @@ enum Event {
     Updated(String),
 }
 
-/// A handler for a request the upstream makes outside a call: refused.
+/// What the upstream is answered when the downstream client's answer to
+/// its request failed: the client's own error as it is, anything else
+/// said in the gateway's name.
+pub(crate) fn relayed_error(e: crate::protocol::PeerError) -> ErrorObject {
+    match e {
+        crate::protocol::PeerError::Rpc(e) => e,
+        other => ErrorObject::internal(format!("the gateway's client: {other}")),
+    }
+}
+
+/// A handler for a request of the upstream's that no one call can be said
+/// to make (none in flight, several on a wire that does not say which, or
+/// one given up moments ago): refused.
 pub(crate) fn refuse(what: &'static str) -> crate::client::RequestHandler {
     Arc::new(move |_| {
         Err(ErrorObject::internal(format!(
-            "{what} outside a call: the gateway has no client to ask"
+            "{what}: the gateway cannot tell which call asks (none, or several, in flight, or one just given up), so it has no client to ask"
         )))
     })
 }
