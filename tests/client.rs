@@ -541,16 +541,7 @@ fn http_404_leads_to_a_fresh_initialize() {
         )
         .unwrap();
     let url = format!("http://{}/mcp", http.local_addr());
-    let (re_tx, re_rx) = crossbeam_channel::unbounded();
-    let mut reconnect = mcpvisor::client::Reconnect::default();
-    reconnect.backoff.initial = Duration::from_millis(10);
-    let options = ClientOptions {
-        reconnect: Some(reconnect),
-        on_reconnected: Some(Arc::new(move || {
-            let _ = re_tx.send(());
-        })),
-        ..Default::default()
-    };
+    let (options, re_rx) = common::reconnecting();
     let u = url.clone();
     let c = Client::connect_with(move || Connection::http(&u), options).unwrap();
     assert_eq!(

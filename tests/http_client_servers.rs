@@ -9,7 +9,6 @@ use mcpvisor::client::{Client, ClientError, ClientOptions, Connection};
 use serde_json::{json, Value};
 use std::io::{BufRead, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// One request as a fake server sees it.
@@ -178,16 +177,7 @@ fn a_404_on_the_session_s_stream_leads_to_a_fresh_initialize() {
             _ => ACCEPTED.to_owned(),
         })
     });
-    let (re_tx, re_rx) = crossbeam_channel::unbounded();
-    let mut reconnect = mcpvisor::client::Reconnect::default();
-    reconnect.backoff.initial = Duration::from_millis(10);
-    let options = ClientOptions {
-        reconnect: Some(reconnect),
-        on_reconnected: Some(Arc::new(move || {
-            let _ = re_tx.send(());
-        })),
-        ..Default::default()
-    };
+    let (options, re_rx) = common::reconnecting();
     let c = Client::connect_with(move || Connection::http(&url), options).unwrap();
     re_rx
         .recv_timeout(common::WAIT)

@@ -55,6 +55,7 @@ impl CancelToken {
     /// Makes `follower` cancelled when this token is (at once if it is
     /// already): work that must end with either of two tokens waits on
     /// one that follows both.
+    #[cfg_attr(not(feature = "client"), allow(dead_code))]
     pub(crate) fn cancels(&self, follower: &CancelToken) {
         {
             let mut followers = lock(&self.0.followers);

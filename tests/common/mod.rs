@@ -602,3 +602,23 @@ pub fn serve_http(server: &mcpvisor::Server) -> (mcpvisor::transport::http::Http
     let url = format!("http://{}/mcp", http.local_addr());
     (http, url)
 }
+
+/// Client options that reconnect quickly (first retry after 10 ms), and
+/// what tells each reconnection.
+#[cfg(feature = "client")]
+pub fn reconnecting() -> (
+    mcpvisor::client::ClientOptions,
+    crossbeam_channel::Receiver<()>,
+) {
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let mut reconnect = mcpvisor::client::Reconnect::default();
+    reconnect.backoff.initial = Duration::from_millis(10);
+    let options = mcpvisor::client::ClientOptions {
+        reconnect: Some(reconnect),
+        on_reconnected: Some(Arc::new(move || {
+            let _ = tx.send(());
+        })),
+        ..Default::default()
+    };
+    (options, rx)
+}
