@@ -2,7 +2,7 @@
 //! call's stream (resuming it when it drops) and the session's standalone
 //! stream.
 
-use super::response::{read_line, Body};
+use super::response::Body;
 use super::target::{unreachable, InFlight, Target};
 use super::{DEFAULT_READ_TIMEOUT, DEFAULT_RECONNECT_DELAY, MAX_RESUME_ATTEMPTS};
 use crate::jsonrpc::RequestId;
@@ -252,6 +252,8 @@ impl Target {
 pub(crate) struct SseReader<R> {
     r: R,
     line: String,
+    /// The last line ended with a CR: an LF right after it belongs to it.
+    skip_lf: bool,
     /// The last event id seen (to resume from).
     pub(crate) last_id: Option<String>,
     /// The last reconnection delay the server asked for.
@@ -263,9 +265,51 @@ impl<R: BufRead> SseReader<R> {
         SseReader {
             r,
             line: String::new(),
+            skip_lf: false,
             last_id: None,
             retry: None,
         }
+    }
+
+    /// Reads the next line, ended by CRLF, LF or CR (the SSE rule), into
+    /// `line` without its end; false at the end of the stream (a last line
+    /// with no end is dropped, as is an event with no blank line after it).
+    /// A CR is taken as an end at once: an LF that follows it is skipped
+    /// when it comes, so no event waits for the next bytes.
+    fn next_line(&mut self) -> std::io::Result<bool> {
+        let mut bytes = Vec::new();
+        loop {
+            let buf = self.r.fill_buf()?;
+            if buf.is_empty() {
+                return Ok(false);
+            }
+            let start = usize::from(std::mem::take(&mut self.skip_lf) && buf[0] == b'\n');
+            let end = buf[start..].iter().position(|&b| b == b'\n' || b == b'\r');
+            let taken = match end {
+                Some(i) => {
+                    bytes.extend_from_slice(&buf[start..start + i]);
+                    self.skip_lf = buf[start + i] == b'\r';
+                    start + i + 1
+                }
+                None => {
+                    bytes.extend_from_slice(&buf[start..]);
+                    buf.len()
+                }
+            };
+            self.r.consume(taken);
+            if bytes.len() > DEFAULT_MAX_MESSAGE_BYTES {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("a line longer than {DEFAULT_MAX_MESSAGE_BYTES} bytes"),
+                ));
+            }
+            if end.is_some() {
+                break;
+            }
+        }
+        self.line = String::from_utf8(bytes)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        Ok(true)
     }
 
     /// The next event's data; `None` at the end of the stream (or on a
@@ -273,12 +317,11 @@ impl<R: BufRead> SseReader<R> {
     pub(crate) fn next_data(&mut self) -> Option<String> {
         let mut data = String::new();
         loop {
-            self.line.clear();
-            match read_line(&mut self.r, &mut self.line) {
-                Ok(0) | Err(_) => return None,
-                Ok(_) => {}
+            match self.next_line() {
+                Ok(true) => {}
+                Ok(false) | Err(_) => return None,
             }
-            let l = self.line.trim_end_matches(['\r', '\n']);
+            let l = self.line.as_str();
             if l.is_empty() {
                 if !data.is_empty() {
                     return Some(data);
@@ -300,5 +343,39 @@ impl<R: BufRead> SseReader<R> {
                 data.push_str(v.strip_prefix(' ').unwrap_or(v));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every event's data and the last id, read from `bytes` fed in
+    /// `chunk`-byte pieces (a line end may fall between two reads).
+    fn events(bytes: &[u8], chunk: usize) -> (Vec<String>, Option<String>) {
+        let r = std::io::BufReader::with_capacity(chunk, bytes);
+        let mut sse = SseReader::new(r);
+        let mut out = Vec::new();
+        while let Some(d) = sse.next_data() {
+            out.push(d);
+        }
+        (out, sse.last_id)
+    }
+
+    #[test]
+    fn lines_end_with_crlf_lf_or_cr() {
+        let text = b"id: 1\r\ndata: a\r\n\r\nid: 2\ndata: b\ndata: c\n\nid: 3\rdata: d\r\r: comment\n\ndata: e\r\n\r\n";
+        for chunk in [1, 2, 3, 7, 64] {
+            let (data, last) = events(text, chunk);
+            assert_eq!(data, ["a", "b\nc", "d", "e"], "{chunk}-byte reads");
+            assert_eq!(last.as_deref(), Some("3"), "{chunk}-byte reads");
+        }
+    }
+
+    #[test]
+    fn an_unfinished_event_is_dropped_and_bad_bytes_end_the_stream() {
+        assert_eq!(events(b"data: a\n\ndata: b", 4).0, ["a"]);
+        assert_eq!(events(b"data: a\n\ndata: b\n", 4).0, ["a"]);
+        assert!(events(b"data: \xff\n\n", 4).0.is_empty());
     }
 }
