@@ -826,8 +826,17 @@ fn what_the_server_sends_before_the_get_stream_opens_reaches_it() {
         send(addr, "GET", "/mcp", &h, b"")
     };
     let mut first = get();
-    let (_, m) = first.message().expect("the early notification");
+    // The priming event's id comes before the replayed event's: a client
+    // that resumes from it (its connection cut at once) still gets it.
+    let priming = first.event().expect("the priming event");
+    assert!(priming.data.is_empty(), "{priming:?}");
+    let (id, m) = first.message().expect("the early notification");
     assert_eq!(m["params"]["data"], "early");
+    let seq = |id: &str| -> u64 { id.rsplit('-').next().unwrap().parse().unwrap() };
+    assert!(
+        seq(priming.id.as_deref().unwrap_or("")) < seq(&id),
+        "priming {priming:?}, event {id}"
+    );
     note("live");
     let (_, m) = first.message().expect("the next one, live");
     assert_eq!(m["params"]["data"], "live");

@@ -472,13 +472,12 @@ impl Endpoint {
             .version()
             .is_some_and(|v| v >= ProtocolVersion::V2025_11_25);
         let mut out = Vec::new();
+        // The id a client resumes from to miss nothing of this connection:
+        // where its replay starts, then each event's as it is written.
+        let mut newest = EventId(attached.stream, attached.from_seq);
         if prime && primes {
             // Priming event: an id to resume from, no data.
-            let _ = write!(
-                out,
-                "id: {}-{}\nretry: {retry_ms}\ndata: \n\n",
-                attached.stream, attached.last_seq
-            );
+            let _ = write!(out, "id: {newest}\nretry: {retry_ms}\ndata: \n\n");
         }
         let mut delivered_end = false;
         let mut pending: std::collections::VecDeque<Frame> =
@@ -505,6 +504,7 @@ impl Endpoint {
             match frame {
                 Frame::Event { id, data, last } => {
                     let _ = write!(out, "id: {id}\nevent: message\ndata: {data}\n\n");
+                    newest = id;
                     if last {
                         delivered_end = true;
                         return Ok(());
@@ -516,10 +516,9 @@ impl Endpoint {
                 }
                 Frame::Reconnect(retry) => {
                     // SSE polling: tell the client when to come back, then close.
-                    if !(prime && primes) {
-                        let id = EventId(attached.stream, attached.last_seq);
-                        let _ = write!(out, "id: {id}\ndata: \n\n");
-                    }
+                    // Not an older id than the client has: it would get
+                    // what it already has again.
+                    let _ = write!(out, "id: {newest}\ndata: \n\n");
                     let _ = write!(out, "retry: {}\n\n", retry.as_millis());
                     return Ok(());
                 }

@@ -122,8 +122,10 @@ pub struct Attached {
     pub replay: Vec<Frame>,
     /// Live frames.
     pub rx: Receiver<Frame>,
-    /// The last sequence number logged so far (for priming ids).
-    pub last_seq: u64,
+    /// The sequence number the replay and the live events follow: the id
+    /// to resume from before anything of this attachment is written (for
+    /// priming ids).
+    pub from_seq: u64,
 }
 
 /// An MCP session reached over HTTP.
@@ -199,7 +201,7 @@ impl SessionStreams {
                 token,
                 replay: Vec::new(),
                 rx,
-                last_seq: 0,
+                from_seq: 0,
             },
         )
     }
@@ -218,11 +220,11 @@ impl SessionStreams {
         }
         // A new standalone connection gets what no connection was given;
         // a resumed stream, what came after the client's last event.
-        let after = after.unwrap_or(s.forwarded);
+        let from_seq = after.unwrap_or(s.forwarded);
         let replay: Vec<Frame> = s
             .log
             .iter()
-            .filter(|(seq, _, _)| *seq > after)
+            .filter(|(seq, _, _)| *seq > from_seq)
             .map(|(seq, data, last)| Frame::Event {
                 id: EventId(stream, *seq),
                 data: data.clone(),
@@ -238,14 +240,13 @@ impl SessionStreams {
             let _ = tx.try_send(Frame::End);
         }
         s.live = Some((token, tx));
-        let last_seq = s.next_seq - 1;
-        s.forwarded = last_seq;
+        s.forwarded = s.next_seq - 1;
         Ok(Attached {
             stream,
             token,
             replay,
             rx,
-            last_seq,
+            from_seq,
         })
     }
 

@@ -38,6 +38,24 @@ impl Pass {
     }
 }
 
+/// The shortest wait before a stream that brought no message is opened
+/// again, whatever its `retry:` says: 100 ms (a server, or a proxy, that
+/// ends every stream at once with `retry: 0` does not get a GET loop).
+pub const MIN_EMPTY_RECONNECT_DELAY: Duration = Duration::from_millis(100);
+
+/// How long to wait before opening a stream again after a pass that
+/// `delivered` a message or not: the
+/// server's `retry` (or [`DEFAULT_RECONNECT_DELAY`]), and at least
+/// [`MIN_EMPTY_RECONNECT_DELAY`] after a pass that brought no message.
+fn wait_after(delivered: bool, retry: Option<Duration>) -> Duration {
+    let asked = retry.unwrap_or(DEFAULT_RECONNECT_DELAY);
+    if delivered {
+        asked
+    } else {
+        asked.max(MIN_EMPTY_RECONNECT_DELAY)
+    }
+}
+
 /// What the answer to a GET for an SSE stream means.
 enum Opened {
     /// The stream: read it.
@@ -123,13 +141,19 @@ impl Target {
                 if attempts > MAX_RESUME_ATTEMPTS {
                     return target.fail(request, &format!("its stream was resumed {MAX_RESUME_ATTEMPTS} times in a row without an event"));
                 }
-                if !target.pause(call.as_ref(), retry.unwrap_or(DEFAULT_RECONNECT_DELAY)) {
+                if !target.pause(call.as_ref(), wait_after(pass.delivered, retry)) {
                     return;
                 }
                 let resume = [("Accept", "text/event-stream".into()), ("Last-Event-ID", from)];
-                match target.open_stream(&resume, None, call.as_ref()) {
+                // A call's stream waits as long as the call allows (giving
+                // it up closes it); an untracked one (`initialize`'s) no
+                // longer than any answer to no call.
+                let silence = call.is_none().then_some(DEFAULT_READ_TIMEOUT);
+                match target.open_stream(&resume, silence, call.as_ref()) {
                     Ok(Opened::Stream(b)) => body = Some(b),
+                    // Tried again, as a pass that brought nothing.
                     Ok(Opened::Later) => {}
+                    Err(e) if !given_up() && !unreachable(&e) => {}
                     Ok(Opened::Gone) => return target.fail(request, &target.session_gone().to_string()),
                     Ok(Opened::None | Opened::Refused(_)) | Err(_) if given_up() => return,
                     Ok(Opened::None) => return target.fail(request, "resuming its stream failed with HTTP 405"),
@@ -167,12 +191,12 @@ impl Target {
                     if let Some(l) = &last {
                         extra.push(("Last-Event-ID", l.clone()));
                     }
-                    let retry = match self.open_stream(&extra, Some(DEFAULT_READ_TIMEOUT), None) {
+                    let pause = match self.open_stream(&extra, Some(DEFAULT_READ_TIMEOUT), None) {
                         Ok(Opened::Stream(body)) => {
                             (failures, opened) = (0, true);
                             let pass = self.read_events(BufReader::new(body), None, false);
                             last = pass.last_id.or(last);
-                            pass.retry
+                            wait_after(pass.delivered, pass.retry)
                         }
                         Ok(Opened::Gone) if opened => {
                             if !self.closed.load(Ordering::SeqCst) {
@@ -184,7 +208,7 @@ impl Target {
                         Ok(Opened::Gone | Opened::None) => return,
                         Ok(Opened::Later) => {
                             failures += 1;
-                            None
+                            DEFAULT_RECONNECT_DELAY
                         }
                         Ok(Opened::Refused(status)) => {
                             log::warn!("client: the server refused the session's stream (HTTP {status}); notifications outside calls will not arrive");
@@ -199,13 +223,13 @@ impl Target {
                         }
                         Err(_) => {
                             failures += 1;
-                            None
+                            DEFAULT_RECONNECT_DELAY
                         }
                     };
                     if self.closed.load(Ordering::SeqCst) {
                         return;
                     }
-                    if !self.pause(None, retry.unwrap_or(DEFAULT_RECONNECT_DELAY)) {
+                    if !self.pause(None, pause) {
                         return;
                     }
                 }
@@ -254,6 +278,11 @@ pub(crate) struct SseReader<R> {
     line: String,
     /// The last line ended with a CR: an LF right after it belongs to it.
     skip_lf: bool,
+    /// No line read yet: a byte order mark may open the stream.
+    at_start: bool,
+    /// The `id:` of the event being read: the last event id once the
+    /// event is complete (its blank line), not before.
+    pending_id: Option<String>,
     /// The last event id seen (to resume from).
     pub(crate) last_id: Option<String>,
     /// The last reconnection delay the server asked for.
@@ -266,6 +295,8 @@ impl<R: BufRead> SseReader<R> {
             r,
             line: String::new(),
             skip_lf: false,
+            at_start: true,
+            pending_id: None,
             last_id: None,
             retry: None,
         }
@@ -279,7 +310,10 @@ impl<R: BufRead> SseReader<R> {
     fn next_line(&mut self) -> std::io::Result<bool> {
         let mut bytes = Vec::new();
         loop {
-            let buf = self.r.fill_buf()?;
+            let buf = match self.r.fill_buf() {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                other => other?,
+            };
             if buf.is_empty() {
                 return Ok(false);
             }
@@ -297,7 +331,8 @@ impl<R: BufRead> SseReader<R> {
                 }
             };
             self.r.consume(taken);
-            if bytes.len() > DEFAULT_MAX_MESSAGE_BYTES {
+            // Room for a field's name beside the largest message.
+            if bytes.len() > DEFAULT_MAX_MESSAGE_BYTES + 64 {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::InvalidData,
                     format!("a line longer than {DEFAULT_MAX_MESSAGE_BYTES} bytes"),
@@ -309,6 +344,11 @@ impl<R: BufRead> SseReader<R> {
         }
         self.line = String::from_utf8(bytes)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        if std::mem::take(&mut self.at_start) {
+            if let Some(rest) = self.line.strip_prefix('\u{feff}') {
+                self.line = rest.to_owned();
+            }
+        }
         Ok(true)
     }
 
@@ -323,13 +363,18 @@ impl<R: BufRead> SseReader<R> {
             }
             let l = self.line.as_str();
             if l.is_empty() {
+                // The event is complete: its id (a priming event's too,
+                // which has no data) is now the one to resume from.
+                if let Some(id) = self.pending_id.take() {
+                    self.last_id = Some(id);
+                }
                 if !data.is_empty() {
                     return Some(data);
                 }
                 continue;
             }
             if let Some(v) = l.strip_prefix("id:") {
-                self.last_id = Some(v.trim().to_owned());
+                self.pending_id = Some(v.trim().to_owned());
             } else if let Some(v) = l.strip_prefix("retry:") {
                 self.retry = v.trim().parse().ok().map(Duration::from_millis);
             } else if let Some(v) = l.strip_prefix("data:") {
@@ -370,6 +415,22 @@ mod tests {
             assert_eq!(data, ["a", "b\nc", "d", "e"], "{chunk}-byte reads");
             assert_eq!(last.as_deref(), Some("3"), "{chunk}-byte reads");
         }
+    }
+
+    #[test]
+    fn an_event_s_id_counts_once_the_event_is_complete() {
+        // Cut after the id of event 2: resume after event 1.
+        assert_eq!(
+            events(b"id: 1\ndata: a\n\nid: 2\ndata: b\n", 4),
+            (vec!["a".to_owned()], Some("1".to_owned()))
+        );
+        // A priming event (an id, no data) counts once complete.
+        assert_eq!(
+            events(b"id: 0\ndata:\n\n", 4),
+            (vec![], Some("0".to_owned()))
+        );
+        // A byte order mark may open the stream.
+        assert_eq!(events(b"\xef\xbb\xbfdata: a\n\n", 2).0, ["a"]);
     }
 
     #[test]
