@@ -93,7 +93,18 @@ impl Link {
         });
         let timeout = self.timeout;
         let ends = scope.clone();
+        let session = ctx.session();
         let on_request: PeerRequestHandler = Arc::new(move |method, params| {
+            // Roots are the session's, not the call's: asked on the
+            // session's own stream, they are answered also when the call
+            // ends first (an upstream asking as it starts, during the call
+            // that started it). A stateless request has no session: asked
+            // as a question of the call.
+            if let (Some(session), "roots/list") = (&session, method) {
+                return session
+                    .request(method, params, timeout)
+                    .map_err(super::upstream::relayed_error);
+            }
             // The question ends with the call, or when the upstream
             // withdraws it (its `notifications/cancelled`): the client is
             // told either way.
