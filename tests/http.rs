@@ -21,6 +21,7 @@ struct Gate {
 
 fn test_server(options: HttpOptions) -> (HttpServer, Server, Gate) {
     let (release, wait) = crossbeam_channel::unbounded::<()>();
+    let gate_again = wait.clone();
     let server = Server::builder("http-test", "1")
         .tool(Tool::new(
             "echo",
@@ -50,6 +51,20 @@ fn test_server(options: HttpOptions) -> (HttpServer, Server, Gate) {
             ctx.close_stream(Duration::from_millis(50));
             let _ = ctx.cancelled().recv();
             Ok(ToolResult::text("cancelled"))
+        }))
+        .tool(Tool::new("polls_twice", json!({"type": "object"}), {
+            let wait = gate_again;
+            move |_, ctx| {
+                // Closes its stream; once the gate opens (the client is
+                // back), reports progress and closes it again; then waits
+                // for the gate once more.
+                ctx.close_stream(Duration::from_millis(50));
+                let _ = wait.recv_timeout(Duration::from_secs(20));
+                ctx.progress(1.0, None, Some("live"));
+                ctx.close_stream(Duration::from_millis(50));
+                let _ = wait.recv_timeout(Duration::from_secs(20));
+                Ok(ToolResult::text("done"))
+            }
         }))
         .tool(Tool::new("polling", json!({"type": "object"}), |_, ctx| {
             // SSE polling: close this call's stream, finish later.
@@ -840,5 +855,42 @@ fn what_the_server_sends_before_the_get_stream_opens_reaches_it() {
     note("live");
     let (_, m) = first.message().expect("the next one, live");
     assert_eq!(m["params"]["data"], "live");
+    http.shutdown().unwrap();
+}
+
+/// A stream closed for polling twice: the second close, on the resumed
+/// stream, names the newest event written on it, not the one the stream
+/// was resumed from (the client would get that event again).
+#[test]
+fn a_resumed_stream_closed_again_names_its_newest_event() {
+    let (http, _s, gate) = default_server();
+    let addr = http.local_addr();
+    let sid = initialize(addr, &[]);
+    let mut body = call(41, "polls_twice", json!({}));
+    body["params"]["_meta"] = json!({"progressToken": "p"});
+    let mut r = post(addr, Some(&sid), &body, &[]);
+    let mut last = None;
+    while let Some(e) = r.event() {
+        last = e.id.or(last);
+    }
+    let last = last.expect("an id to resume from");
+    let h = [
+        ("Accept", "text/event-stream"),
+        ("Mcp-Session-Id", sid.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+        ("Last-Event-ID", last.as_str()),
+    ];
+    let mut resumed = send(addr, "GET", "/mcp", &h, b"");
+    assert_eq!(resumed.status, 200);
+    // Attached: the progress is written live on this connection.
+    gate.release.send(()).unwrap();
+    let (progress_id, m) = resumed.message().expect("the progress");
+    assert_eq!(m["method"], "notifications/progress");
+    let mut ids = Vec::new();
+    while let Some(e) = resumed.event() {
+        ids.extend(e.id);
+    }
+    assert_eq!(ids.last(), Some(&progress_id), "after {last}: {ids:?}");
+    gate.release.send(()).unwrap();
     http.shutdown().unwrap();
 }
