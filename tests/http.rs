@@ -832,15 +832,7 @@ fn what_the_server_sends_before_the_get_stream_opens_reaches_it() {
             .unwrap()
     };
     note("early");
-    let get = || {
-        let h = [
-            ("Accept", "text/event-stream"),
-            ("Mcp-Session-Id", sid.as_str()),
-            ("MCP-Protocol-Version", "2025-11-25"),
-        ];
-        send(addr, "GET", "/mcp", &h, b"")
-    };
-    let mut first = get();
+    let mut first = get_stream(addr, &sid, None);
     // The priming event's id comes before the replayed event's: a client
     // that resumes from it (its connection cut at once) still gets it.
     let priming = first.event().expect("the priming event");
@@ -874,13 +866,7 @@ fn a_resumed_stream_closed_again_names_its_newest_event() {
         last = e.id.or(last);
     }
     let last = last.expect("an id to resume from");
-    let h = [
-        ("Accept", "text/event-stream"),
-        ("Mcp-Session-Id", sid.as_str()),
-        ("MCP-Protocol-Version", "2025-11-25"),
-        ("Last-Event-ID", last.as_str()),
-    ];
-    let mut resumed = send(addr, "GET", "/mcp", &h, b"");
+    let mut resumed = get_stream(addr, &sid, Some(&last));
     assert_eq!(resumed.status, 200);
     // Attached: the progress is written live on this connection.
     gate.release.send(()).unwrap();

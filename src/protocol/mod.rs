@@ -42,6 +42,8 @@ pub use peer::{SessionEvent, SessionEvents, SessionHandle, SESSION_EVENT_QUEUE};
 pub use session::{
     Phase, Session, MAX_CLIENT_DESCRIPTION_BYTES, MAX_SUBSCRIPTIONS, MAX_SUBSCRIPTION_URI_BYTES,
 };
+#[cfg(all(feature = "http", feature = "client"))]
+pub(crate) use session_id::is_valid as is_valid_session_id;
 pub use session_id::{log_name as session_log_name, new_session_id, SESSION_ID_BYTES};
 pub use sink::{Outgoing, Sink};
 pub use stateless::{CacheHint, CachePolicy, CacheScope};

@@ -24,6 +24,13 @@ pub fn new_session_id() -> String {
     id
 }
 
+/// Whether `id` may name a session: not empty, visible ASCII only
+/// (0x21-0x7E), the spec's rule for `MCP-Session-Id`.
+#[cfg_attr(not(all(feature = "http", feature = "client")), allow(dead_code))]
+pub(crate) fn is_valid(id: &str) -> bool {
+    !id.is_empty() && id.bytes().all(|b| b.is_ascii_graphic())
+}
+
 /// How a session is named in logs: the first 8 hex digits of the
 /// SHA-256 of its id. Without bearer tokens the id is the capability to use
 /// the session, so logs never carry it; the digest still lets an operator
@@ -75,7 +82,7 @@ mod tests {
         let a = new_session_id();
         let b = new_session_id();
         assert_eq!(a.len(), 32);
-        assert!(a.bytes().all(|c| (0x21..=0x7e).contains(&c)));
+        assert!(is_valid(&a), "{a}");
         assert_ne!(a, b);
     }
 }

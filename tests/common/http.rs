@@ -197,6 +197,18 @@ pub fn post(addr: SocketAddr, session: Option<&str>, body: &Value, extra: &[(&st
     send(addr, "POST", "/mcp", &h, body.to_string().as_bytes())
 }
 
+/// GET for `session`'s SSE stream: the standalone one, or the one
+/// `last_event_id` names to resume it.
+pub fn get_stream(addr: SocketAddr, session: &str, last_event_id: Option<&str>) -> Resp {
+    let mut h = vec![
+        ("Accept", "text/event-stream"),
+        ("Mcp-Session-Id", session),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    h.extend(last_event_id.map(|l| ("Last-Event-ID", l)));
+    send(addr, "GET", "/mcp", &h, b"")
+}
+
 /// Initializes a session; returns its id.
 pub fn initialize(addr: SocketAddr, extra: &[(&str, &str)]) -> String {
     let r = post(

@@ -460,13 +460,9 @@ fn serve(
     loop {
         // What the handlers produced by now is published first, then the
         // requests confirmed meanwhile are acknowledged: both reach
-        // amiquip's I/O thread together. (Only what was queued by now: a
-        // handler that keeps queueing starves nothing.)
-        for _ in 0..work.len() {
-            let Ok(w) = work.try_recv() else { break };
-            if let Err(outcome) = link.perform(w) {
-                return outcome;
-            }
+        // amiquip's I/O thread together.
+        if let Err(outcome) = link.perform_queued(work) {
+            return outcome;
         }
         if let Err(outcome) = link.confirmed_so_far(&confirms) {
             return outcome;
@@ -624,6 +620,16 @@ impl Link<'_> {
             .map_err(|e| Outcome::Lost(format!("ack: {e}")))
     }
 
+    /// Performs the work queued by now (only that: a handler that keeps
+    /// queueing starves nothing).
+    fn perform_queued(&mut self, work: &Receiver<Work>) -> Result<(), Outcome> {
+        for _ in 0..work.len() {
+            let Ok(w) = work.try_recv() else { break };
+            self.perform(w)?;
+        }
+        Ok(())
+    }
+
     /// An intentional stop: the answers the handlers queued by now are
     /// published, and the link waits (at most [`STOP_CONFIRM_WAIT`]) for
     /// the broker to confirm every response it published, acknowledging
@@ -632,11 +638,8 @@ impl Link<'_> {
     /// whatever is still unconfirmed after the wait is, as after a lost
     /// connection.
     fn finish(&mut self, work: &Receiver<Work>, confirms: &Receiver<Confirm>) {
-        for _ in 0..work.len() {
-            let Ok(w) = work.try_recv() else { break };
-            if self.perform(w).is_err() {
-                return;
-            }
+        if self.perform_queued(work).is_err() {
+            return;
         }
         let deadline = std::time::Instant::now() + STOP_CONFIRM_WAIT;
         if self.confirmed_so_far(confirms).is_err() || self.pending.confirms.is_empty() {

@@ -482,9 +482,8 @@ impl Target {
         extra.extend(stateless.iter().map(|(n, v)| (n.as_str(), v.clone())));
         let (head, body) = self.request("POST", Some(&bytes), &extra, silence, call.as_ref())?;
         if let Some(id) = head.header("mcp-session-id") {
-            // Visible ASCII only (the spec's rule): it goes back in every
-            // request's head.
-            if id.is_empty() || !id.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+            // It goes back in every request's head.
+            if !crate::protocol::is_valid_session_id(id) {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     "the server gave a session id that is not visible ASCII",
