@@ -34,6 +34,7 @@ pub(crate) struct Sessions {
     cfg: Arc<UpstreamConfig>,
     server: Server,
     slots: Mutex<Slots>,
+    telling_roots: OnePerKey,
 }
 
 #[derive(Default)]
@@ -45,6 +46,44 @@ struct Slots {
     closing: Vec<std::thread::JoinHandle<()>>,
 }
 
+/// Runs a job for a key on a thread of its own, at most one thread a key:
+/// asked again while that thread runs, the thread runs the job once more
+/// when it is done (however often it was asked meanwhile). A client that
+/// sends `roots/list_changed` in a burst starts one thread, not one each.
+#[derive(Clone, Default)]
+struct OnePerKey(Arc<Mutex<HashMap<String, bool>>>);
+
+impl OnePerKey {
+    fn run(&self, key: &str, job: impl Fn() + Send + 'static) -> std::io::Result<()> {
+        {
+            let mut running = lock(&self.0);
+            if let Some(again) = running.get_mut(key) {
+                *again = true;
+                return Ok(());
+            }
+            running.insert(key.to_owned(), false);
+        }
+        let (running, mine) = (self.clone(), key.to_owned());
+        std::thread::Builder::new()
+            .name("mcpvisor-upstream-roots".into())
+            .spawn(move || loop {
+                job();
+                let mut map = lock(&running.0);
+                match map.get_mut(&mine) {
+                    Some(again) if *again => *again = false,
+                    _ => {
+                        map.remove(&mine);
+                        return;
+                    }
+                }
+            })
+            .map(drop)
+            .inspect_err(|_| {
+                lock(&self.0).remove(key);
+            })
+    }
+}
+
 impl Sessions {
     /// Per-session connections for `cfg`; they end with their sessions
     /// (the engine tells this as long as it lives).
@@ -53,6 +92,7 @@ impl Sessions {
             cfg,
             server: server.clone(),
             slots: Mutex::default(),
+            telling_roots: OnePerKey::default(),
         });
         let watcher: Arc<dyn SessionWatcher> = sessions.clone();
         server.engine().watch_sessions(&watcher);
@@ -206,25 +246,24 @@ impl SessionWatcher for Sessions {
     /// Tells the session's connection, if it has one, from a thread of its
     /// own: the slot may be held by a start (which then tells the new
     /// connection too: one notice more does no harm), and the write may
-    /// wait for an upstream that reads slowly.
+    /// wait for an upstream that reads slowly. Changes that come while it
+    /// tells are told once more after it, by the same thread.
     fn roots_changed(&self, session: &crate::protocol::SessionHandle) {
-        let Some(slot) = lock(&self.slots).by_session.get(session.id()).cloned() else {
+        let id = session.id();
+        let Some(slot) = lock(&self.slots).by_session.get(id).cloned() else {
             return;
         };
-        let spawned = std::thread::Builder::new()
-            .name("mcpvisor-upstream-roots".into())
-            .spawn(move || {
-                let Some(link) = lock(&slot).link.clone() else {
-                    return;
-                };
+        let told = self.telling_roots.run(id, move || {
+            if let Some(link) = lock(&slot).link.clone() {
                 if let Err(e) = link.client.roots_changed() {
                     log::warn!(
                         "upstream {}: notifications/roots/list_changed: {e}",
                         link.name
                     );
                 }
-            });
-        if let Err(e) = spawned {
+            }
+        });
+        if let Err(e) = told {
             log::warn!("upstream: cannot tell a session's roots changed: {e}");
         }
     }
@@ -249,5 +288,40 @@ impl SessionWatcher for Sessions {
                 end(&slot);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OnePerKey;
+    use crossbeam_channel::{bounded, unbounded};
+
+    #[test]
+    fn one_thread_a_key_runs_once_more_for_what_came_meanwhile() {
+        let runs = OnePerKey::default();
+        let (started, starts) = unbounded();
+        let (release, released) = bounded::<()>(0);
+        let job = move || {
+            started.send(()).unwrap();
+            let _ = released.recv();
+        };
+        runs.run("a", job.clone()).unwrap();
+        starts.recv().unwrap();
+        // The first run is held: these only mark the key.
+        for _ in 0..100 {
+            runs.run("a", job.clone()).unwrap();
+        }
+        release.send(()).unwrap();
+        // Exactly one run more, then the thread ends and forgets the key.
+        starts.recv().unwrap();
+        release.send(()).unwrap();
+        while super::lock(&runs.0).contains_key("a") {
+            std::thread::yield_now();
+        }
+        assert!(starts.try_recv().is_err());
+        // A later change starts a thread again.
+        runs.run("a", job).unwrap();
+        starts.recv().unwrap();
+        release.send(()).unwrap();
     }
 }
