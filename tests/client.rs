@@ -267,6 +267,49 @@ fn a_child_that_ignores_eof_is_terminated_and_reaped() {
 }
 
 #[test]
+fn a_failed_write_ends_a_child_that_keeps_its_output_open() {
+    // The child answers initialize, then closes its input (a write to it
+    // fails at once) but neither exits nor closes its output: closing our
+    // end of its input alone left the client open for ever, every call
+    // failing, `on_closed` never called and the child never reaped.
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", "read request; echo '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"serverInfo\":{\"name\":\"sh\",\"version\":\"0\"}}}'; read initialized; exec sleep 600 <&-"]);
+    let conn = Connection::child(cmd).unwrap();
+    let pid = conn.process_id().unwrap();
+    let (closed_tx, closed) = crossbeam_channel::unbounded();
+    let options = ClientOptions {
+        on_closed: Some(Arc::new(move |e: &ClientError| {
+            drop(closed_tx.send(e.to_string()))
+        })),
+        ..Default::default()
+    };
+    let c = Client::connect(conn, options).unwrap();
+    // Once its input is closed, a write to it fails; until then a ping
+    // may wait in the pipe, and is given up soon.
+    let quick = CallOptions {
+        timeout: Some(Duration::from_millis(200)),
+        ..Default::default()
+    };
+    let deadline = std::time::Instant::now() + common::WAIT;
+    // The child is stopped (it ignores its input's end, not SIGTERM), its
+    // output ends, and the client closes and says so.
+    let why = loop {
+        let _ = c.request_with("ping", json!({}), quick.clone());
+        if let Ok(why) = closed.recv_timeout(Duration::from_millis(10)) {
+            break why;
+        }
+        assert!(std::time::Instant::now() < deadline, "never closed");
+    };
+    assert!(why.contains("closed"), "{why}");
+    assert!(c.is_closed());
+    // Reaped by the thread that stopped it, just after its output ended.
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(std::time::Instant::now() < deadline, "never reaped");
+        std::thread::yield_now();
+    }
+}
+
+#[test]
 fn closing_never_waits_for_a_write_to_a_child_that_stopped_reading() {
     // #11 item 10: a call blocked writing to a child that does not read
     // held the writer lock, so close() and Drop waited forever and the

@@ -44,8 +44,8 @@ use crossbeam_channel::Sender;
 use serde_json::{json, Map, Value};
 use std::cell::RefCell;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread;
 use std::time::Duration;
 
@@ -57,6 +57,9 @@ pub const DEFAULT_CALLBACK_THREADS: usize = 4;
 /// Server requests that may wait for a callback thread; beyond, they are
 /// answered -32603 at once.
 pub const CALLBACK_QUEUE: usize = 256;
+/// Most pages a listing (`tools/list` and the like) follows before it
+/// fails: a server whose cursors never end would otherwise keep it going.
+pub const MAX_LIST_PAGES: usize = 10_000;
 /// Name prefix of the callback threads.
 const CALLBACK_THREAD_PREFIX: &str = "mcpvisor-client-callback-";
 /// The client's own answers to the server (`ping`, refusals) that may wait
@@ -279,7 +282,8 @@ struct Shared {
     notifier: OnceLock<Option<Sender<Notice>>>,
     // Writes the reader thread's own answers (ping, refusals), so that the
     // reader never waits for the writer or the peer; started at the first.
-    replies: OnceLock<Option<Sender<Value>>>,
+    // Each answer goes with the connection (epoch) it is for.
+    replies: OnceLock<Option<Sender<(Value, u64)>>>,
     // Notices queued or running on the notifier.
     queued_notices: Arc<AtomicUsize>,
     closed: AtomicBool,
@@ -287,6 +291,11 @@ struct Shared {
     close_pending: AtomicBool,
     // Set while one reader thread re-establishes the connection.
     reconnecting: AtomicBool,
+    // Which connection the writer writes to: raised, under the writer's
+    // lock, when a reconnection puts in a new one. An answer to a request
+    // of the server's is written only to the connection it came on (the
+    // new session's request ids start again, so it would answer another).
+    epoch: AtomicU64,
     options: ClientOptions,
     on_close: Mutex<Option<Box<dyn FnOnce() + Send>>>,
     connector: Option<Connector>,
@@ -406,6 +415,7 @@ impl Client {
             closed: AtomicBool::new(false),
             close_pending: AtomicBool::new(false),
             reconnecting: AtomicBool::new(false),
+            epoch: AtomicU64::new(0),
             options,
             on_close: Mutex::new(on_close),
             connector,
@@ -660,10 +670,19 @@ impl Client {
         self.request("ping", json!({})).map(drop)
     }
 
+    /// A list's pages, followed by cursor; a cursor given again (a server
+    /// that would page for ever) or more than [`MAX_LIST_PAGES`] pages
+    /// fail the listing.
     fn list_all(&self, method: &str, key: &str) -> Result<Vec<Value>, ClientError> {
         let mut out = Vec::new();
         let mut cursor: Option<String> = None;
+        let mut seen = std::collections::HashSet::new();
         loop {
+            if seen.len() >= MAX_LIST_PAGES {
+                return Err(ClientError::Protocol(format!(
+                    "{method}: more than {MAX_LIST_PAGES} pages"
+                )));
+            }
             let params = cursor.as_ref().map_or(json!({}), |c| json!({"cursor": c}));
             let page = self.request(method, params)?;
             let items = page
@@ -672,6 +691,11 @@ impl Client {
                 .ok_or_else(|| ClientError::Protocol(format!("{method}: no {key} array")))?;
             out.extend(items.iter().cloned());
             match page.get("nextCursor").and_then(Value::as_str) {
+                Some(c) if !seen.insert(c.to_owned()) => {
+                    return Err(ClientError::Protocol(format!(
+                        "{method}: the server gave the cursor {c:?} again"
+                    )))
+                }
                 Some(c) if !c.is_empty() => cursor = Some(c.to_owned()),
                 _ => return Ok(out),
             }
@@ -824,19 +848,48 @@ impl Client {
 
 impl Shared {
     fn write(&self, message: &Value) -> Result<(), ClientError> {
+        self.write_on(message, None)
+    }
+
+    /// [`write`](Self::write), when `epoch` is given only if the writer
+    /// is still that connection's (else dropped: that peer is gone).
+    fn write_on(&self, message: &Value, epoch: Option<u64>) -> Result<(), ClientError> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(ClientError::Closed);
         }
         let mut w = lock(&self.writer);
+        if epoch.is_some_and(|e| e != self.epoch.load(Ordering::SeqCst)) {
+            log::debug!("client: an answer for a connection that has ended dropped");
+            return Ok(());
+        }
         let result = w.write(message);
-        // A failed write ends our side, which ends the reader, which
-        // reconnects or gives up: closed under the same lock, never a
-        // writer that a reconnection put in meanwhile.
-        if result.is_err() || self.close_pending.load(Ordering::SeqCst) {
+        if result.is_err() {
+            self.end_connection(&mut w);
+        } else if self.close_pending.load(Ordering::SeqCst) {
             w.close();
         }
         drop(w);
         result.map_err(|e| ClientError::io(&e))
+    }
+
+    /// Ends the connection `writer` writes to (a write failed, or the
+    /// heartbeat went unanswered), so that its reader ends, which
+    /// reconnects or gives up. Closing the writer is not enough for a
+    /// child that does not exit when its input ends: what closes the
+    /// connection (the child's grace periods, signals and reaping) runs
+    /// on a thread of its own. Under the writer's lock, as a reconnection
+    /// changes both, so never a connection a reconnection put in meanwhile.
+    fn end_connection(&self, writer: &mut MutexGuard<'_, Box<dyn MessageWriter>>) {
+        writer.close();
+        let Some(close) = lock(&self.on_close).take() else {
+            return;
+        };
+        if let Err(e) = thread::Builder::new()
+            .name("mcpvisor-client-close".into())
+            .spawn(close)
+        {
+            log::error!("client: cannot start a thread to end the connection: {e}");
+        }
     }
 
     /// Writes `message` (an answer of the reader thread's own) from a
@@ -847,14 +900,15 @@ impl Shared {
         if self.closed.load(Ordering::SeqCst) {
             return;
         }
+        let epoch = self.epoch.load(Ordering::SeqCst);
         let replies = self.replies.get_or_init(|| {
-            let (tx, rx) = crossbeam_channel::bounded::<Value>(REPLY_QUEUE);
+            let (tx, rx) = crossbeam_channel::bounded::<(Value, u64)>(REPLY_QUEUE);
             // Ends when the connection's last handle is gone.
             let shared = Arc::downgrade(self);
             thread::Builder::new()
                 .name("mcpvisor-client-replies".into())
                 .spawn(move || {
-                    for message in rx {
+                    for (message, epoch) in rx {
                         let Some(shared) = shared.upgrade() else {
                             return;
                         };
@@ -862,7 +916,7 @@ impl Shared {
                         // answers are still written.
                         let written =
                             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                                shared.write(&message)
+                                shared.write_on(&message, Some(epoch))
                             }));
                         if written.is_err() {
                             log::error!("client: the connection's writer panicked");
@@ -873,7 +927,7 @@ impl Shared {
                 .ok()
                 .map(|_| tx)
         });
-        match replies.as_ref().map(|tx| tx.try_send(message)) {
+        match replies.as_ref().map(|tx| tx.try_send((message, epoch))) {
             Some(Ok(())) => {}
             Some(Err(_)) => log::warn!(
                 "client: {REPLY_QUEUE} answers to the server wait to be written; one more is dropped"
@@ -908,16 +962,23 @@ impl Shared {
     }
 }
 
-fn spawn_reader(shared: &Arc<Shared>, reader: Box<dyn MessageReader>) -> Result<(), ClientError> {
+/// Starts the thread reading `reader`; what it returns is set when that
+/// thread has stopped reading.
+fn spawn_reader(
+    shared: &Arc<Shared>,
+    reader: Box<dyn MessageReader>,
+) -> Result<Arc<AtomicBool>, ClientError> {
     let shared = shared.clone();
+    let ended = Arc::new(AtomicBool::new(false));
+    let done = ended.clone();
     thread::Builder::new()
         .name("mcpvisor-client-reader".into())
-        .spawn(move || read_loop(shared, reader))
-        .map(drop)
+        .spawn(move || read_loop(shared, reader, &done))
+        .map(|_| ended)
         .map_err(|e| ClientError::io(&e))
 }
 
-fn read_loop(shared: Arc<Shared>, mut reader: Box<dyn MessageReader>) {
+fn read_loop(shared: Arc<Shared>, mut reader: Box<dyn MessageReader>, ended: &AtomicBool) {
     let why = loop {
         let (parsed, related) = match reader.read_parsed() {
             Ok(Some(m)) => m,
@@ -936,6 +997,7 @@ fn read_loop(shared: Arc<Shared>, mut reader: Box<dyn MessageReader>) {
             dispatch(&shared, m, related.as_ref());
         }
     };
+    ended.store(true, Ordering::SeqCst);
     connection_lost(&shared, why);
 }
 
@@ -956,7 +1018,7 @@ fn connection_lost(shared: &Arc<Shared>, why: ClientError) {
         return;
     }
     log::warn!("client: connection lost ({why}); reconnecting");
-    shared.outbound.fail_all();
+    connection_ended(shared);
     for (attempt, delay) in policy.delays().enumerate() {
         thread::sleep(delay);
         if shared.closed.load(Ordering::SeqCst) {
@@ -975,18 +1037,35 @@ fn connection_lost(shared: &Arc<Shared>, why: ClientError) {
             on_close,
             ..
         } = conn;
-        lock(&shared.writer).close();
-        *lock(&shared.writer) = writer;
-        if let Some(old) = std::mem::replace(&mut *lock(&shared.on_close), on_close) {
+        let old = {
+            let mut w = lock(&shared.writer);
+            w.close();
+            *w = writer;
+            shared.epoch.fetch_add(1, Ordering::SeqCst);
+            std::mem::replace(&mut *lock(&shared.on_close), on_close)
+        };
+        if let Some(old) = old {
             old();
         }
-        if spawn_reader(shared, reader).is_err() {
+        let Ok(reader_ended) = spawn_reader(shared, reader) else {
             continue;
-        }
+        };
         let client = Client::internal(shared);
         match client.establish() {
             Ok((_, v)) => {
                 shared.reconnecting.store(false, Ordering::SeqCst);
+                // Its reader may have ended already (the server answered
+                // and hung up), seeing a reconnection under way and leaving
+                // it to this one: then this one goes on, unless that
+                // reader came just after and reconnects itself.
+                if reader_ended.load(Ordering::SeqCst) {
+                    if shared.reconnecting.swap(true, Ordering::SeqCst) {
+                        return;
+                    }
+                    log::info!("client: reconnect attempt {} ended at once", attempt + 1);
+                    connection_ended(shared);
+                    continue;
+                }
                 log::info!("client: reconnected (protocol {v})");
                 // The new connection learns the tools' header declarations.
                 if client.is_stateless() && shared.tools_listed.load(Ordering::SeqCst) {
@@ -1015,11 +1094,22 @@ fn connection_lost(shared: &Arc<Shared>, why: ClientError) {
     );
 }
 
+/// What ends with a connection: the calls waiting on it fail, and the
+/// callbacks answering its server's requests are cancelled (their answers
+/// would go nowhere, or to another session).
+fn connection_ended(shared: &Shared) {
+    shared.outbound.fail_all();
+    for (_, token) in lock(&shared.answering).drain() {
+        token.cancel();
+    }
+}
+
 fn give_up(shared: &Arc<Shared>, why: ClientError) {
     if shared.closed.load(Ordering::SeqCst) {
         return;
     }
     log::warn!("client: connection closed: {why}");
+    connection_ended(shared);
     shared.shutdown();
     if let Some(cb) = &shared.options.on_closed {
         cb(&why);
@@ -1208,6 +1298,7 @@ fn serve_peer_request(shared: &Arc<Shared>, r: Request, related: Option<&Request
     });
     let id = r.id().clone();
     let token = CancelToken::new();
+    let epoch = shared.epoch.load(Ordering::SeqCst);
     lock(&shared.answering).insert(id.clone(), token.clone());
     let job_shared = shared.clone();
     let job = Box::new(move || {
@@ -1246,7 +1337,7 @@ fn serve_peer_request(shared: &Arc<Shared>, r: Request, related: Option<&Request
                 )
             }
             Some(outcome) => {
-                let _ = job_shared.write(&response_to(r.id(), outcome));
+                let _ = job_shared.write_on(&response_to(r.id(), outcome), Some(epoch));
             }
             None => {}
         }
@@ -1299,9 +1390,9 @@ fn heartbeat(shared: std::sync::Weak<Shared>, every: Duration) {
                 give_up(&shared, why);
                 return;
             }
-            // Closing our side ends the reader, which reconnects.
+            // Ending the connection ends the reader, which reconnects.
             log::warn!("client: {why}; reconnecting");
-            lock(&shared.writer).close();
+            shared.end_connection(&mut lock(&shared.writer));
         }
     }
 }
@@ -1309,3 +1400,7 @@ fn heartbeat(shared: std::sync::Weak<Shared>, every: Duration) {
 #[cfg(test)]
 #[path = "reader_tests.rs"]
 mod reader_tests;
+
+#[cfg(test)]
+#[path = "reconnect_tests.rs"]
+mod reconnect_tests;

@@ -1,0 +1,209 @@
+//! The client against a scripted server: what a reconnection leaves
+//! behind (answers meant for the old session, a new connection that ends
+//! as it starts), and a server that would page for ever.
+
+use super::*;
+use crate::transport::connection::{MessageReader, MessageWriter};
+use crossbeam_channel::{Receiver, Sender};
+use std::io;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Hands what the client writes to the test; on `notifications/initialized`
+/// first waits for `hold`, when given, to say go (or close).
+struct Written(Sender<Value>, Option<Receiver<()>>);
+
+impl MessageWriter for Written {
+    fn write(&mut self, message: &Value) -> io::Result<()> {
+        if message["method"] == "notifications/initialized" {
+            if let Some(hold) = &self.1 {
+                let _ = hold.recv_timeout(WAIT);
+            }
+        }
+        let _ = self.0.send(message.clone());
+        Ok(())
+    }
+    fn close(&mut self) {}
+}
+
+/// What the test sends as the server; ends when the test drops its side,
+/// telling `ended` first.
+struct Incoming(Receiver<Value>, Option<Sender<()>>);
+
+impl MessageReader for Incoming {
+    fn read(&mut self) -> io::Result<Option<Vec<u8>>> {
+        match self.0.recv() {
+            Ok(m) => Ok(Some(m.to_string().into_bytes())),
+            Err(_) => {
+                if let Some(ended) = self.1.take() {
+                    let _ = ended.send(());
+                }
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// One connection as the test's server sees it.
+struct Peer {
+    to_client: Sender<Value>,
+    written: Receiver<Value>,
+}
+
+impl Peer {
+    /// The next message the client wrote whose method is `method`.
+    fn next(&self, method: &str) -> Value {
+        loop {
+            let m = self.written.recv_timeout(WAIT).expect("the client writes");
+            if m["method"] == method {
+                return m;
+            }
+        }
+    }
+
+    fn send(&self, message: Value) {
+        self.to_client.send(message).unwrap();
+    }
+
+    /// Answers the client's `initialize` and waits for `initialized`.
+    fn initialize(&self) {
+        let init = self.next("initialize");
+        self.send(json!({"jsonrpc": "2.0", "id": init["id"], "result": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "serverInfo": {"name": "s", "version": "1"}
+        }}));
+    }
+}
+
+/// A connection, its server's side, and what the client's reader tells
+/// when it reaches its end.
+fn connection(hold: Option<Receiver<()>>) -> (Connection, Peer, Receiver<()>) {
+    let (to_client, incoming) = crossbeam_channel::unbounded();
+    let (written_tx, written) = crossbeam_channel::unbounded();
+    let (ended_tx, ended) = crossbeam_channel::unbounded();
+    let conn = Connection::new(
+        Box::new(Written(written_tx, hold)),
+        Box::new(Incoming(incoming, Some(ended_tx))),
+    );
+    (conn, Peer { to_client, written }, ended)
+}
+
+/// Options that reconnect at once, from the connections `conns` hands out.
+fn reconnecting(options: ClientOptions) -> ClientOptions {
+    ClientOptions {
+        reconnect: Some(crate::transport::reconnect::Reconnect {
+            backoff: supervisor::Backoff {
+                initial: Duration::from_millis(1),
+                multiplier: 1.0,
+                max: Duration::from_millis(1),
+                jitter: 0.0,
+                reset_after: Duration::from_secs(60),
+            },
+            max_attempts: 5,
+        }),
+        ..options
+    }
+}
+
+fn connector(conns: Receiver<Connection>) -> impl Fn() -> io::Result<Connection> + Send + Sync {
+    move || {
+        conns
+            .recv_timeout(WAIT)
+            .map_err(|_| io::Error::other("no connection"))
+    }
+}
+
+#[test]
+fn a_callback_s_answer_never_reaches_the_session_after_a_reconnection() {
+    let (conns_tx, conns) = crossbeam_channel::unbounded();
+    let (asked_tx, asked) = crossbeam_channel::unbounded();
+    let (release_tx, release) = crossbeam_channel::bounded::<()>(1);
+    let options = reconnecting(ClientOptions {
+        // One callback thread: the second request's callback runs after
+        // the first one's answer was written, or not.
+        callback_threads: 1,
+        elicitation: Some(Arc::new(move |_: Value| {
+            let _ = asked_tx.send(());
+            let _ = release.recv_timeout(WAIT);
+            Ok(json!({"action": "decline"}))
+        })),
+        roots: Some(Arc::new(|_: Value| Ok(json!({"roots": []})))),
+        ..Default::default()
+    });
+    let (first, old, _) = connection(None);
+    conns_tx.send(first).unwrap();
+    let client = std::thread::spawn(move || Client::connect_with(connector(conns), options));
+    old.initialize();
+    let client = client.join().unwrap().expect("initialized");
+    // The old session asks (id 1); its user is still deciding when the
+    // connection ends and the client reconnects.
+    old.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "elicitation/create",
+        "params": {"message": "?", "requestedSchema": {"type": "object", "properties": {}}}}),
+    );
+    asked.recv_timeout(WAIT).unwrap();
+    let (second, new, _) = connection(None);
+    conns_tx.send(second).unwrap();
+    drop(old);
+    new.initialize();
+    new.next("notifications/initialized");
+    // The user answers the old question; the new session's own request 1
+    // is then answered with its roots, and only so.
+    release_tx.send(()).unwrap();
+    new.send(json!({"jsonrpc": "2.0", "id": 1, "method": "roots/list"}));
+    let answer = loop {
+        let m = new.written.recv_timeout(WAIT).expect("an answer");
+        if m["id"] == 1 {
+            break m;
+        }
+    };
+    assert_eq!(answer["result"], json!({"roots": []}), "{answer}");
+    drop(client);
+}
+
+#[test]
+fn a_new_connection_that_ends_as_it_starts_is_made_again() {
+    let (conns_tx, conns) = crossbeam_channel::unbounded();
+    let (first, old, _) = connection(None);
+    conns_tx.send(first).unwrap();
+    let options = reconnecting(ClientOptions::default());
+    let client = std::thread::spawn(move || Client::connect_with(connector(conns), options));
+    old.initialize();
+    let client = client.join().unwrap().expect("initialized");
+    // The next server answers `initialize` and hangs up; the client's
+    // `initialized` is written only once its reader has seen the end.
+    let (hold_tx, hold) = crossbeam_channel::bounded(1);
+    let (second, short, ended) = connection(Some(hold));
+    conns_tx.send(second).unwrap();
+    let (third, last, _) = connection(None);
+    conns_tx.send(third).unwrap();
+    drop(old);
+    short.initialize();
+    drop(short.to_client);
+    ended.recv_timeout(WAIT).unwrap();
+    hold_tx.send(()).unwrap();
+    // The client goes on to the third connection and works there.
+    last.initialize();
+    last.next("notifications/initialized");
+    let pinged = std::thread::spawn(move || client.ping());
+    let ping = last.next("ping");
+    last.send(json!({"jsonrpc": "2.0", "id": ping["id"], "result": {}}));
+    pinged.join().unwrap().expect("the ping is answered");
+}
+
+#[test]
+fn a_listing_whose_cursor_comes_again_fails_instead_of_paging_for_ever() {
+    let (conn, server, _) = connection(None);
+    let client = std::thread::spawn(move || Client::connect(conn, ClientOptions::default()));
+    server.initialize();
+    let client = client.join().unwrap().expect("initialized");
+    let listed = std::thread::spawn(move || client.list_tools());
+    for cursor in ["a", "b", "a"] {
+        let list = server.next("tools/list");
+        server.send(json!({"jsonrpc": "2.0", "id": list["id"],
+            "result": {"tools": [], "nextCursor": cursor}}));
+    }
+    let e = listed.join().unwrap().unwrap_err();
+    assert!(e.to_string().contains("\"a\" again"), "{e}");
+}
