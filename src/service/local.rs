@@ -45,6 +45,9 @@ impl Accept for std::os::unix::net::UnixListener {
     }
 }
 
+/// The pause after an accept error that passes (out of descriptors).
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
 /// The worker `id` serving each client of `socket` with `serve` (given
 /// the deadline it must keep); `on_stop` runs when it is told to stop.
 pub(crate) fn worker<L: Accept>(
@@ -75,6 +78,14 @@ pub(crate) fn worker<L: Accept>(
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                // Out of descriptors (a peer holding many connections
+                // elsewhere) or a pending connection's network error: wait
+                // and go on; failing would restart this worker at once,
+                // again and again, until its supervisor gave up.
+                Err(e) if crate::transport::accept_errors::transient(&e) => {
+                    log::warn!("{name}: accept failed ({e}); retrying in {ACCEPT_RETRY:?}");
+                    waker.sleep(ACCEPT_RETRY);
+                }
                 Err(e) => return Err(e.into()),
             }
         }

@@ -58,16 +58,6 @@ impl Drop for Slot {
     }
 }
 
-/// Accept errors worth riding out rather than restarting the listener.
-fn transient(e: &io::Error) -> bool {
-    use libc::{ECONNABORTED, EINTR, EMFILE, ENFILE, ENOBUFS, ENOMEM, EPROTO};
-    matches!(e.raw_os_error(), Some(c) if [EINTR, ENOMEM, ENFILE, EMFILE, EPROTO, ECONNABORTED, ENOBUFS].contains(&c))
-        || matches!(
-            e.kind(),
-            io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
-        )
-}
-
 impl Acceptor {
     /// An acceptor named `name` (thread names, logs) serving each
     /// connection with `serve`, at most `max_connections` at once;
@@ -130,7 +120,7 @@ impl Acceptor {
                     self.spawn_connection(stream, peer);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) if transient(&e) => {
+                Err(e) if super::accept_errors::transient(&e) => {
                     log::warn!("{}: accept failed ({e}); retrying in {pause:?}", self.name);
                     // Out of descriptors: wait for connections to close. The
                     // stop signal ends the wait early.

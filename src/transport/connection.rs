@@ -133,10 +133,7 @@ impl Connection {
             std::thread::Builder::new()
                 .name("mcpvisor-child-stderr".into())
                 .spawn(move || {
-                    use std::io::BufRead;
-                    for line in io::BufReader::new(stderr).lines().map_while(Result::ok) {
-                        log::info!("{label} {pid}: {line}");
-                    }
+                    each_stderr_line(stderr, |line| log::info!("{label} {pid}: {line}"))
                 })?;
         }
         let reaped = std::sync::Arc::new(std::sync::Mutex::new(false));
@@ -148,6 +145,40 @@ impl Connection {
         conn.pid = Some(child.id());
         conn.on_close = Some(Box::new(move || reap(child, &reaped)));
         Ok(conn)
+    }
+}
+
+/// Longest piece of a child's stderr logged as one line; a longer line is
+/// logged in pieces of this size.
+pub(crate) const MAX_STDERR_LINE: usize = 8 * 1024;
+
+/// Reads a child's stderr to its end, handing each line (without its line
+/// ending; bytes that are not UTF-8 replaced) to `each`. The pipe is read
+/// to the end whatever it carries, so a child never blocks on, or dies of,
+/// a stderr nobody reads.
+fn each_stderr_line(stderr: impl Read, mut each: impl FnMut(&str)) {
+    use std::io::BufRead;
+    let mut reader = io::BufReader::new(stderr);
+    let mut line = Vec::with_capacity(256);
+    loop {
+        line.clear();
+        match reader
+            .by_ref()
+            .take(MAX_STDERR_LINE as u64)
+            .read_until(b'\n', &mut line)
+        {
+            Ok(0) => return,
+            Ok(_) => {
+                let text = line.strip_suffix(b"\n").unwrap_or(&line);
+                let text = text.strip_suffix(b"\r").unwrap_or(text);
+                each(&String::from_utf8_lossy(text));
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                each(&format!("(stderr unreadable: {e})"));
+                return;
+            }
+        }
     }
 }
 
@@ -413,7 +444,10 @@ impl Write for PipeOut {
     }
 }
 
-/// Writes each message as one line and flushes it.
+/// Writes each message as one line and flushes it. After a failed write
+/// it writes no more, and what it still held is dropped unwritten: a
+/// flush at close (or at drop) would wait out the write timeout again for
+/// a peer that stopped reading.
 struct LineWriter<W: Write>(Option<BufWriter<W>>);
 
 impl<W: Write + Send> MessageWriter for LineWriter<W> {
@@ -422,9 +456,16 @@ impl<W: Write + Send> MessageWriter for LineWriter<W> {
             .0
             .as_mut()
             .ok_or_else(|| io::Error::from(io::ErrorKind::BrokenPipe))?;
-        serde_json::to_writer(&mut *w, message)?;
-        w.write_all(b"\n")?;
-        w.flush()
+        let written = serde_json::to_writer(&mut *w, message)
+            .map_err(io::Error::from)
+            .and_then(|()| w.write_all(b"\n"))
+            .and_then(|()| w.flush());
+        if written.is_err() {
+            if let Some(w) = self.0.take() {
+                drop(w.into_parts());
+            }
+        }
+        written
     }
     fn close(&mut self) {
         if let Some(mut w) = self.0.take() {
@@ -519,6 +560,47 @@ fn spawn_child(mut command: Command) -> io::Result<Child> {
 mod tests {
     use super::*;
     use crate::jsonrpc::{Message, PARSE_ERROR};
+
+    #[test]
+    fn a_child_s_stderr_is_read_to_its_end_whatever_it_carries() {
+        let mut input = b"first\r\nnot \xff utf-8\n".to_vec();
+        input.extend(std::iter::repeat_n(b'x', MAX_STDERR_LINE + 10));
+        input.extend(b"\nlast without an end");
+        let mut lines = Vec::new();
+        each_stderr_line(&input[..], |l| lines.push(l.to_owned()));
+        assert_eq!(lines[0], "first");
+        assert_eq!(lines[1], "not \u{fffd} utf-8");
+        assert_eq!(lines[2].len(), MAX_STDERR_LINE);
+        assert_eq!(lines[3], "x".repeat(10));
+        assert_eq!(lines[4], "last without an end");
+        assert_eq!(lines.len(), 5);
+    }
+
+    /// Fails every write, counting them.
+    struct Stalled(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+    impl Write for Stalled {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Err(io::ErrorKind::TimedOut.into())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn after_a_failed_write_nothing_is_written_again_not_even_at_close() {
+        let attempts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut w = LineWriter(Some(BufWriter::new(Stalled(attempts.clone()))));
+        let e = w.write(&serde_json::json!({"jsonrpc": "2.0", "method": "m"}));
+        assert_eq!(e.unwrap_err().kind(), io::ErrorKind::TimedOut);
+        let e = w.write(&serde_json::json!({"jsonrpc": "2.0", "method": "n"}));
+        assert_eq!(e.unwrap_err().kind(), io::ErrorKind::BrokenPipe);
+        w.close();
+        drop(w);
+        assert_eq!(attempts.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
 
     /// Gives its messages, last first, each with the request it relates to.
     struct Related(Vec<(Vec<u8>, Option<RequestId>)>);

@@ -16,6 +16,7 @@
 
 #[cfg(any(feature = "tcp", feature = "http"))]
 pub(crate) mod accept;
+pub(crate) mod accept_errors;
 #[cfg(feature = "amqp")]
 pub mod amqp;
 #[cfg(feature = "client")]
