@@ -409,6 +409,15 @@ fn serve_until_closed(
     })
 }
 
+/// Variables of the service manager's that a `command` upstream does not
+/// inherit.
+const SERVICE_MANAGER_ENV: [&str; 4] = [
+    "NOTIFY_SOCKET",
+    "WATCHDOG_USEC",
+    "WATCHDOG_PID",
+    "RUNTIME_DIRECTORY",
+];
+
 fn connection(cfg: &UpstreamConfig, label: &str) -> Result<Connection, String> {
     let what = |e: std::io::Error| format!("upstream {}: {e}", cfg.name);
     match &cfg.transport {
@@ -419,6 +428,13 @@ fn connection(cfg: &UpstreamConfig, label: &str) -> Result<Connection, String> {
             cwd,
         } => {
             let mut cmd = std::process::Command::new(command);
+            // What the service manager told this process is not the
+            // upstream's: its sd_notify messages would be this service's,
+            // and an upstream that is itself mcpvisor would take our
+            // control socket's path. Its config's `env` may still set them.
+            for inherited in SERVICE_MANAGER_ENV {
+                cmd.env_remove(inherited);
+            }
             cmd.args(args).envs(env);
             if let Some(dir) = cwd {
                 cmd.current_dir(dir);
