@@ -903,3 +903,53 @@ fn a_skill_changed_on_disk_changes_its_digest_and_the_old_entry_refuses_it() {
     assert_eq!(d.stop(), Some(0));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_metrics_listener_rides_out_running_out_of_descriptors() {
+    // The daemon with few descriptors; the test takes them all with idle
+    // connections to its HTTP listener, then asks for /metrics: its
+    // listener cannot accept, and must wait, not fail (failing restarted
+    // it until the root gave up and the daemon exited 70).
+    let mut cmd = Command::new("prlimit");
+    cmd.args(["--nofile=96:96", BIN]);
+    unmanaged(&mut cmd);
+    let mut cmd = serving(cmd);
+    cmd.args(["--metrics", "127.0.0.1:0"])
+        .env("RUST_LOG", "warn");
+    cmd.stderr(Stdio::piped());
+    let mut d = Daemon::spawn(cmd);
+    let url = d.line("listening on ");
+    let metrics = d.line("metrics at ");
+    let (log_tx, log) = crossbeam_channel::unbounded::<String>();
+    let stderr = d.child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = log_tx.send(line);
+        }
+    });
+    let logged = |what: &str| loop {
+        let line = log
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("never logged {what:?}"));
+        if line.contains(what) {
+            return;
+        }
+    };
+    let http = url
+        .strip_prefix("http://")
+        .and_then(|u| u.strip_suffix("/mcp"))
+        .unwrap()
+        .to_owned();
+    let hogs: Vec<std::net::TcpStream> = (0..200)
+        .filter_map(|_| std::net::TcpStream::connect(&http).ok())
+        .collect();
+    logged("http: accept failed");
+    let scraper = std::thread::spawn(move || scrape(&metrics));
+    logged("metrics: accept failed");
+    drop(hogs);
+    let (status, body) = scraper.join().unwrap();
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(body.contains("mcpvisor_"), "{body}");
+    assert!(d.child.try_wait().unwrap().is_none(), "still running");
+    assert_eq!(d.stop(), Some(0));
+}
