@@ -259,8 +259,12 @@ impl UriTemplate {
     }
 
     /// The percent-decoded values of the variables present in `uri` if it
-    /// matches the template; absent variables are left out of the map.
+    /// matches the template; absent variables are left out of the map. A
+    /// URI longer than [`MAX_MATCHED_URI_BYTES`] matches no template.
     pub fn matches(&self, uri: &str) -> Option<HashMap<String, String>> {
+        if uri.len() > MAX_MATCHED_URI_BYTES {
+            return None;
+        }
         let mut search = Search {
             parts: &self.parts,
             uri,
@@ -277,6 +281,12 @@ impl UriTemplate {
             .collect()
     }
 }
+
+/// The longest URI matched against a template: matching may take time
+/// and memory growing with the square of the URI's length (a template with
+/// two variables and a URI made of their separator), and a peer chooses
+/// the URI.
+pub const MAX_MATCHED_URI_BYTES: usize = 8 * 1024;
 
 /// A backtracking match of `uri` against `parts`. A state is (part index,
 /// index of the next variable in that part, byte position in `uri`).
@@ -453,6 +463,17 @@ mod tests {
         assert!(t.matches("test://template/123/datax").is_none());
         let t = UriTemplate::parse("file:///{+path}").unwrap();
         assert_eq!(t.matches("file:///a/b.txt").unwrap()["path"], "a/b.txt");
+    }
+
+    #[test]
+    fn a_uri_past_the_limit_matches_nothing_and_one_at_it_still_matches() {
+        let t = UriTemplate::parse("data://{a}-{b}.json").unwrap();
+        // Without the limit this would take some 10^12 steps.
+        let hostile = "data://".to_owned() + &"-".repeat(1 << 20);
+        assert!(t.matches(&hostile).is_none());
+        let long = format!("data://x-{}.json", "y".repeat(MAX_MATCHED_URI_BYTES - 14));
+        assert_eq!(long.len(), MAX_MATCHED_URI_BYTES);
+        assert_eq!(t.matches(&long).unwrap()["a"], "x");
     }
 
     #[test]
