@@ -61,14 +61,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-/// Default number of handler threads.
+/// Default number of handler threads. One session runs handlers on all
+/// but one of them at most; its further requests wait for its own
+/// handlers to end, so another session always finds a thread.
 pub const DEFAULT_POOL_THREADS: usize = 16;
 /// Default capacity of the handler queue; beyond it requests are refused
 /// with -32603 "server overloaded" instead of blocking the transport.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 4096;
 /// Default most requests one session may have in flight (queued or
 /// running); beyond it a request is refused with -32603 at once, so one
-/// session cannot take every handler thread and the whole queue.
+/// session cannot take the whole queue.
 pub const DEFAULT_MAX_INFLIGHT_PER_SESSION: usize = 64;
 /// Default number of items per page of a list method.
 pub const DEFAULT_PAGE_SIZE: usize = 100;
@@ -76,7 +78,8 @@ pub const DEFAULT_PAGE_SIZE: usize = 100;
 /// Engine options.
 #[derive(Clone, Debug)]
 pub struct EngineOptions {
-    /// Handler threads (default [`DEFAULT_POOL_THREADS`]).
+    /// Handler threads (default [`DEFAULT_POOL_THREADS`]); one session
+    /// runs handlers on all but one of them at most.
     pub pool_threads: usize,
     /// Handler queue capacity (default [`DEFAULT_QUEUE_CAPACITY`]).
     pub queue_capacity: usize,

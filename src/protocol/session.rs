@@ -77,6 +77,18 @@ pub struct Session {
     this: Weak<Session>,
     // Its client finished the handshake (`SessionEvent::Opened` was sent).
     opened: AtomicBool,
+    // Its handler jobs on the pool, and those waiting for one to end.
+    running: Mutex<Running>,
+}
+
+/// A session's handler jobs: at most [`Session::running_cap`] run on the
+/// pool at once, so one session's stuck handlers cannot take every thread
+/// (another session's request still finds one); the rest wait here, each
+/// run by the thread of a job that ended, in arrival order.
+#[derive(Default)]
+struct Running {
+    now: usize,
+    waiting: std::collections::VecDeque<Box<dyn FnOnce() + Send>>,
 }
 
 impl Session {
@@ -113,6 +125,52 @@ impl Session {
             closed: AtomicBool::new(false),
             this,
             opened: AtomicBool::new(false),
+            running: Mutex::default(),
+        }
+    }
+
+    /// Most handler jobs of one session on the pool at once: all threads
+    /// but one.
+    fn running_cap(&self) -> usize {
+        self.engine.options.pool_threads.saturating_sub(1).max(1)
+    }
+
+    /// Runs `job` on the pool, or queues it behind this session's running
+    /// jobs when the session has its share of threads; `false` when the
+    /// pool refuses it (its queue is full).
+    fn submit(self: &Arc<Self>, job: Box<dyn FnOnce() + Send>) -> bool {
+        {
+            let mut running = lock(&self.running);
+            if running.now >= self.running_cap() {
+                running.waiting.push_back(job);
+                return true;
+            }
+            running.now += 1;
+        }
+        let session = self.clone();
+        let runner = Box::new(move || session.run_then_waiting(Some(job)));
+        if self.engine.pool.try_submit(runner).is_err() {
+            lock(&self.running).now -= 1;
+            return false;
+        }
+        true
+    }
+
+    /// Runs `job`, then this session's waiting jobs while there are any.
+    fn run_then_waiting(&self, mut job: Option<Box<dyn FnOnce() + Send>>) {
+        while let Some(j) = job.take() {
+            // A job answers its own panics; this is the last guard.
+            if catch_unwind(AssertUnwindSafe(j)).is_err() {
+                log::error!(
+                    "session {}: a handler job panicked outside its guard",
+                    self.log_name()
+                );
+            }
+            let mut running = lock(&self.running);
+            job = running.waiting.pop_front();
+            if job.is_none() {
+                running.now -= 1;
+            }
         }
     }
 
@@ -323,6 +381,11 @@ impl Session {
                     ErrorObject::internal("the server is shutting down; retry elsewhere or later");
                 return respond(&sink, &id, Err(e));
             }
+            if self.closed.load(Ordering::SeqCst) {
+                drop(inflight);
+                let e = ErrorObject::internal("the session has ended");
+                return respond(&sink, &id, Err(e));
+            }
             if inflight.contains_key(&id) {
                 drop(inflight);
                 let e = ErrorObject::invalid_request(format!(
@@ -390,7 +453,17 @@ impl Session {
             // Counted before the answer leaves: whoever holds the answer
             // finds it counted.
             if let (Some(arrived), Some(o)) = (arrived, &observer) {
-                o.request_done(ctx.method(), label, arrived.elapsed());
+                // The observer's code: its panic must not keep the answer.
+                let told = catch_unwind(AssertUnwindSafe(|| {
+                    o.request_done(ctx.method(), label, arrived.elapsed())
+                }));
+                if told.is_err() {
+                    log::error!(
+                        "the observer of {} panicked: {}",
+                        ctx.method(),
+                        super::pool::take_panic_report()
+                    );
+                }
             }
             ctx.finish(outcome);
         };
@@ -398,7 +471,7 @@ impl Session {
             // Run where it is: no box to allocate.
             return self.engine.pool.run_here(job);
         }
-        if self.engine.pool.try_submit(Box::new(job)).is_err() {
+        if !self.submit(Box::new(job)) {
             self.request_done(&id);
             log::warn!(
                 "session {}: handler queue full, request {id} refused",
@@ -601,11 +674,16 @@ impl Session {
     /// Ends the session: cancels everything in flight, fails every pending
     /// server-to-client request, and leaves the engine's session list.
     pub fn close(&self) {
-        if self.closed.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        for token in lock(&self.inflight).values() {
-            token.cancel();
+        {
+            // Under the lock a request takes to join the table: it is
+            // either refused there or cancelled here.
+            let inflight = lock(&self.inflight);
+            if self.closed.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            for token in inflight.values() {
+                token.cancel();
+            }
         }
         self.outbound.close();
         let opened = self.opened.load(Ordering::SeqCst);

@@ -615,3 +615,66 @@ fn a_tool_gets_its_arguments_as_sent_and_an_empty_object_for_none_or_null() {
         "params.arguments must be an object"
     );
 }
+
+#[test]
+fn one_session_s_stuck_handlers_leave_a_thread_for_another_session() {
+    let (release_tx, release_rx) = crossbeam_channel::unbounded::<()>();
+    let (started_tx, started_rx) = crossbeam_channel::unbounded::<()>();
+    let server = server_with(
+        vec![
+            tool("stuck", move |_| {
+                let _ = started_tx.send(());
+                let _ = release_rx.recv();
+                ToolResult::text("released")
+            }),
+            tool("effect", |_| ToolResult::text("done")),
+        ],
+        2,
+    );
+    let call = |name: &str| json!({"name": name, "arguments": {}});
+    let mut stuck = Client::new(&server);
+    stuck.send(json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":call("stuck")}));
+    started_rx.recv_timeout(WAIT).unwrap();
+    // Its second stuck call waits for its first, not for the last thread.
+    stuck.send(json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":call("stuck")}));
+    let mut other = Client::new(&server);
+    assert_eq!(
+        text(&other.call(1, "tools/call", call("effect"))).as_deref(),
+        Some("done")
+    );
+    // Released, the first ends and its thread runs the second.
+    release_tx.send(()).unwrap();
+    release_tx.send(()).unwrap();
+    assert_eq!(stuck.recv()["id"], 1);
+    assert_eq!(stuck.recv()["id"], 2);
+}
+
+#[test]
+fn a_panicking_observer_keeps_no_answer_and_a_closed_session_runs_nothing() {
+    struct Panics;
+    impl crate::protocol::Observer for Panics {
+        fn request_done(&self, _: &str, _: crate::protocol::Outcome, _: Duration) {
+            panic!("the observer's own bug");
+        }
+    }
+    let server = server_with(vec![tool("effect", |_| ToolResult::text("done"))], 2);
+    server.engine().observe(Arc::new(Panics));
+    let mut c = Client::new(&server);
+    let call = json!({"name": "effect", "arguments": {}});
+    assert_eq!(
+        text(&c.call(1, "tools/call", call.clone())).as_deref(),
+        Some("done")
+    );
+    assert_eq!(
+        text(&c.call(2, "tools/call", call.clone())).as_deref(),
+        Some("done")
+    );
+    // A request that comes as (or after) the session closes is refused,
+    // never run for a session that is gone.
+    c.session.close();
+    let refused = c.call(3, "tools/call", call);
+    assert_eq!(
+        refused["error"]["message"], "the session has ended",
+        "{refused}"
+    );
+}
