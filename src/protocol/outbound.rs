@@ -224,9 +224,12 @@ impl Outbound {
         let callback = {
             let pending = lock(&self.pending);
             let p = pending.get(&id)?;
+            // Only a call that gave a token: the id of one that did not is
+            // no token, and must not keep it from timing out.
+            let callback = p.progress.clone()?;
             let _ = p.tick.send(());
-            p.progress.clone()
-        }?;
+            callback
+        };
         let progress = params.get("progress").and_then(Value::as_f64)?;
         let total = params.get("total").and_then(Value::as_f64);
         let message = params
@@ -429,6 +432,15 @@ mod tests {
             "kept alive by progress"
         );
         assert!(seen.load(Ordering::SeqCst) > 0);
+    }
+
+    #[test]
+    fn progress_naming_a_call_that_gave_no_token_restarts_nothing() {
+        let out = Outbound::default();
+        let (_rx, ticks) = waiting_call(&out, 1, None);
+        let p = json!({"progressToken": 1, "progress": 1});
+        assert!(out.progress(p.as_object().unwrap()).is_none());
+        assert!(ticks.try_recv().is_err(), "the timeout was not restarted");
     }
 
     /// Puts a call with id `id` in flight; keep the receiver to keep it.
