@@ -185,6 +185,23 @@ pub enum ListKind {
     Prompts,
 }
 
+impl ListKind {
+    pub(crate) const ALL: [ListKind; 3] = [ListKind::Tools, ListKind::Resources, ListKind::Prompts];
+
+    /// The server capability that declares the list.
+    pub(crate) fn capability(self) -> &'static str {
+        match self {
+            ListKind::Tools => "tools",
+            ListKind::Resources => "resources",
+            ListKind::Prompts => "prompts",
+        }
+    }
+
+    pub(crate) fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
 /// Which lists a change touched.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Changes {

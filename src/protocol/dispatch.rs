@@ -159,7 +159,9 @@ pub(crate) fn initialize(session: &Arc<Session>, req: &Request) -> Result<Value,
     let engine = &session.engine;
     let mut result = Map::new();
     result.insert("protocolVersion".into(), version.as_str().into());
-    result.insert("capabilities".into(), engine.capabilities());
+    let capabilities = engine.capabilities();
+    session.told_capabilities(&capabilities);
+    result.insert("capabilities".into(), capabilities);
     let info = crate::model::adapt::implementation(version, engine.info.to_value());
     result.insert("serverInfo".into(), info);
     if let Some(i) = engine.instructions() {

@@ -539,7 +539,10 @@ impl Engine {
             .collect()
     }
 
-    /// Sends `notifications/<kind>/list_changed` to every operating session.
+    /// Sends `notifications/<kind>/list_changed` to every operating session
+    /// whose initialize result declared `kind`'s capability (a kind the
+    /// server began to offer later is news to none of them: enable it
+    /// from the start, `ServerBuilder::enable_*`, to tell them).
     pub fn notify_list_changed(&self, kind: ListKind) {
         let method = match kind {
             ListKind::Tools => "notifications/tools/list_changed",
@@ -549,7 +552,7 @@ impl Engine {
         for s in self
             .live_sessions()
             .into_iter()
-            .filter(|s| s.phase() == Phase::Operating)
+            .filter(|s| s.phase() == Phase::Operating && s.told_of(kind))
         {
             s.sink().send(Outgoing::Notification(jsonrpc::notification(
                 method,

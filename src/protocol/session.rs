@@ -9,7 +9,7 @@ use super::outbound::Outbound;
 use super::peer::{SessionEvent, SessionHandle};
 use super::sink::{Outgoing, Sink};
 use super::stateless;
-use super::Engine;
+use super::{Engine, ListKind};
 use crate::jsonrpc::{
     self, ErrorObject, Message, Notification, ParseError, Parsed, Reply, Request, RequestId,
     Response,
@@ -79,6 +79,9 @@ pub struct Session {
     opened: AtomicBool,
     // Its handler jobs on the pool, and those waiting for one to end.
     running: Mutex<Running>,
+    // The lists whose capability its initialize result declared (a bit
+    // each, by `ListKind`): only their changes are told to it.
+    lists_told: std::sync::atomic::AtomicU8,
 }
 
 /// A session's handler jobs: at most [`Session::running_cap`] run on the
@@ -126,7 +129,25 @@ impl Session {
             this,
             opened: AtomicBool::new(false),
             running: Mutex::default(),
+            lists_told: std::sync::atomic::AtomicU8::new(0),
         }
+    }
+
+    /// Remembers which lists the `capabilities` its initialize result
+    /// declares (see [`told_of`](Self::told_of)).
+    pub(crate) fn told_capabilities(&self, capabilities: &Value) {
+        let bits = ListKind::ALL
+            .iter()
+            .filter(|k| capabilities.get(k.capability()).is_some())
+            .fold(0, |bits, k| bits | k.bit());
+        self.lists_told.store(bits, Ordering::SeqCst);
+    }
+
+    /// Whether the session was told the server has `kind` (so may be told
+    /// it changed): a client never told of prompts is sent no
+    /// `prompts/list_changed` when prompts are added later.
+    pub(crate) fn told_of(&self, kind: ListKind) -> bool {
+        self.lists_told.load(Ordering::SeqCst) & kind.bit() != 0
     }
 
     /// Most handler jobs of one session on the pool at once: all threads

@@ -678,3 +678,19 @@ fn a_panicking_observer_keeps_no_answer_and_a_closed_session_runs_nothing() {
         "{refused}"
     );
 }
+
+#[test]
+fn a_list_the_session_was_not_told_of_is_no_news_to_it() {
+    let server = server_with(vec![tool("effect", |_| ToolResult::text("done"))], 2);
+    let c = Client::new(&server);
+    // Told of tools only: a prompt added later is not announced to it,
+    // a tool is.
+    let prompt =
+        crate::server::Prompt::new("p", |_, _| Ok(crate::server::PromptResult::new(vec![])));
+    server.add_prompt(prompt);
+    server
+        .add_tool(tool("more", |_| ToolResult::text("more")))
+        .unwrap();
+    assert_eq!(c.recv()["method"], "notifications/tools/list_changed");
+    assert!(c.rx.try_recv().is_err());
+}

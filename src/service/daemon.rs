@@ -203,18 +203,16 @@ fn prepare(config: &Config, runs: &Arc<Runs>) -> Result<(Server, ListenOptions),
     engine.tasks = config.tasks.clone();
     let options = listen_options(config)?;
     let source = commands(config, runs)?;
+    // Upstreams come and go after a session began (a reload may add the
+    // first), and a session is told only of changes to what its
+    // initialize declared: the daemon declares every kind an upstream may
+    // bring, so that their list_changed reach every session.
     let mut builder = Server::builder("mcpvisor", env!("CARGO_PKG_VERSION"))
         .options(engine)
-        .enable_tools();
-    // Upstreams come and go after a session began, and a session's
-    // capabilities stay what initialize said: a gateway declares every
-    // kind an upstream may bring, so that its list_changed reaches them.
-    if config.upstreams.values().any(|u| u.enabled) {
-        builder = builder
-            .enable_resources()
-            .enable_prompts()
-            .enable_completions();
-    }
+        .enable_tools()
+        .enable_resources()
+        .enable_prompts()
+        .enable_completions();
     for dir in &config.skills {
         builder = builder.skills_dir(dir);
     }
