@@ -436,7 +436,9 @@ impl Context {
     }
 
     /// Sends `notifications/message` if `level` passes the request's
-    /// minimum level (session revisions: else the session's). A stateless
+    /// minimum level (session revisions: else the session's; a session
+    /// that set none gets every level, as
+    /// [`SessionHandle::log`](super::SessionHandle::log)). A stateless
     /// request that named no level gets none. Returns whether it was sent.
     pub fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) -> bool {
         if self.task().is_some() {

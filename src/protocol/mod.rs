@@ -406,8 +406,10 @@ impl Engine {
         self.observer.get()
     }
 
-    /// Stops taking new requests (they are answered -32603 "shutting
-    /// down") and waits up to `timeout` for those in flight to be
+    /// Stops taking new handler work (requests that would run on the
+    /// handler pool are answered -32603 "shutting down"; what the engine
+    /// answers at once, `initialize`, `ping`, the lists, `tasks/*`, is
+    /// still answered) and waits up to `timeout` for those in flight to be
     /// answered. Returns how many are still in flight; the caller then
     /// ends the sessions, which cancels them.
     pub fn drain(&self, timeout: Duration) -> usize {

@@ -65,7 +65,10 @@ impl SessionHandle {
     }
 
     /// `notifications/message` at `level`, if the session's level
-    /// (`logging/setLevel`) lets it through; whether it was sent.
+    /// (`logging/setLevel`) lets it through or it set none (the spec
+    /// leaves that to the server; [`Engine::log`](super::Engine::log),
+    /// which relays logs that are no session's own, sends nothing then);
+    /// whether it was sent.
     pub fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) -> bool {
         let Ok(s) = self.live() else {
             return false;

@@ -105,9 +105,11 @@ impl Tool {
     /// [`SessionHandle`](crate::protocol::SessionHandle)'s requests) or
     /// another server through a `client::Client` fails at
     /// once with an error, as the answer may have to come through the
-    /// thread it runs on. It does not become a task ([`Context::detach`]
-    /// returns `false`; with [`Tool::detach_in_handler`] too, `build()`
-    /// fails). Over HTTP its progress and log messages wait until it
+    /// thread it runs on. It cannot make its own call a task
+    /// ([`Context::detach`] returns `false`; with
+    /// [`Tool::detach_in_handler`] too, `build()` fails); a client may
+    /// still ask for a task when its [`TaskSupport`] allows, which then
+    /// runs on a task thread of its own, not on the reading thread. Over HTTP its progress and log messages wait until it
     /// returns (the thread that would write them runs it), so a quick
     /// handler should send few: a stream whose queue (1,024 messages) fills
     /// before its connection writes is detached and must be resumed.

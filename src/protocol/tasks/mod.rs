@@ -61,7 +61,9 @@ pub enum TaskSupport {
     /// A task when the client declared the extension; else a plain call.
     Optional,
     /// Only as a task: a client that did not declare the extension gets
-    /// -32021 naming it.
+    /// -32021 naming it. Where the server runs no tasks (its task options
+    /// allow none) it runs as a plain call; where its task storage is
+    /// full, the call is refused (-32603, retry later).
     Required,
 }
 
