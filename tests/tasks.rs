@@ -266,3 +266,63 @@ fn expired_tasks_are_dropped_and_make_room() {
         done.then_some(()).ok_or(format!("{counts:?}"))
     });
 }
+
+#[test]
+fn a_call_cancelled_before_it_detaches_leaves_no_task_behind() {
+    // The handler waits for its call's cancellation, then tries to become
+    // a task: refused, and the task it was to be no longer holds the one
+    // place in storage (it held it for its hour to live).
+    let (refused_tx, refused) = crossbeam_channel::unbounded();
+    let (started_tx, started) = crossbeam_channel::unbounded();
+    let s = Server::builder("tasks", "1")
+        .options(EngineOptions {
+            tasks: TaskOptions {
+                max_tasks: 1,
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .tool(
+            Tool::new("late", no_args(), move |_, ctx| {
+                let _ = started_tx.send(());
+                let _ = ctx.cancelled().recv_timeout(Duration::from_secs(60));
+                let _ = refused_tx.send(ctx.detach());
+                Err(ToolError::new("stopped"))
+            })
+            .task_support(TaskSupport::Optional)
+            .detach_in_handler(),
+        )
+        .tool(
+            Tool::new("instant", no_args(), |_, _| Ok(ToolResult::text("now")))
+                .task_support(TaskSupport::Optional),
+        )
+        .build()
+        .unwrap();
+    let c = client(&s, Generation::Sessions, true);
+    let cancel = mcpvisor::protocol::CancelToken::new();
+    let caller = {
+        let (c, cancel) = (c.clone(), cancel.clone());
+        std::thread::spawn(move || {
+            c.call_tool_with(
+                "late",
+                json!({}),
+                mcpvisor::client::CallOptions {
+                    cancel: Some(cancel),
+                    ..Default::default()
+                },
+            )
+        })
+    };
+    // Cancelled once its handler runs: the client's call is given up at
+    // once, and the server told.
+    started.recv_timeout(Duration::from_secs(20)).unwrap();
+    cancel.cancel();
+    assert!(caller.join().unwrap().is_err());
+    assert_eq!(refused.recv_timeout(Duration::from_secs(20)), Ok(false));
+    let kept: usize = s.engine().task_counts().iter().map(|(_, n)| n).sum();
+    assert_eq!(kept, 0, "no task left behind");
+    assert!(matches!(
+        c.call_tool_as_task("instant", json!({})).unwrap(),
+        ToolCall::Task(_)
+    ));
+}

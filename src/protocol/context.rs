@@ -321,7 +321,9 @@ impl Context {
         // detaching at once make one task, answer once.
         if state.finished || state.task.is_some() || self.cancel.is_cancelled() {
             drop(state);
-            task.cancel("the call ended before it became a task");
+            self.engine()
+                .tasks
+                .abandon(&task, "the call ended before it became a task");
             return false;
         }
         state.task = Some(task.clone());

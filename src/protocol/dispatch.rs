@@ -317,7 +317,14 @@ fn call_tool(ctx: &Context, req: Request) -> Result<Answer, ErrorObject> {
         tasks::Plan::Task => {
             let args = arguments.clone();
             let run_entry = tool.entry.clone();
-            if let Some(created) = tasks::start(ctx, move |c| run_entry.call(args, c)) {
+            if let Some((created, task)) = tasks::start(ctx, move |c| run_entry.call(args, c)) {
+                // A call cancelled as its task started gets no answer, so
+                // no one would learn of the task: it ends too.
+                if ctx.is_cancelled() {
+                    ctx.engine()
+                        .tasks
+                        .abandon(&task, "the call was cancelled as it became a task");
+                }
                 return Ok(Answer::Json(created));
             }
             if entry.task_support() == tasks::TaskSupport::Required {

@@ -142,6 +142,14 @@ impl Tasks {
         lock(&self.map).remove(id);
     }
 
+    /// Cancels and drops a task no client learned of (the call it was
+    /// made for ended, or was cancelled, before it was answered): it
+    /// would hold a place in storage until its time to live ran out.
+    pub(crate) fn abandon(&self, task: &Task, why: &str) {
+        task.cancel(why);
+        self.forget(&task.id);
+    }
+
     pub(crate) fn enabled(&self) -> bool {
         self.options.max_tasks > 0 && self.options.max_running > 0
     }
@@ -253,12 +261,12 @@ pub(crate) fn plan(ctx: &Context, support: TaskSupport, self_detaching: bool) ->
 }
 
 /// Runs `run` as a new task on a thread of its own and returns the
-/// `CreateTaskResult`; `None` when no task can be made now (storage full,
-/// or no thread).
+/// `CreateTaskResult` with the task; `None` when no task can be made now
+/// (storage full, or no thread).
 pub(crate) fn start(
     ctx: &Context,
     run: impl FnOnce(&Context) -> Result<Answer, ErrorObject> + Send + 'static,
-) -> Option<Value> {
+) -> Option<(Value, Arc<Task>)> {
     let engine = ctx.engine().clone();
     // Counted before the task exists: a full house makes no task.
     let place = engine.tasks.thread_place()?;
@@ -269,6 +277,7 @@ pub(crate) fn start(
     std::mem::forget(place);
     let task_ctx = ctx.for_task(task.clone());
     let created = task.created_result();
+    let started = task.clone();
     let name = log_name(&task.id);
     let thread_engine = engine.clone();
     let spawned = std::thread::Builder::new()
@@ -287,7 +296,7 @@ pub(crate) fn start(
             task_ctx.finish(outcome);
         });
     match spawned {
-        Ok(_) => Some(created),
+        Ok(_) => Some((created, started)),
         Err(e) => {
             log::error!("task {name}: no thread: {e}");
             drop(Running(&engine.tasks.threads));
