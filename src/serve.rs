@@ -230,6 +230,20 @@ impl Listener {
         }
     }
 
+    /// Takes who may connect from `options` (HTTP: the Host and Origin
+    /// allow lists and bearer tokens; see [`HttpListener::set_access`]),
+    /// as a configuration reload changes them; the other transports have
+    /// nothing of the kind.
+    pub fn set_access(&self, options: &ListenOptions) {
+        match self {
+            #[cfg(feature = "http")]
+            Listener::Http(h) => h.set_access(&options.http),
+            _ => {
+                let _ = options;
+            }
+        }
+    }
+
     /// Its open sessions (a TCP connection is one), where it counts them.
     pub fn session_count(&self) -> Option<usize> {
         match self {

@@ -953,3 +953,50 @@ fn the_metrics_listener_rides_out_running_out_of_descriptors() {
     assert!(d.child.try_wait().unwrap().is_none(), "still running");
     assert_eq!(d.stop(), Some(0));
 }
+
+#[test]
+fn a_reload_applies_a_new_token_file_to_the_listener_that_runs_on() {
+    use common::http::post;
+    let dir = scratch("tokens");
+    let token = dir.join("token");
+    std::fs::write(&token, "first\n").unwrap();
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "http": {"bearerTokenFile": token},
+    });
+    let manager = Manager::new(&dir);
+    let mut cmd = configured(&dir, &config);
+    cmd.env("NOTIFY_SOCKET", &manager.1);
+    let d = Daemon::start(cmd);
+    assert!(manager.recv().starts_with("READY=1"));
+    let addr = d
+        .url
+        .strip_prefix("http://")
+        .and_then(|u| u.strip_suffix("/mcp"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}});
+    let status = |token: &str| {
+        post(
+            addr,
+            None,
+            &init,
+            &[("authorization", &format!("Bearer {token}"))],
+        )
+        .status
+    };
+    assert_eq!(status("first"), 200);
+    assert_eq!(status("second"), 401);
+    // The first token is revoked, a second one issued.
+    std::fs::write(&token, "second\n").unwrap();
+    d.signal(libc::SIGHUP);
+    assert!(manager.recv().starts_with("RELOADING=1"));
+    assert!(manager.recv().starts_with("READY=1"));
+    assert_eq!(status("first"), 401, "the revoked token stops working");
+    assert_eq!(status("second"), 200);
+    assert_eq!(d.stop(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}

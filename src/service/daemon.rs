@@ -590,6 +590,11 @@ impl Daemon {
             let _ = root.delete_child(id);
             log::info!("stopped {id}");
         }
+        // Those that run on take the new allow lists and tokens (a token
+        // revoked in the token file stops working now).
+        for a in lock(&self.state.listeners).iter() {
+            a.listener.set_access(&options);
+        }
         let urls: Vec<String> = added.iter().map(Active::url).collect();
         lock(&self.state.listeners).extend(added);
         // Upstreams last (nothing after can fail): unchanged ones run on
@@ -741,7 +746,8 @@ fn gave_up(result: Result<Result<(), SupervisorError>, crossbeam_channel::RecvEr
 
 /// The settings a reload cannot apply: they take effect at the next
 /// start. (`http`, `amqp` and `supervision.listeners` apply to the
-/// listeners a reload starts.)
+/// listeners a reload starts; `http`'s allow lists and tokens to those
+/// that run on too.)
 fn restart_only(old: &Config, new: &Config) -> Vec<&'static str> {
     let mut out = Vec::new();
     if old.handler_threads != new.handler_threads {

@@ -6,15 +6,16 @@ use super::listener::Handler;
 use super::stateless;
 use super::streams::{Attached, EventId, Frame, ResumeError, SessionStreams, STANDALONE};
 use super::wire::{write_head_response, write_response, ChunkedWriter, Framing, Request, Response};
-use super::{HttpOptions, ResponseMode};
+use super::{AllowList, HttpOptions, ResponseMode};
 use crate::jsonrpc::{self, ErrorObject, Message, Parsed};
 use crate::protocol::{Engine, ProtocolVersion};
+use crate::sync::read;
 use crate::transport::session_table::{Owner, SessionTable};
 use crossbeam_channel::RecvTimeoutError;
 use serde_json::json;
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 const SESSION_HEADER: &str = "Mcp-Session-Id";
 const ALLOW_METHODS: &str = "GET, POST, DELETE, OPTIONS";
@@ -25,7 +26,30 @@ pub(crate) struct Endpoint {
     engine: Arc<Engine>,
     opts: HttpOptions,
     sessions: Arc<SessionTable<SessionStreams>>,
+    access: Arc<RwLock<Arc<Access>>>,
+}
+
+/// Who may use an endpoint: its Host and Origin allow lists and the
+/// digests of its bearer tokens, replaced as a whole while it runs
+/// ([`HttpListener::set_access`](super::HttpListener::set_access)).
+pub(crate) struct Access {
+    hosts: AllowList,
+    origins: AllowList,
     tokens: Vec<[u8; 32]>,
+}
+
+impl Access {
+    pub(crate) fn of(opts: &HttpOptions) -> Access {
+        Access {
+            hosts: opts.allowed_hosts.clone(),
+            origins: opts.allowed_origins.clone(),
+            tokens: opts
+                .bearer_tokens
+                .iter()
+                .map(|t| checks::token_digest(t))
+                .collect(),
+        }
+    }
 }
 
 /// What a route produced: a response to write, or a stream already written.
@@ -74,12 +98,13 @@ impl Endpoint {
         if req.path != self.opts.path {
             return Err(reject(404, -32000, "Not Found"));
         }
-        checks::host(req, &self.opts.allowed_hosts)?;
-        checks::origin(req, &self.opts.allowed_origins)?;
+        let access = self.access();
+        checks::host(req, &access.hosts)?;
+        checks::origin(req, &access.origins)?;
         if req.method == "OPTIONS" {
             return Ok(());
         }
-        let owner = checks::auth(req, &self.tokens)?;
+        let owner = checks::auth(req, &access.tokens)?;
         if req.method == "POST" {
             checks::accept_post(req)?;
             checks::content_type(req)?;
@@ -99,20 +124,25 @@ impl Endpoint {
         engine: Arc<Engine>,
         opts: HttpOptions,
         sessions: Arc<SessionTable<SessionStreams>>,
-        tokens: Vec<[u8; 32]>,
+        access: Arc<RwLock<Arc<Access>>>,
     ) -> Self {
         Endpoint {
             engine,
             opts,
             sessions,
-            tokens,
+            access,
         }
+    }
+
+    /// Who may use it now.
+    fn access(&self) -> Arc<Access> {
+        read(&self.access).clone()
     }
 
     /// CORS headers for an allowed browser origin (none otherwise).
     fn cors(&self, req: &Request) -> Vec<(String, String)> {
         match req.header("origin") {
-            Some(o) if origin_allowed(o, &self.opts.allowed_origins) => vec![
+            Some(o) if origin_allowed(o, &self.access().origins) => vec![
                 ("Access-Control-Allow-Origin".into(), o.to_owned()),
                 ("Vary".into(), "Origin".into()),
                 (
@@ -145,7 +175,7 @@ impl Endpoint {
                     .header("Access-Control-Max-Age", "600"),
             ));
         }
-        let owner = checks::auth(&req, &self.tokens)?;
+        let owner = checks::auth(&req, &self.access().tokens)?;
         match req.method.as_str() {
             "POST" => self.post(req, owner, stream, cors),
             "GET" => self.get(req, owner, stream, cors),

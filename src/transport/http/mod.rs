@@ -29,7 +29,7 @@ use listener::HttpConnections;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use streams::SessionStreams;
 use supervisor::{ChildSpec, Clock, Strategy, SupervisorSpec, SystemClock};
@@ -266,9 +266,20 @@ pub struct HttpListener {
     path: String,
     acceptor: Arc<Acceptor>,
     sessions: Arc<SessionTable<SessionStreams>>,
+    access: Arc<RwLock<Arc<endpoint::Access>>>,
 }
 
 impl HttpListener {
+    /// Takes `options`' Host and Origin allow lists and bearer tokens
+    /// (what a configuration reload may change) from the next request
+    /// on; the rest of `options` is left as it was. A session bound to a
+    /// token that is gone is refused (404) from then on. The allow lists'
+    /// loopback defaults follow this listener's address, as when bound.
+    pub fn set_access(&self, options: &HttpOptions) {
+        let options = options.clone().with_bind(self.addr);
+        *crate::sync::write(&self.access) = Arc::new(endpoint::Access::of(&options));
+    }
+
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
@@ -334,11 +345,7 @@ impl crate::transport::tree::Tree<HttpListener> {
             None => TcpListener::bind(options.bind)?,
         };
         let addr = socket.local_addr()?;
-        let tokens = options
-            .bearer_tokens
-            .iter()
-            .map(|t| checks::token_digest(t))
-            .collect();
+        let access = Arc::new(RwLock::new(Arc::new(endpoint::Access::of(&options))));
         let sessions = Arc::new(
             SessionTable::new(
                 options.max_sessions,
@@ -347,7 +354,7 @@ impl crate::transport::tree::Tree<HttpListener> {
             )
             .evicting(),
         );
-        let endpoint = Endpoint::new(engine, options.clone(), sessions.clone(), tokens);
+        let endpoint = Endpoint::new(engine, options.clone(), sessions.clone(), access.clone());
         let stopping = Arc::new(AtomicBool::new(false));
         let connections = Arc::new(HttpConnections {
             handler: Arc::new(endpoint),
@@ -374,6 +381,7 @@ impl crate::transport::tree::Tree<HttpListener> {
             path: options.path.clone(),
             acceptor,
             sessions,
+            access,
         };
         Ok((spec, handle))
     }
