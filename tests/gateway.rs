@@ -457,6 +457,53 @@ fn ready_waits_for_a_required_upstream_and_its_failure_is_the_daemon_s() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn a_stop_asked_while_waiting_for_a_required_upstream_stops_at_once() {
+    // The required upstream starts but never answers: READY waits (up to
+    // a minute). SIGTERM meanwhile must stop the daemon then, not be
+    // ignored until the service manager's SIGKILL.
+    let dir = scratch("gateway-required-stop");
+    let notify = dir.join("notify.sock");
+    let manager = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
+    manager
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let started = dir.join("started");
+    let script = format!("touch {}; exec sleep 600", started.display());
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "mcpServers": {"mute": {"command": "sh", "args": ["-c", script], "required": true}},
+    });
+    let path = dir.join("mcpvisor.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let mut cmd = Command::new(BIN);
+    let mut daemon = unmanaged(&mut cmd)
+        .args(["--config", path.to_str().unwrap()])
+        .env("NOTIFY_SOCKET", &notify)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    eventually("the upstream started", || {
+        started
+            .exists()
+            .then_some(())
+            .ok_or_else(|| "not yet".to_owned())
+    });
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(daemon.id() as libc::pid_t, libc::SIGTERM) };
+    let mut buf = [0u8; 4096];
+    let n = manager.recv(&mut buf).expect("a word from the daemon");
+    assert!(
+        buf[..n].starts_with(b"STOPPING=1"),
+        "{:?}",
+        String::from_utf8_lossy(&buf[..n])
+    );
+    assert_eq!(daemon.wait().unwrap().code(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The daemon with npm's server-everything (pinned in tests/js) as the
 /// required upstream `everything`, and the tests/js directory.
 fn everything(dir: &std::path::Path) -> (Gateway, std::path::PathBuf) {

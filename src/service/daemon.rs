@@ -323,13 +323,24 @@ impl Daemon {
         };
         let handle = root.handle();
         let _ = state.root.set(handle.clone());
-        // READY waits for the required upstreams to serve.
-        if let Err(e) = self.await_required() {
-            log::error!("{e}");
-            let _ = handle.shutdown();
-            let _ = root.wait();
-            self.state.runs.kill_all();
-            return EXIT_SOFTWARE;
+        let (ended_tx, ended) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || {
+            let _ = ended_tx.send(root.wait());
+        });
+        let received = signals.receiver().clone();
+        // READY waits for the required upstreams to serve; a stop asked
+        // meanwhile stops, a reload asked meanwhile follows READY.
+        let mut reload_after_ready = false;
+        match self.await_required(&received, &mut reload_after_ready) {
+            Ok(false) => {}
+            Ok(true) => return self.stop("asked to stop while starting", &ended),
+            Err(e) => {
+                log::error!("{e}");
+                let _ = handle.shutdown();
+                let _ = ended.recv();
+                self.state.runs.kill_all();
+                return EXIT_SOFTWARE;
+            }
         }
         for url in urls.iter().filter(|u| *u != "stdio") {
             say(&format!("listening on {url}"), &urls);
@@ -344,11 +355,9 @@ impl Daemon {
             std::process::id()
         ));
         let _watchdog = super::notify::watchdog(handle.clone());
-        let (ended_tx, ended) = crossbeam_channel::bounded(1);
-        std::thread::spawn(move || {
-            let _ = ended_tx.send(root.wait());
-        });
-        let received = signals.receiver().clone();
+        if reload_after_ready {
+            self.reload();
+        }
         let stdin_ended = self.stdin_done.1.clone();
         loop {
             crossbeam_channel::select! {
@@ -389,8 +398,13 @@ impl Daemon {
 
     /// Waits until every required upstream serves; an error when one
     /// fails for good first, or one is not served within
-    /// [`REQUIRED_START_TIMEOUT`].
-    fn await_required(&self) -> Result<(), String> {
+    /// [`REQUIRED_START_TIMEOUT`]. `Ok(true)` when a signal asked to stop
+    /// meanwhile; a `SIGHUP` meanwhile sets `reload_later`.
+    fn await_required(
+        &self,
+        signals: &Receiver<libc::c_int>,
+        reload_later: &mut bool,
+    ) -> Result<bool, String> {
         let required: Vec<String> = self
             .config
             .upstreams
@@ -414,7 +428,7 @@ impl Daemon {
                     })
                     .collect();
                 if waiting.is_empty() {
-                    return Ok(());
+                    return Ok(false);
                 }
                 let left = deadline.saturating_duration_since(std::time::Instant::now());
                 if left.is_zero() {
@@ -422,19 +436,23 @@ impl Daemon {
                         "required upstream(s) not serving after {REQUIRED_START_TIMEOUT:?}: {waiting:?}"
                     ));
                 }
-                // A failure wakes this at once; serving is looked at again soon.
-                if let Ok(why) = self
-                    .state
-                    .fatal
-                    .1
-                    .recv_timeout(left.min(std::time::Duration::from_millis(20)))
-                {
-                    return Err(why);
+                // A failure or a signal wakes this at once; serving is
+                // looked at again soon.
+                crossbeam_channel::select! {
+                    recv(self.state.fatal.1) -> why => return Err(why.unwrap_or_default()),
+                    recv(signals) -> signal => match signal {
+                        Ok(libc::SIGHUP) => *reload_later = true,
+                        _ => return Ok(true),
+                    },
+                    default(left.min(std::time::Duration::from_millis(20))) => {}
                 }
             }
         }
         #[cfg(not(feature = "client"))]
-        Ok(())
+        {
+            let _ = (signals, reload_later);
+            Ok(false)
+        }
     }
 
     /// A subtree per enabled upstream of `config`.

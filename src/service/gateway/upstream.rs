@@ -181,6 +181,38 @@ pub(crate) fn connect(
         .map_err(|e| format!("upstream {}: cannot start: {e}", cfg.name))
 }
 
+/// [`connect`] on a thread of its own, so that a stop asked while the
+/// upstream starts (a child that never answers `initialize`) is not held
+/// up by the start: `None` then, and the connection, if one comes, is
+/// closed as it is dropped.
+fn connect_unless_stopped(
+    cfg: &Arc<UpstreamConfig>,
+    options: ClientOptions,
+    ctx: &supervisor::ChildContext,
+) -> Option<Result<Client, String>> {
+    let label = format!("upstream {}", cfg.name);
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let starting = cfg.clone();
+    let options = Arc::new(std::sync::Mutex::new(Some(options)));
+    let theirs = options.clone();
+    let start_label = label.clone();
+    let start = std::thread::Builder::new()
+        .name("mcpvisor-upstream-start".into())
+        .spawn(move || {
+            if let Some(options) = crate::sync::lock(&theirs).take() {
+                let _ = tx.send(connect(&starting, &start_label, options));
+            }
+        });
+    if start.is_err() {
+        let options = crate::sync::lock(&options).take().unwrap_or_default();
+        return Some(connect(cfg, &label, options));
+    }
+    select! {
+        recv(rx) -> started => Some(started.unwrap_or_else(|_| Err(format!("{label}: its start ended")))),
+        recv(ctx.stop_signal()) -> _ => None,
+    }
+}
+
 impl Link {
     /// The link over `client`, with `cfg`'s limits.
     pub(crate) fn new(cfg: &UpstreamConfig, client: Client) -> Link {
@@ -289,7 +321,10 @@ fn life(
         })),
         ..client_options(cfg)
     };
-    let client = connect(cfg, &format!("upstream {}", cfg.name), options)?;
+    let Some(client) = connect_unless_stopped(cfg, options, ctx) else {
+        return Ok(());
+    };
+    let client = client?;
     let route = Arc::new(Route {
         shared: Arc::new(Link::new(cfg, client.clone())),
         sessions: cfg
