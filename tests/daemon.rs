@@ -1000,3 +1000,64 @@ fn a_reload_applies_a_new_token_file_to_the_listener_that_runs_on() {
     assert_eq!(d.stop(), Some(0));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_reload_moves_a_listener_to_a_new_path_on_its_address_or_keeps_it() {
+    use common::http::post;
+    let dir = scratch("same-address");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let config = dir.join("mcpvisor.json");
+    let write = |listen: &[String]| {
+        std::fs::write(&config, json!({ "listen": listen }).to_string()).unwrap();
+    };
+    let at = |path: &str| format!("http://127.0.0.1:{port}{path}");
+    write(&[at("/mcp")]);
+    let manager = Manager::new(&dir);
+    let mut cmd = bin();
+    cmd.args(["--config", config.to_str().unwrap()])
+        .env("NOTIFY_SOCKET", &manager.1)
+        .env("RUST_LOG", "warn");
+    let d = Daemon::start(cmd);
+    assert!(manager.recv().starts_with("READY=1"));
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}});
+    let status = |path: &str| {
+        common::http::send(
+            addr,
+            "POST",
+            path,
+            &[
+                ("Accept", "application/json, text/event-stream"),
+                ("Content-Type", "application/json"),
+            ],
+            init.to_string().as_bytes(),
+        )
+        .status
+    };
+    assert_eq!(post(addr, None, &init, &[]).status, 200);
+    // The same address, another path: the old one makes room.
+    write(&[at("/v1")]);
+    d.signal(libc::SIGHUP);
+    assert!(manager.recv().starts_with("RELOADING=1"));
+    assert!(manager.recv().starts_with("READY=1"));
+    assert_eq!(status("/v1"), 200, "moved");
+    assert_eq!(status("/mcp"), 404);
+    // Moved again along with a listener that cannot start: nothing
+    // changes, and /v1 is served again.
+    let taken = format!("tcp://{}", busy.local_addr().unwrap());
+    write(&[at("/v2"), taken]);
+    d.signal(libc::SIGHUP);
+    assert!(manager.recv().starts_with("RELOADING=1"));
+    assert!(manager.recv().starts_with("READY=1"));
+    assert_eq!(status("/v1"), 200, "kept");
+    assert_eq!(status("/v2"), 404);
+    assert_eq!(d.stop(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -562,12 +562,35 @@ impl Daemon {
             .iter()
             .map(|a| a.key.clone())
             .collect();
+        // One that goes but holds the socket a new one needs (its path or
+        // scheme changed) stops before it, and is started again if the
+        // new ones cannot be.
+        let displaced: Vec<Active> = {
+            let mut listeners = lock(&self.state.listeners);
+            let (going, staying): (Vec<Active>, Vec<Active>) =
+                std::mem::take(&mut *listeners).into_iter().partition(|a| {
+                    !a.inherited
+                        && !config.listen.contains(&a.key)
+                        && config
+                            .listen
+                            .iter()
+                            .any(|k| !running.contains(k) && listeners::same_socket(k, &a.key))
+                });
+            *listeners = staying;
+            going
+        };
+        for a in &displaced {
+            let _ = root.terminate_child(&a.id);
+            let _ = root.delete_child(&a.id);
+            log::info!("stopped {} to start a listener on its address", a.id);
+        }
         let mut added: Vec<Active> = Vec::new();
         let undo = |added: &[Active]| {
             for a in added {
                 let _ = root.terminate_child(&a.id);
                 let _ = root.delete_child(&a.id);
             }
+            self.restore(&root, &displaced);
         };
         for key in config.listen.iter().filter(|k| !running.contains(k)) {
             let started = listeners::plan(std::slice::from_ref(key), Vec::new())
@@ -595,7 +618,7 @@ impl Daemon {
             }
         };
         // Then the listeners that are no longer configured stop.
-        let mut removed = Vec::new();
+        let mut removed: Vec<String> = displaced.iter().map(|a| a.id.clone()).collect();
         lock(&self.state.listeners).retain(|a| {
             let keep = a.inherited || config.listen.contains(&a.key);
             if !keep {
@@ -603,7 +626,7 @@ impl Daemon {
             }
             keep
         });
-        for id in &removed {
+        for id in &removed[displaced.len()..] {
             let _ = root.terminate_child(id);
             let _ = root.delete_child(id);
             log::info!("stopped {id}");
@@ -657,6 +680,28 @@ impl Daemon {
             },
             removed.len()
         ))
+    }
+
+    /// Starts again the listeners a failed reload stopped to make room
+    /// (with the configuration that runs on).
+    fn restore(&self, root: &supervisor::SupervisorRef, stopped: &[Active]) {
+        for old in stopped {
+            let again = listeners::plan(std::slice::from_ref(&old.key), Vec::new())
+                .and_then(|mut p| {
+                    p.pop()
+                        .ok_or_else(|| format!("{}: nothing to serve", old.key))
+                })
+                .and_then(|p| self.listener(p, &self.config, &self.options))
+                .and_then(|(spec, a)| {
+                    root.start_child(spec)
+                        .map(|()| a)
+                        .map_err(|e| format!("{}: cannot start: {e}", old.key))
+                });
+            match again {
+                Ok(a) => lock(&self.state.listeners).push(a),
+                Err(e) => log::error!("{} is not served any more: {e}", old.key),
+            }
+        }
     }
 
     /// Applies the difference between the running upstreams and

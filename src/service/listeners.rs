@@ -91,6 +91,21 @@ pub(crate) fn plan(listen: &[String], inherited: Vec<Inherited>) -> Result<Vec<P
     Ok(out)
 }
 
+/// Whether listeners `a` and `b` (configured strings) would bind the same
+/// port of one address (or of every address): the second cannot bind
+/// while the first runs. A port of 0 takes a free one and never clashes.
+pub(crate) fn same_socket(a: &str, b: &str) -> bool {
+    let addr = |l: &str| l.parse::<Listen>().ok().as_ref().and_then(listen_addr);
+    match (addr(a), addr(b)) {
+        (Some(a), Some(b)) => {
+            a.port() != 0
+                && a.port() == b.port()
+                && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+        }
+        _ => false,
+    }
+}
+
 fn listen_addr(l: &Listen) -> Option<std::net::SocketAddr> {
     match l {
         #[cfg(feature = "http")]
@@ -196,6 +211,32 @@ fn on_socket(options: &ListenOptions, socket: TcpListener) -> Result<ListenOptio
 mod tests {
     use super::*;
     use std::os::fd::OwnedFd;
+
+    #[test]
+    #[cfg(all(feature = "http", feature = "tcp"))]
+    fn listeners_clash_on_one_port_of_one_address_or_of_every_address() {
+        assert!(same_socket(
+            "http://127.0.0.1:8808/mcp",
+            "http://127.0.0.1:8808/v1"
+        ));
+        assert!(same_socket(
+            "tcp://127.0.0.1:8808",
+            "http://127.0.0.1:8808/mcp"
+        ));
+        assert!(same_socket(
+            "http://0.0.0.0:8808/mcp",
+            "tcp://127.0.0.1:8808"
+        ));
+        assert!(!same_socket(
+            "http://127.0.0.1:8808/mcp",
+            "http://127.0.0.1:8809/mcp"
+        ));
+        assert!(!same_socket(
+            "http://127.0.0.1:0/mcp",
+            "http://127.0.0.1:0/v1"
+        ));
+        assert!(!same_socket("stdio", "stdio"));
+    }
 
     fn inherited(name: &str) -> (Inherited, std::net::SocketAddr) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
