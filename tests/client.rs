@@ -624,6 +624,41 @@ fn dropping_the_last_handle_closes_and_reaps_the_child() {
 }
 
 #[test]
+fn a_tcp_connection_waiting_for_a_long_call_is_not_idle() {
+    // The call outlasts the idle timeout three times over while its
+    // client sends nothing: the connection stays, and the call is not
+    // cancelled (it was: the idle close ended the session).
+    let s = Server::builder("long", "1")
+        .tool(Tool::new("long", json!({"type":"object"}), |_, ctx| {
+            let cancelled = ctx
+                .cancelled()
+                .recv_timeout(Duration::from_millis(600))
+                .is_ok();
+            Ok(ToolResult::text(if cancelled {
+                "cancelled"
+            } else {
+                "done"
+            }))
+        }))
+        .build()
+        .unwrap();
+    // A short grace: an idle close would cancel the call before its end.
+    let mut options = TcpOptions::default()
+        .with_bind("127.0.0.1:0".parse().unwrap())
+        .with_idle_timeout(Duration::from_millis(200));
+    options.lines.shutdown_grace = Duration::from_millis(50);
+    let tcp = s.start_tcp(options).unwrap();
+    let c = Client::connect(
+        Connection::tcp(tcp.local_addr()).unwrap(),
+        ClientOptions::default(),
+    )
+    .unwrap();
+    let r = c.call_tool("long", json!({})).expect("answered");
+    assert_eq!(r["content"][0]["text"], "done");
+    tcp.shutdown().unwrap();
+}
+
+#[test]
 fn tcp_idle_connections_are_closed_and_the_cap_holds() {
     use std::io::Read;
     let s = server();

@@ -327,7 +327,22 @@ impl ServerConnection {
         let mut lines = LineReader::new(input, self.max)
             .with_budget(budget)
             .with_spin(spin_fd);
-        while let Some((frame, more)) = lines.next_frame_and_more()? {
+        loop {
+            let (frame, more) = match lines.next_frame_and_more() {
+                Ok(Some(next)) => next,
+                Ok(None) => break,
+                // A socket's idle timeout (TCP): a session with requests in
+                // flight is not idle, its client waiting quietly for them.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) && self.session.inflight() > 0 =>
+                {
+                    continue
+                }
+                Err(e) => return Err(e),
+            };
             // A line too long to keep is answered: room for it as for a request.
             let room = match frame {
                 Frame::Line(line) => self.wait_for_room(line),

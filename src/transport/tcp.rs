@@ -17,7 +17,8 @@ use supervisor::{ChildSpec, Strategy, SupervisorSpec};
 pub const DEFAULT_TCP_BIND: &str = "127.0.0.1:8809";
 /// Default most concurrent connections.
 pub const DEFAULT_TCP_MAX_CONNECTIONS: usize = 1024;
-/// Default time a connection may send nothing before it is closed: 5 minutes.
+/// Default time a connection may send nothing, with none of its requests
+/// in flight, before it is closed: 5 minutes.
 pub const DEFAULT_TCP_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// Default memory all connections' partial lines may hold together beyond
 /// 64 KiB each: 256 MiB. A line that would need more is refused as too
@@ -34,7 +35,9 @@ pub struct TcpOptions {
     pub bind: SocketAddr,
     /// Most concurrent connections (default [`DEFAULT_TCP_MAX_CONNECTIONS`]).
     pub max_connections: usize,
-    /// Idle timeout (default [`DEFAULT_TCP_IDLE_TIMEOUT`]).
+    /// Idle timeout (default [`DEFAULT_TCP_IDLE_TIMEOUT`]): a connection
+    /// that sends nothing this long is closed, unless requests of its are
+    /// still in flight (its client waits for a long call).
     pub idle_timeout: Duration,
     /// Longest a write may block (default [`DEFAULT_TCP_WRITE_TIMEOUT`]).
     /// A peer that reads slower than it sends has no more requests read
