@@ -56,6 +56,13 @@ impl StdioOptions {
 
 /// Serves this process's stdin / stdout until EOF on stdin.
 pub fn serve(engine: &Arc<Engine>, options: StdioOptions) -> io::Result<()> {
+    serve_ending(engine, options, None)
+}
+
+/// [`serve`], calling `end` when stdout fails (its reader is gone) or its
+/// client stopped reading: a read of stdin cannot be interrupted, so the
+/// caller ends what it serves for (the daemon stops).
+fn serve_ending(engine: &Arc<Engine>, options: StdioOptions, end: Option<EndFn>) -> io::Result<()> {
     // Raw fd 1: std's Stdout is line-buffered and would flush after every
     // message. On a pipe, a thread that produced an answer writes it itself
     // when it can without blocking; otherwise (and elsewhere) the writer
@@ -72,7 +79,7 @@ pub fn serve(engine: &Arc<Engine>, options: StdioOptions) -> io::Result<()> {
         use std::os::fd::AsRawFd;
         stdin.as_raw_fd()
     };
-    serve_lines(engine, stdin, output, options, None, None, Some(fd))
+    serve_lines(engine, stdin, output, options, end, None, Some(fd))
 }
 
 /// A duplicate of fd 1 as a plain file: unbuffered, so only we decide when
@@ -185,7 +192,10 @@ where
 
 /// This process's stdin and stdout as a supervised worker for a tree of
 /// yours: it serves until EOF on stdin and then ends normally, so it is
-/// not restarted (`Restart::Transient`); an I/O failure is restarted.
+/// not restarted (`Restart::Transient`). An I/O failure (stdout closed,
+/// a client that stopped reading) ends it the same way, logged: the
+/// session cannot go on over streams part read, and a new one on them
+/// would refuse every request of a client that initialized already.
 /// A read of stdin cannot be interrupted: when its tree stops it before
 /// EOF, the worker is detached after its shutdown timeout.
 pub fn child_spec(engine: Arc<Engine>, options: StdioOptions) -> supervisor::ChildSpec {
@@ -199,9 +209,17 @@ pub(crate) fn worker(
     done: Option<crossbeam_channel::Sender<()>>,
 ) -> supervisor::ChildSpec {
     supervisor::ChildSpec::worker("stdio", move |_| {
-        serve(&engine, options.clone())?;
+        let end = done.clone().map(|d| -> EndFn {
+            Arc::new(move || {
+                log::error!("stdio: standard output failed, or its reader stopped reading");
+                let _ = d.try_send(());
+            })
+        });
+        if let Err(e) = serve_ending(&engine, options.clone(), end) {
+            log::error!("stdio: {e}; the session ends");
+        }
         if let Some(d) = &done {
-            let _ = d.send(());
+            let _ = d.try_send(());
         }
         Ok(())
     })
