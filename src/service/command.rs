@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 
 /// Default time limit of one run: 30 s.
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
-/// Default most bytes of stdout kept (and of stderr): 1 MiB.
+/// Default most bytes of stdout kept: 1 MiB.
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 1024 * 1024;
-/// How much of stderr a failed run reports.
+/// How much of stderr a failed run reports: its last 4 KiB.
 pub const STDERR_TAIL_BYTES: usize = 4 * 1024;
 /// How often a run that was asked for progress reports it.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
@@ -130,11 +130,16 @@ impl CommandTool {
         let group = child.id() as libc::pid_t;
         lock(&runs.groups).insert(group);
         let limit = self.max_output_bytes;
-        let stdout = child.stdout.take().map(|s| capture(s, limit));
-        let stderr = child.stderr.take().map(|s| capture(s, limit));
+        let stdout = child.stdout.take().map(|s| capture(s, Keep::Head(limit)));
+        let stderr = child
+            .stderr
+            .take()
+            .map(|s| capture(s, Keep::Tail(STDERR_TAIL_BYTES)));
+        // Its exit is waited for without reaping it: until the group is
+        // killed below, its id (the group's) stays its own.
         let (done_tx, done) = crossbeam_channel::bounded(1);
         std::thread::spawn(move || {
-            let _ = done_tx.send(child.wait());
+            let _ = done_tx.send(crate::transport::child_exit::exited_unreaped(group));
         });
         let started = Instant::now();
         let deadline = after(self.timeout);
@@ -142,7 +147,7 @@ impl CommandTool {
         let cancelled = ctx.cancelled();
         let ended = loop {
             select! {
-                recv(done) -> status => break End::Exited(status.ok().and_then(Result::ok)),
+                recv(done) -> _ => break End::Exited(None),
                 recv(deadline) -> _ => break End::TimedOut,
                 recv(cancelled) -> _ => break End::Cancelled,
                 recv(ticks) -> _ => {
@@ -162,6 +167,15 @@ impl CommandTool {
             }
             groups.remove(&group);
         }
+        if !matches!(ended, End::Exited(_)) {
+            let _ = done.recv();
+        }
+        // Reaped only now, the group killed.
+        let status = child.wait().ok();
+        let ended = match ended {
+            End::Exited(_) => End::Exited(status),
+            other => other,
+        };
         runs.record(
             &self.name,
             match &ended {
@@ -171,9 +185,6 @@ impl CommandTool {
                 End::Cancelled => RunEnd::Cancelled,
             },
         );
-        if !matches!(ended, End::Exited(_)) {
-            let _ = done.recv();
-        }
         // A process that left the group (setsid) may still hold a pipe:
         // take what arrived within a moment and go on.
         let out = stdout.map(Capture::finish).unwrap_or_default();
@@ -210,11 +221,18 @@ impl CommandTool {
             ),
             End::Cancelled => "cancelled; its process group was killed".to_owned(),
         };
-        let from = err.bytes.len().saturating_sub(STDERR_TAIL_BYTES);
-        let tail = String::from_utf8_lossy(&err.bytes[from..]);
+        let tail = String::from_utf8_lossy(&err.bytes);
         let mut message = format!("{} {how}", self.name);
         if !tail.trim().is_empty() {
-            message.push_str(&format!("\nstderr:\n{}", tail.trim_end()));
+            let earlier = err.total - err.bytes.len();
+            let cut = match earlier {
+                0 => String::new(),
+                n => format!(
+                    " (its last {} bytes; {n} before them left out)",
+                    err.bytes.len()
+                ),
+            };
+            message.push_str(&format!("\nstderr{cut}:\n{}", tail.trim_end()));
         }
         ToolResult::error(message)
     }
@@ -327,10 +345,19 @@ impl Capture {
     }
 }
 
-/// Reads `source` to its end on a thread of its own, keeping at most
-/// `limit` bytes (the rest is read and dropped, so the program never blocks
-/// on a full pipe).
-fn capture(mut source: impl Read + Send + 'static, limit: usize) -> Capture {
+/// Which bytes of a stream [`capture`] keeps.
+#[derive(Clone, Copy)]
+enum Keep {
+    /// The first so many.
+    Head(usize),
+    /// The last so many.
+    Tail(usize),
+}
+
+/// Reads `source` to its end on a thread of its own, keeping what `keep`
+/// says (the rest is read and dropped, so the program never blocks on a
+/// full pipe).
+fn capture(mut source: impl Read + Send + 'static, keep: Keep) -> Capture {
     let got = Arc::new(std::sync::Mutex::new(Captured::default()));
     let (done, ended) = crossbeam_channel::bounded(1);
     let into = got.clone();
@@ -341,9 +368,18 @@ fn capture(mut source: impl Read + Send + 'static, limit: usize) -> Capture {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
                     let mut c = crate::sync::lock(&into);
-                    let keep = n.min(limit.saturating_sub(c.bytes.len()));
-                    c.bytes.extend_from_slice(&buf[..keep]);
                     c.total += n;
+                    match keep {
+                        Keep::Head(limit) => {
+                            let room = n.min(limit.saturating_sub(c.bytes.len()));
+                            c.bytes.extend_from_slice(&buf[..room]);
+                        }
+                        Keep::Tail(last) => {
+                            c.bytes.extend_from_slice(&buf[..n]);
+                            let over = c.bytes.len().saturating_sub(last);
+                            c.bytes.drain(..over);
+                        }
+                    }
                 }
             }
         }
@@ -413,6 +449,26 @@ mod tests {
         assert_eq!(runs.running(), 1);
         assert_eq!(runs.kill_all(), 1);
         assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGKILL));
+    }
+
+    #[test]
+    fn the_head_of_output_and_the_tail_of_errors_are_kept() {
+        let text: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        let head = capture(std::io::Cursor::new(text.clone()), Keep::Head(1000)).finish();
+        assert_eq!(
+            (head.bytes.as_slice(), head.total),
+            (&text[..1000], text.len())
+        );
+        let tail = capture(
+            std::io::Cursor::new(text.clone()),
+            Keep::Tail(STDERR_TAIL_BYTES),
+        )
+        .finish();
+        assert_eq!(tail.total, text.len());
+        assert_eq!(
+            tail.bytes.as_slice(),
+            &text[text.len() - STDERR_TAIL_BYTES..]
+        );
     }
 
     #[test]

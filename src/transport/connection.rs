@@ -199,26 +199,9 @@ fn watch_exit(pid: libc::pid_t, reaped: std::sync::Arc<std::sync::Mutex<bool>>) 
         .name("mcpvisor-child-exit".into())
         .stack_size(EXIT_WATCHER_STACK)
         .spawn(move || {
-            // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid(2).
-            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-            loop {
-                // SAFETY: waitid(2) on our own child, writing into `info`;
-                // WNOWAIT leaves it a zombie for `reap`.
-                let rc = unsafe {
-                    libc::waitid(
-                        libc::P_PID,
-                        pid as libc::id_t,
-                        &mut info,
-                        libc::WEXITED | libc::WNOWAIT,
-                    )
-                };
-                if rc == 0 {
-                    break;
-                }
-                if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-                    // ECHILD: already reaped; nothing of it is left to end.
-                    return;
-                }
+            // ECHILD: already reaped; nothing of it is left to end.
+            if super::child_exit::exited_unreaped(pid).is_err() {
+                return;
             }
             let reaped = crate::sync::lock(&reaped);
             if !*reaped {

@@ -19,6 +19,7 @@ pub(crate) mod accept;
 pub(crate) mod accept_errors;
 #[cfg(feature = "amqp")]
 pub mod amqp;
+pub(crate) mod child_exit;
 #[cfg(feature = "client")]
 pub mod connection;
 pub mod custom;

@@ -1,0 +1,49 @@
+//! Waiting for a child process to exit without reaping it: while it is a
+//! zombie its process id (and the group and session it leads) are still
+//! its own, so they can be signalled with no risk of reaching a process
+//! that took the id since.
+
+use std::io;
+
+/// Blocks until child `pid` has exited, leaving it unreaped (Linux's
+/// `waitid` with `WNOWAIT`). An error when it is no child of ours or
+/// already reaped (`ECHILD`).
+pub(crate) fn exited_unreaped(pid: libc::pid_t) -> io::Result<()> {
+    // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid(2).
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: waitid(2) on one process id, writing into `info`;
+        // WNOWAIT leaves the child a zombie.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exited_unreaped;
+
+    #[test]
+    fn an_exited_child_stays_a_zombie_until_reaped() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as libc::pid_t;
+        exited_unreaped(pid).unwrap();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        assert!(stat.contains(") Z "), "a zombie: {stat}");
+        assert!(child.wait().unwrap().success());
+        assert!(exited_unreaped(pid).is_err(), "reaped: no child of ours");
+    }
+}
