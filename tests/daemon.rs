@@ -1094,3 +1094,30 @@ fn over_stdio_a_client_that_is_gone_stops_it_instead_of_a_new_session() {
         });
     assert_eq!(status, Some(0));
 }
+
+#[test]
+fn an_idle_connection_to_metrics_holds_back_no_scrape() {
+    use std::io::Read;
+    let mut cmd = serving(bin());
+    cmd.args(["--metrics", "127.0.0.1:0"])
+        .env("RUST_LOG", "warn");
+    cmd.stderr(Stdio::null());
+    let d = Daemon::spawn(cmd);
+    let metrics = d.line("metrics at ");
+    let addr = metrics
+        .strip_prefix("http://")
+        .and_then(|u| u.strip_suffix("/metrics"))
+        .unwrap()
+        .to_owned();
+    // Connected first, it sends nothing.
+    let mut idle = std::net::TcpStream::connect(&addr).unwrap();
+    let (status, _) = scrape(&metrics);
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    // Served beside it: the idle one is still open (served one at a time,
+    // it was closed at its deadline before the scrape was read).
+    idle.set_nonblocking(true).unwrap();
+    let still_open =
+        matches!(idle.read(&mut [0u8; 1]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+    assert!(still_open, "the idle connection was served first");
+    assert_eq!(d.stop(), Some(0));
+}

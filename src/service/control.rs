@@ -78,8 +78,9 @@ pub(crate) fn bind(path: &Path) -> Result<UnixListener, String> {
     Ok(socket)
 }
 
-/// The control socket as a child of the root: one client at a time, each
-/// within [`CONTROL_TIMEOUT`]; its file is removed when it stops.
+/// The control socket as a child of the root: each client on a thread of
+/// its own (see `local`), within [`CONTROL_TIMEOUT`]; its file is removed
+/// when it stops.
 pub(crate) fn child(socket: UnixListener, path: PathBuf, state: Arc<State>) -> ChildSpec {
     super::local::worker(
         "control",

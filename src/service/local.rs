@@ -1,9 +1,11 @@
 //! The daemon's own small listeners (the control socket, `/metrics`):
-//! a supervised worker that serves one client at a time, each within a
-//! deadline, and waits for the next with no timeout (its stop wakes it).
+//! a supervised worker that serves each client on a thread of its own
+//! within a deadline, at most [`MAX_CLIENTS`] at once, and waits for the
+//! next with no timeout (its stop wakes it).
 
 use std::io;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use supervisor::{ChildSpec, Restart};
@@ -11,7 +13,7 @@ use supervisor::{ChildSpec, Restart};
 /// A listening socket the worker accepts on.
 pub(crate) trait Accept: AsRawFd + Send + Sync + 'static {
     /// A connected client.
-    type Stream;
+    type Stream: Send + 'static;
     fn try_clone_listener(&self) -> io::Result<Self>
     where
         Self: Sized;
@@ -45,6 +47,10 @@ impl Accept for std::os::unix::net::UnixListener {
     }
 }
 
+/// Most clients one such listener serves at once; one more is closed at
+/// once (a few idle connections cannot hold back a scrape).
+pub(crate) const MAX_CLIENTS: usize = 8;
+
 /// The pause after an accept error that passes (out of descriptors).
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 
@@ -59,6 +65,8 @@ pub(crate) fn worker<L: Accept>(
 ) -> ChildSpec {
     let socket = Arc::new(socket);
     let name = id.to_owned();
+    let serve = Arc::new(serve);
+    let serving = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let kept = std::sync::Mutex::new(None);
     ChildSpec::worker(id, move |ctx| {
         let socket = socket.try_clone_listener()?;
@@ -73,8 +81,23 @@ pub(crate) fn worker<L: Accept>(
             }
             match socket.accept_one() {
                 Ok(stream) => {
-                    if let Err(e) = serve(stream, Instant::now() + deadline) {
-                        log::debug!("{name}: a client failed: {e}");
+                    let client = Client(serving.clone());
+                    if client.0.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
+                        log::warn!("{name}: {MAX_CLIENTS} clients served at once; one more closed");
+                        continue;
+                    }
+                    let (serve, who, due) =
+                        (serve.clone(), name.clone(), Instant::now() + deadline);
+                    let spawned = std::thread::Builder::new()
+                        .name("mcpvisor-local-client".into())
+                        .spawn(move || {
+                            let _client = client;
+                            if let Err(e) = serve(stream, due) {
+                                log::debug!("{who}: a client failed: {e}");
+                            }
+                        });
+                    if let Err(e) = spawned {
+                        log::warn!("{name}: no thread for a client: {e}");
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -94,6 +117,15 @@ pub(crate) fn worker<L: Accept>(
     })
     .await_ready(Duration::from_secs(5))
     .restart(Restart::Transient)
+}
+
+/// Counts a client being served, until dropped.
+struct Client(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// What is left of `deadline`, or a timeout error once it passed.
