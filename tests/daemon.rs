@@ -990,6 +990,10 @@ fn a_reload_applies_a_new_token_file_to_the_listener_that_runs_on() {
     };
     assert_eq!(status("first"), 200);
     assert_eq!(status("second"), 401);
+    // Its health to anyone, how many sessions it holds to token holders.
+    let health = |h: &[(&str, &str)]| common::http::send(addr, "GET", "/healthz", h, b"").json();
+    assert_eq!(health(&[]), json!({"status": "ok"}));
+    assert_eq!(health(&[("authorization", "Bearer first")])["sessions"], 1);
     // The first token is revoked, a second one issued.
     std::fs::write(&token, "second\n").unwrap();
     d.signal(libc::SIGHUP);

@@ -209,7 +209,18 @@ fn status_codes_follow_the_spec() {
         ),
         404
     );
-    assert_eq!(send(addr, "GET", "/healthz", &[], b"").status, 200);
+    let health = send(addr, "GET", "/healthz", &[], b"");
+    assert_eq!(health.status, 200);
+    assert_eq!(health.json(), json!({"status": "ok", "sessions": 0}));
+    // Through a name the server does not answer to (a rebound DNS name):
+    // refused, as everything else.
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    std::io::Write::write_all(
+        &mut s,
+        b"GET /healthz HTTP/1.1\r\nHost: attacker.example:8808\r\n\r\n",
+    )
+    .unwrap();
+    assert_eq!(read_head(std::io::BufReader::new(s)).status, 403);
     http.shutdown().unwrap();
 }
 
@@ -878,5 +889,30 @@ fn a_resumed_stream_closed_again_names_its_newest_event() {
     }
     assert_eq!(ids.last(), Some(&progress_id), "after {last}: {ids:?}");
     gate.release.send(()).unwrap();
+    http.shutdown().unwrap();
+}
+
+#[test]
+fn a_standalone_stream_whose_client_left_makes_room_for_the_next() {
+    let (http, _server, _g) = default_server();
+    let addr = http.local_addr();
+    let sid = initialize(addr, &[]);
+    let h = [
+        ("Accept", "text/event-stream"),
+        ("Mcp-Session-Id", sid.as_str()),
+    ];
+    let mut first = send(addr, "GET", "/mcp", &h, b"");
+    assert_eq!(first.status, 200);
+    first.event().unwrap();
+    // Open: the next is refused.
+    assert_eq!(send(addr, "GET", "/mcp", &h, b"").status, 409);
+    // Closed by its client (the server has written nothing since): the
+    // next takes over at once, resuming or not, instead of 409 until a
+    // keep-alive fails to be written.
+    drop(first);
+    let mut second = send(addr, "GET", "/mcp", &h, b"");
+    assert_eq!(second.status, 200);
+    assert!(second.event().is_some());
+    assert_eq!(send(addr, "GET", "/mcp", &h, b"").status, 409, "it is open");
     http.shutdown().unwrap();
 }

@@ -92,13 +92,15 @@ impl Handler for Endpoint {
 
 impl Endpoint {
     fn head_checks(&self, req: &Request) -> Result<(), Response> {
+        let access = self.access();
         if is_health(req) {
-            return Ok(());
+            // Anyone may ask whether it runs (a load balancer has no
+            // token), but through a name it answers to: no rebound name.
+            return checks::host(req, &access.hosts);
         }
         if req.path != self.opts.path {
             return Err(reject(404, -32000, "Not Found"));
         }
-        let access = self.access();
         checks::host(req, &access.hosts)?;
         checks::origin(req, &access.origins)?;
         if req.method == "OPTIONS" {
@@ -161,10 +163,12 @@ impl Endpoint {
         cors: &[(String, String)],
     ) -> Result<Reply, Response> {
         if is_health(&req) {
-            return Ok(Reply::Full(Response::json(
-                200,
-                &json!({"status": "ok", "sessions": self.sessions.len()}),
-            )));
+            // How many sessions it holds only to those who may use it.
+            let body = match checks::auth(&req, &self.access().tokens) {
+                Ok(_) => json!({"status": "ok", "sessions": self.sessions.len()}),
+                Err(_) => json!({"status": "ok"}),
+            };
+            return Ok(Reply::Full(Response::json(200, &body)));
         }
         // The head passed `check_head` before the body was read.
         if req.method == "OPTIONS" {
@@ -327,9 +331,9 @@ impl Endpoint {
                 let EventId(stream_id, seq) = last
                     .parse()
                     .map_err(|()| reject(400, -32000, "Bad Request: malformed Last-Event-ID"))?;
-                session.attach(stream_id, Some(seq))
+                session.attach(stream_id, Some(seq), stream)
             }
-            None => session.attach(STANDALONE, None),
+            None => session.attach(STANDALONE, None, stream),
         }
         .map_err(|e| match e {
             ResumeError::InUse => reject(

@@ -272,8 +272,9 @@ pub struct HttpListener {
 impl HttpListener {
     /// Takes `options`' Host and Origin allow lists and bearer tokens
     /// (what a configuration reload may change) from the next request
-    /// on; the rest of `options` is left as it was. A session bound to a
-    /// token that is gone is refused (404) from then on. The allow lists'
+    /// on; the rest of `options` is left as it was. A token that is gone
+    /// is refused (401) from then on, and with it the sessions opened
+    /// with it. The allow lists'
     /// loopback defaults follow this listener's address, as when bound.
     pub fn set_access(&self, options: &HttpOptions) {
         let options = options.clone().with_bind(self.addr);

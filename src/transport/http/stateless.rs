@@ -259,7 +259,7 @@ impl Sink for StreamSink {
 
 /// Whether the client closed its side of `stream` (a pipelined next
 /// request is not a close).
-fn peer_gone(stream: &TcpStream) -> bool {
+pub(crate) fn peer_gone(stream: &TcpStream) -> bool {
     // Linux reports a peer's shutdown as POLLRDHUP; elsewhere the peek
     // below finds the end.
     #[cfg(any(target_os = "linux", target_os = "android"))]

@@ -13,6 +13,7 @@ use crate::sync::FastMap;
 use crate::transport::session_table::Expirable;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::collections::VecDeque;
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
@@ -58,7 +59,9 @@ pub(crate) fn send_within<T>(tx: &Sender<T>, max: usize, item: T) -> Result<(), 
 struct Stream {
     log: VecDeque<(u64, Arc<str>, bool)>,
     next_seq: u64,
-    live: Option<(u64, Sender<Frame>)>,
+    /// The connection writing it: its token, its queue, and (the
+    /// standalone stream's) its socket, to tell whether its client left.
+    live: Option<(u64, Sender<Frame>, Option<TcpStream>)>,
     finished: bool,
     /// The last event handed to a connection: those after it were logged
     /// while none was attached (a request to the client made before it
@@ -77,7 +80,7 @@ impl Stream {
         }
     }
     fn forward(&mut self, frame: Frame) {
-        if let Some((_, tx)) = &self.live {
+        if let Some((_, tx, _)) = &self.live {
             match send_within(tx, LIVE_QUEUE, frame) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => {
@@ -185,7 +188,7 @@ impl SessionStreams {
         let id = st.next_id;
         st.next_id += 1;
         let mut stream = Stream::new();
-        stream.live = Some((token, tx));
+        stream.live = Some((token, tx, None));
         if !st.closed {
             st.map.insert(id, stream);
         }
@@ -206,17 +209,33 @@ impl SessionStreams {
         )
     }
 
-    /// Attaches a connection to a stream: the standalone stream (`after:
-    /// None`, no replay; one connection at a time) or any stream being
-    /// resumed after event `after`.
-    pub fn attach(&self, stream: u64, after: Option<u64>) -> Result<Attached, ResumeError> {
+    /// Attaches the connection `peer` to a stream: the standalone stream
+    /// (`after: None`, no replay; one connection at a time, but one whose
+    /// client has left makes room) or any stream being resumed after event
+    /// `after`.
+    pub fn attach(
+        &self,
+        stream: u64,
+        after: Option<u64>,
+        peer: &TcpStream,
+    ) -> Result<Attached, ResumeError> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let token = TOKENS.fetch_add(1, Ordering::Relaxed);
         let mut st = self.lock();
         let s = st.get_mut(stream).ok_or(ResumeError::UnknownStream)?;
-        if stream == STANDALONE && s.live.is_some() {
-            // One connection at a time, resuming or not.
-            return Err(ResumeError::InUse);
+        let kept = (stream == STANDALONE)
+            .then(|| peer.try_clone().ok())
+            .flatten();
+        if stream == STANDALONE {
+            match &s.live {
+                // Its client closed the connection, which nothing has
+                // written to since: this one takes over (the old one's
+                // queue is dropped, which ends it).
+                Some((_, _, Some(old))) if super::stateless::peer_gone(old) => {}
+                // One connection at a time, resuming or not.
+                Some(_) => return Err(ResumeError::InUse),
+                None => {}
+            }
         }
         // A new standalone connection gets what no connection was given;
         // a resumed stream, what came after the client's last event.
@@ -239,7 +258,7 @@ impl SessionStreams {
             // Finished without a response (cancelled) or fully seen: end at once.
             let _ = tx.try_send(Frame::End);
         }
-        s.live = Some((token, tx));
+        s.live = Some((token, tx, kept));
         s.forwarded = s.next_seq - 1;
         Ok(Attached {
             stream,
@@ -256,7 +275,7 @@ impl SessionStreams {
     pub fn release(&self, stream: u64, token: u64) {
         let mut st = self.lock();
         if let Some(s) = st.get_mut(stream) {
-            if s.live.as_ref().is_some_and(|(t, _)| *t == token) {
+            if s.live.as_ref().is_some_and(|(t, _, _)| *t == token) {
                 s.live = None;
             }
         }
@@ -480,7 +499,7 @@ mod tests {
     fn a_reader_that_falls_a_whole_queue_behind_is_detached() {
         let (tx, rx) = crossbeam_channel::unbounded();
         let mut stream = Stream::new();
-        stream.live = Some((1, tx));
+        stream.live = Some((1, tx, None));
         let frame = || Frame::Reconnect(Duration::from_millis(1));
         for _ in 0..LIVE_QUEUE {
             stream.forward(frame());
