@@ -363,10 +363,17 @@ impl Sup {
             other => log::debug!("supervisor {}: {other:?}", self.id),
         }
         if let Some(h) = &self.hook {
-            h(&Event {
-                supervisor: self.id.clone(),
-                kind,
-            });
+            // The hook is the user's code: its panic must not unwind the
+            // supervisor's thread past its ordered shutdown.
+            let told = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                h(&Event {
+                    supervisor: self.id.clone(),
+                    kind,
+                })
+            }));
+            if told.is_err() {
+                log::error!("supervisor {}: its event hook panicked", self.id);
+            }
         }
     }
 
@@ -665,7 +672,12 @@ impl Sup {
             c.spec.id == id || !group.contains(&c.spec.id) || c.spec.restart != Restart::Temporary
         });
         let delay = self.backoff_delay(id, ran_for);
-        let due = Instant::now() + delay;
+        // A delay too long to add is as good as never (a `max` of
+        // `Duration::MAX`): a year.
+        let now = Instant::now();
+        let due = now
+            .checked_add(delay)
+            .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600));
         for g in &group {
             if let Some(j) = self.index(g) {
                 let c = &mut self.children[j];
@@ -684,14 +696,16 @@ impl Sup {
         Ok(())
     }
 
-    /// Records a restart; more than `max_restarts` within `period` is failure.
+    /// Records a restart; more than `max_restarts` within `period` is
+    /// failure. A restart exactly `period` old still counts (as in OTP),
+    /// and the one being recorded always does (also with a zero period).
     fn count_restart(&mut self) -> Result<(), String> {
         let now = self.clock.now();
         self.restarts.push_back(now);
         while self
             .restarts
             .front()
-            .is_some_and(|t| now.saturating_duration_since(*t) >= self.period)
+            .is_some_and(|t| now.saturating_duration_since(*t) > self.period)
         {
             self.restarts.pop_front();
         }
@@ -731,6 +745,12 @@ impl Sup {
             .collect();
         for id in due {
             let Some(i) = self.index(&id) else { continue };
+            // A start earlier in this pass may have failed and set its
+            // group's restart later: this one waits with the group (for
+            // rest_for_one, the child it depends on is down).
+            if !self.children[i].restart_due.is_some_and(|d| d <= now) {
+                continue;
+            }
             self.children[i].restart_due = None;
             if let Err(reason) = self.start_child(i) {
                 let reason = ExitReason::Error(reason);

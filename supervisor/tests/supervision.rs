@@ -292,7 +292,8 @@ fn restarts_older_than_the_period_are_forgotten() {
     for _ in 0..3 {
         crash_and_wait(&tx, &events);
     }
-    clock.advance(Duration::from_secs(10));
+    // Past the period (one exactly a period old still counts, as in OTP).
+    clock.advance(Duration::from_secs(10) + Duration::from_millis(1));
     for _ in 0..3 {
         crash_and_wait(&tx, &events);
     }
@@ -575,4 +576,89 @@ fn a_stop_hook_wakes_a_worker_blocked_outside_its_stop_signal() {
         .expect("the worker ran both hooks");
     let report = sup.shutdown().unwrap();
     assert!(report.detached.is_empty());
+}
+
+#[test]
+fn rest_for_one_never_starts_a_child_while_the_one_before_it_is_down() {
+    use std::sync::atomic::AtomicBool;
+    // `db` crashes; its first restart fails to start (it never gets
+    // ready), the next one works. `api`, after it, must only ever start
+    // with `db` up.
+    let up = Arc::new(AtomicBool::new(false));
+    let starts = Arc::new(AtomicUsize::new(0));
+    let (crash_tx, crash) = crossbeam_channel::unbounded::<()>();
+    let (db_up, n) = (up.clone(), starts.clone());
+    let db = ChildSpec::worker("db", move |ctx| {
+        if n.fetch_add(1, Ordering::SeqCst) == 1 {
+            return Err("cannot start this time".into());
+        }
+        db_up.store(true, Ordering::SeqCst);
+        ctx.ready();
+        let outcome = crossbeam_channel::select! {
+            recv(ctx.stop_signal()) -> _ => Ok(()),
+            recv(crash) -> _ => Err("crashed".into()),
+        };
+        db_up.store(false, Ordering::SeqCst);
+        outcome
+    })
+    .await_ready(WAIT);
+    let (saw_tx, saw) = crossbeam_channel::unbounded();
+    let api = ChildSpec::worker("api", move |ctx| {
+        let _ = saw_tx.send(up.load(Ordering::SeqCst));
+        ctx.ready();
+        let _ = ctx.stop_signal().recv();
+        Ok(())
+    })
+    .await_ready(WAIT);
+    let (h, events) = hook();
+    let spec = SupervisorSpec::new("root", Strategy::RestForOne)
+        .intensity(10, Duration::from_secs(60))
+        .on_event(h)
+        .child(db)
+        .child(api);
+    let sup = start(spec, &events);
+    assert_eq!(saw.recv_timeout(WAIT), Ok(true));
+    crash_tx.send(()).unwrap();
+    // db: crashed, failed to start, started; then api.
+    until(&events, started("root", "db"));
+    until(&events, started("root", "api"));
+    assert_eq!(starts.load(Ordering::SeqCst), 3);
+    let seen: Vec<bool> = saw.try_iter().collect();
+    assert_eq!(seen, [true], "api started once more, with db up");
+    sup.shutdown().unwrap();
+}
+
+#[test]
+fn a_panicking_event_hook_does_not_bring_the_supervisor_down() {
+    let live = Live::default();
+    let (a, tx) = worker("a", &live);
+    let (seen_tx, seen) = crossbeam_channel::unbounded();
+    let spec = SupervisorSpec::new("root", Strategy::OneForOne)
+        .intensity(10, Duration::from_secs(60))
+        .on_event(move |e: &Event| {
+            let _ = seen_tx.send(e.clone());
+            panic!("the hook's own bug");
+        })
+        .child(a);
+    let sup = start(spec, &seen);
+    tx.send(Do::Panic).unwrap();
+    until(&seen, started("root", "a"));
+    assert_eq!(restarts(&sup.handle()), [("a".into(), 1)]);
+    sup.shutdown().unwrap();
+    assert_eq!(live.count(), 0);
+}
+
+#[test]
+fn a_restart_exactly_a_period_old_still_counts() {
+    let (sup, clock, tx, events, _live) = three_in_ten_seconds();
+    for _ in 0..3 {
+        crash_and_wait(&tx, &events);
+    }
+    clock.advance(Duration::from_secs(10));
+    tx.send(Do::Panic).unwrap();
+    until(
+        &events,
+        |e| matches!(&e.kind, EventKind::Escalated { reason } if reason == MAX_INTENSITY_REASON),
+    );
+    assert!(sup.wait().is_err());
 }
