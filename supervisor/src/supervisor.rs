@@ -748,7 +748,7 @@ impl Sup {
             // A start earlier in this pass may have failed and set its
             // group's restart later: this one waits with the group (for
             // rest_for_one, the child it depends on is down).
-            if !self.children[i].restart_due.is_some_and(|d| d <= now) {
+            if self.children[i].restart_due.is_none_or(|d| d > now) {
                 continue;
             }
             self.children[i].restart_due = None;
