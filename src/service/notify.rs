@@ -77,10 +77,16 @@ pub fn monotonic_usec() -> u64 {
     ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
 }
 
-/// Sends `WATCHDOG=1` every [`watchdog_interval`] while `root` answers
-/// (a stuck supervisor stops the pings, and the service manager restarts
-/// the daemon), until the returned guard is dropped. `None` without a
-/// watchdog.
+/// How long the watchdog waits for the root to answer before it looks at
+/// the tree's progress instead.
+const WATCHDOG_ASK: Duration = Duration::from_secs(1);
+
+/// Sends `WATCHDOG=1` every [`watchdog_interval`] while the supervision
+/// tree is alive: its root answers, or the tree made progress since the
+/// last look (a root busy starting or stopping a child, during a reload
+/// say, answers only when done). A tree stuck (no answer, no progress)
+/// stops the pings, and the service manager restarts the daemon. Until the
+/// returned guard is dropped; `None` without a watchdog.
 pub fn watchdog(root: supervisor::SupervisorRef) -> Option<crossbeam_channel::Sender<()>> {
     let every = watchdog_interval()?;
     let notifier = Notifier::from_env().ok()?;
@@ -88,12 +94,16 @@ pub fn watchdog(root: supervisor::SupervisorRef) -> Option<crossbeam_channel::Se
     std::thread::Builder::new()
         .name("mcpvisor-watchdog".into())
         .spawn(move || {
+            let mut seen = root.progress();
             while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
                 dropped.recv_timeout(every)
             {
-                if root.count_children().is_ok() {
+                let answered = root.count_children_within(WATCHDOG_ASK.min(every)).is_ok();
+                let now = root.progress();
+                if answered || now != seen {
                     let _ = notifier.notify("WATCHDOG=1");
                 }
+                seen = now;
             }
         })
         .ok()?;

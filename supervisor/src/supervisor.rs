@@ -10,6 +10,7 @@ use crate::spec::{ChildKind, ChildSpec, Restart, Shutdown, Start, Strategy, Supe
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::VecDeque;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -124,6 +125,7 @@ enum Command {
 pub struct SupervisorRef {
     id: String,
     tx: Sender<Command>,
+    progress: Arc<AtomicU64>,
 }
 
 impl SupervisorRef {
@@ -150,6 +152,22 @@ impl SupervisorRef {
     /// Counts of children (OTP `count_children`).
     pub fn count_children(&self) -> Result<ChildCounts, SupervisorError> {
         self.ask(Command::Count, None).ok_or(SupervisorError::Gone)
+    }
+    /// [`SupervisorRef::count_children`], or [`SupervisorError::Gone`]
+    /// when the supervisor does not answer within `timeout` (busy starting
+    /// or stopping a child).
+    pub fn count_children_within(&self, timeout: Duration) -> Result<ChildCounts, SupervisorError> {
+        self.ask(Command::Count, Some(timeout))
+            .ok_or(SupervisorError::Gone)
+    }
+    /// A count that every supervisor of the tree this one heads raises at
+    /// each step: an event (a child started, exited, restarting, stopped),
+    /// a command, a turn of its loop. A tree whose count moves is at work,
+    /// also while it does not answer at once (a child's start that waits
+    /// for it to be ready); one whose count stands still and that does not
+    /// answer is stuck.
+    pub fn progress(&self) -> u64 {
+        self.progress.load(Ordering::Relaxed)
     }
     /// A snapshot of the tree below this supervisor.
     pub fn snapshot(&self) -> Result<TreeSnapshot, SupervisorError> {
@@ -203,15 +221,17 @@ impl Supervisor {
     pub fn start(spec: SupervisorSpec) -> Result<Supervisor, SupervisorError> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let (init_tx, init_rx) = crossbeam_channel::bounded(1);
+        let progress = Arc::new(AtomicU64::new(0));
         let handle = SupervisorRef {
             id: spec.id.clone(),
             tx: tx.clone(),
+            progress: progress.clone(),
         };
         let id = spec.id.clone();
         let thread = thread::Builder::new()
             .name(format!("sup:{id}"))
             .spawn(move || {
-                let mut sup = Sup::new(spec, tx);
+                let mut sup = Sup::new(spec, tx, progress);
                 if let Err(e) = sup.start_all() {
                     let _ = init_tx.send(Err(e.clone()));
                     return Err(e);
@@ -321,10 +341,13 @@ struct Sup {
     next_generation: u64,
     detached: Vec<String>,
     rng: u64,
+    // The tree's step count (see `SupervisorRef::progress`), shared with
+    // the supervisors below.
+    progress: Arc<AtomicU64>,
 }
 
 impl Sup {
-    fn new(spec: SupervisorSpec, commands: Sender<Command>) -> Sup {
+    fn new(spec: SupervisorSpec, commands: Sender<Command>, progress: Arc<AtomicU64>) -> Sup {
         // Unbounded on purpose: one message per child thread exit, so it is
         // bounded by the number of threads this supervisor started.
         let (exits_tx, exits_rx) = crossbeam_channel::unbounded();
@@ -347,10 +370,12 @@ impl Sup {
             next_generation: 1,
             detached: Vec::new(),
             rng: seed | 1,
+            progress,
         }
     }
 
     fn emit(&self, kind: EventKind) {
+        self.progress.fetch_add(1, Ordering::Relaxed);
         match &kind {
             EventKind::Exited { child, reason } if reason.is_abnormal() => {
                 log::warn!("supervisor {}: child {child} exited: {reason}", self.id)
@@ -424,12 +449,14 @@ impl Sup {
                     nested_spec.hook = self.hook.clone();
                 }
                 let (tx, rx) = crossbeam_channel::unbounded();
+                let progress = self.progress.clone();
                 let handle = SupervisorRef {
                     id: nested_spec.id.clone(),
                     tx: tx.clone(),
+                    progress: progress.clone(),
                 };
                 let body = move |ctx: &ChildContext| -> Result<(), String> {
-                    let mut sup = Sup::new(nested_spec, tx);
+                    let mut sup = Sup::new(nested_spec, tx, progress);
                     sup.start_all().map_err(|e| e.to_string())?;
                     ctx.ready();
                     sup.run(rx, ctx.stop_signal().clone())
@@ -582,6 +609,7 @@ impl Sup {
         parent_stop: Receiver<()>,
     ) -> Result<(), String> {
         loop {
+            self.progress.fetch_add(1, Ordering::Relaxed);
             let wait = self.next_due().map_or(IDLE_WAIT, |due| {
                 due.saturating_duration_since(Instant::now())
             });
@@ -810,6 +838,7 @@ impl Sup {
     }
 
     fn command(&mut self, cmd: Command) -> Result<(), String> {
+        self.progress.fetch_add(1, Ordering::Relaxed);
         match cmd {
             Command::Which(reply) => {
                 let _ = reply.send(self.children.iter().map(|c| self.info(c)).collect());

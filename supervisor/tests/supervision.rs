@@ -662,3 +662,38 @@ fn a_restart_exactly_a_period_old_still_counts() {
     );
     assert!(sup.wait().is_err());
 }
+
+#[test]
+fn a_tree_busy_starting_a_child_does_not_answer_but_shows_progress() {
+    let (go_tx, go) = crossbeam_channel::bounded::<()>(1);
+    let (asked_tx, asked) = crossbeam_channel::bounded::<()>(1);
+    let slow = ChildSpec::worker("slow", move |ctx| {
+        let _ = asked_tx.send(());
+        let _ = go.recv();
+        ctx.ready();
+        let _ = ctx.stop_signal().recv();
+        Ok(())
+    })
+    .await_ready(WAIT);
+    let (h, events) = hook();
+    let spec = SupervisorSpec::new("root", Strategy::OneForOne).on_event(h);
+    let sup = start(spec, &events);
+    let root = sup.handle();
+    let before = root.progress();
+    let starter = {
+        let root = root.clone();
+        std::thread::spawn(move || root.start_child(slow))
+    };
+    // Its thread runs and waits: the root waits for it to be ready.
+    asked.recv_timeout(WAIT).unwrap();
+    assert!(
+        root.count_children_within(Duration::from_millis(50))
+            .is_err(),
+        "busy"
+    );
+    assert!(root.progress() > before, "at work");
+    go_tx.send(()).unwrap();
+    starter.join().unwrap().unwrap();
+    assert_eq!(root.count_children_within(WAIT).unwrap().workers, 1);
+    sup.shutdown().unwrap();
+}
