@@ -346,3 +346,15 @@ fn a_head_refusal_carries_cors_and_keeps_a_bodiless_connection() {
     assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), [404, 200]);
     http.shutdown().unwrap();
 }
+
+#[test]
+fn a_request_line_past_its_limit_is_refused_even_when_the_head_comes_whole() {
+    let http = server(HttpOptions::default());
+    let long = format!(
+        "GET /{} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        "a".repeat(12 * 1024)
+    );
+    let got = exchange(http.local_addr(), long.as_bytes(), 1);
+    assert_eq!(got.first().map(|(s, _)| *s), Some(414), "{got:?}");
+    http.shutdown().unwrap();
+}

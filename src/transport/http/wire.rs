@@ -124,7 +124,10 @@ fn parse_decimal(text: &str) -> Option<usize> {
 }
 
 /// A chunk-size line: hex digits, optional whitespace, then nothing or
-/// `;` and extensions (ignored). `None` for anything else or an overflow.
+/// `;` and extensions (ignored, but made of visible characters, spaces
+/// and tabs only: a bare CR or LF in them is where a proxy ending lines
+/// differently would see another request). `None` for anything else or
+/// an overflow.
 fn parse_chunk_size(line: &[u8]) -> Option<usize> {
     let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
     if digits == 0 {
@@ -136,6 +139,9 @@ fn parse_chunk_size(line: &[u8]) -> Option<usize> {
         .take_while(|b| matches!(b, b' ' | b'\t'))
         .count()..];
     if !rest.is_empty() && rest[0] != b';' {
+        return None;
+    }
+    if !rest.iter().all(|b| matches!(b, b'\t' | b' '..=b'~')) {
         return None;
     }
     line[..digits].iter().try_fold(0usize, |acc, b| {
@@ -344,6 +350,13 @@ impl Conn {
                 Err(e) => return Err(e),
             }
         };
+        // A head that arrived whole is held to the request line's limit too.
+        if scan
+            .line_end
+            .is_some_and(|e| e > self.limits.max_request_line)
+        {
+            return Err(ReadError::Reject(414, "request line too long"));
+        }
         // (A head past 4 GiB could not be indexed by `Headers` either.)
         if head_end > self.limits.max_head || u32::try_from(head_end).is_err() {
             return Err(ReadError::Reject(431, "request header fields too large"));
@@ -888,6 +901,9 @@ mod tests {
             b"0x1a",
             b"-1",
             b"10000000000000000",
+            b"5;\nGET /mcp HTTP/1.1",
+            b"5;a\rb",
+            b"5;\x00",
         ] {
             assert_eq!(
                 parse_chunk_size(bad),
