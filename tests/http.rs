@@ -749,7 +749,15 @@ fn a_thousand_concurrent_sessions() {
 
 #[test]
 fn a_handler_can_close_its_stream_and_the_client_resumes_for_the_result() {
-    let (http, _s, _g) = default_server();
+    // Also without a standalone stream: resuming a request's stream is
+    // another thing (it was refused with 405, and the result lost).
+    for get_stream in [true, false] {
+        resume_a_closed_stream(HttpOptions::default().with_get_stream(get_stream));
+    }
+}
+
+fn resume_a_closed_stream(options: HttpOptions) {
+    let (http, _s, _g) = test_server(options);
     let addr = http.local_addr();
     let sid = initialize(addr, &[]);
     let mut r = post(addr, Some(&sid), &call(11, "polling", json!({})), &[]);

@@ -313,7 +313,13 @@ impl Endpoint {
         stream: &TcpStream,
         cors: &[(String, String)],
     ) -> Result<Reply, Response> {
-        if !self.opts.enable_get_stream {
+        // Without the standalone stream a GET may still resume a
+        // request's stream (one its handler closed for the client to poll).
+        let resumes_a_request = req
+            .header("last-event-id")
+            .and_then(|l| l.parse::<EventId>().ok())
+            .is_some_and(|EventId(stream, _)| stream != STANDALONE);
+        if !self.opts.enable_get_stream && !resumes_a_request {
             return Err(
                 reject(405, -32000, "Method Not Allowed: no standalone stream")
                     .header("Allow", self.allow()),

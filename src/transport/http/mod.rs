@@ -84,7 +84,8 @@ pub struct HttpOptions {
     pub max_connections: usize,
     /// JSON / SSE choice (default [`ResponseMode::Auto`]).
     pub response_mode: ResponseMode,
-    /// Whether GET opens the standalone stream (default true; false: 405).
+    /// Whether GET opens the standalone stream (default true; false: 405,
+    /// but for a GET resuming a request's stream with `Last-Event-ID`).
     pub enable_get_stream: bool,
     /// Whether DELETE ends sessions (default true; false: 405).
     pub enable_delete: bool,
