@@ -22,6 +22,7 @@ struct Gate {
 fn test_server(options: HttpOptions) -> (HttpServer, Server, Gate) {
     let (release, wait) = crossbeam_channel::unbounded::<()>();
     let gate_again = wait.clone();
+    let gate_silent = wait.clone();
     let server = Server::builder("http-test", "1")
         .tool(Tool::new(
             "echo",
@@ -37,6 +38,17 @@ fn test_server(options: HttpOptions) -> (HttpServer, Server, Gate) {
             }
             ctx.progress(2.0, Some(2.0), None);
             Ok(ToolResult::text("through"))
+        }))
+        .tool(Tool::new("silent", json!({"type":"object"}), {
+            let wait = gate_silent;
+            move |_, ctx| {
+                // Says nothing until the gate opens.
+                crossbeam_channel::select! {
+                    recv(wait) -> _ => {}
+                    recv(ctx.cancelled()) -> _ => {}
+                }
+                Ok(ToolResult::text("at last"))
+            }
         }))
         .tool(Tool::new("asks", json!({"type": "object"}), |_, ctx| {
             // A request to the client, with a timeout far beyond the tests'.
@@ -922,5 +934,28 @@ fn a_standalone_stream_whose_client_left_makes_room_for_the_next() {
     assert_eq!(second.status, 200);
     assert!(second.event().is_some());
     assert_eq!(send(addr, "GET", "/mcp", &h, b"").status, 409, "it is open");
+    http.shutdown().unwrap();
+}
+
+#[test]
+fn an_sse_only_answer_starts_its_stream_before_the_handler_says_anything() {
+    // The head and a priming event come at once (a proxy sees bytes, the
+    // client an id to resume from); before, nothing was written until the
+    // handler's first message, however long the call.
+    let (http, _s, gate) =
+        test_server(HttpOptions::default().with_response_mode(ResponseMode::SseOnly));
+    let addr = http.local_addr();
+    let sid = initialize(addr, &[]);
+    let mut r = post(addr, Some(&sid), &call(31, "silent", json!({})), &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("text/event-stream"));
+    let prime = r
+        .event()
+        .expect("a priming event while the handler is silent");
+    assert!(prime.id.is_some() && prime.data.is_empty(), "{prime:?}");
+    gate.release.send(()).unwrap();
+    let (_, m) = r.message().expect("the answer");
+    assert_eq!(m["id"], 31);
+    assert_eq!(m["result"]["content"][0]["text"], "at last");
     http.shutdown().unwrap();
 }

@@ -16,6 +16,7 @@ use serde_json::json;
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 const SESSION_HEADER: &str = "Mcp-Session-Id";
 const ALLOW_METHODS: &str = "GET, POST, DELETE, OPTIONS";
@@ -397,13 +398,33 @@ impl Endpoint {
         created: Option<(&str, &Owner)>,
     ) -> bool {
         let keep_alive = framing.keep_alive;
-        let first = match attached.rx.recv() {
-            Ok(f) => f,
-            Err(_) => {
-                // The session ended before anything was produced.
-                let resp = reject(404, -32001, "Session not found");
-                return write_response(stream, &resp, keep_alive).is_ok() && keep_alive;
-            }
+        // How long the first message may take before the stream starts
+        // without it (its head, a priming event, keep-alives), so that a
+        // long call holds no proxy's read timeout and gives the client an
+        // id to resume from: no time when only SSE is sent; one keep-alive
+        // interval when JSON is sent if the answer comes first; for as
+        // long as it takes when only JSON is (and for an initialize, whose
+        // answer decides whether its session stays).
+        let wait = match self.opts.response_mode {
+            _ if created.is_some() => None,
+            ResponseMode::SseOnly => Some(Duration::ZERO),
+            ResponseMode::Auto => Some(self.opts.sse_keepalive),
+            ResponseMode::JsonOnly => None,
+        };
+        let first = match wait {
+            None => attached.rx.recv().map_err(|_| ()),
+            Some(w) => match attached.rx.recv_timeout(w) {
+                Ok(f) => Ok(f),
+                Err(RecvTimeoutError::Timeout) => {
+                    return self.sse(stream, session, attached, headers, framing, None, true)
+                }
+                Err(RecvTimeoutError::Disconnected) => Err(()),
+            },
+        };
+        let Ok(first) = first else {
+            // The session ended before anything was produced.
+            let resp = reject(404, -32001, "Session not found");
+            return write_response(stream, &resp, keep_alive).is_ok() && keep_alive;
         };
         // A new session's initialize: did it succeed? (Its answer comes
         // first.) A failed one names no session and leaves none: it is
