@@ -1125,3 +1125,36 @@ fn an_idle_connection_to_metrics_holds_back_no_scrape() {
     assert!(still_open, "the idle connection was served first");
     assert_eq!(d.stop(), Some(0));
 }
+
+#[test]
+fn a_reload_neither_starts_nor_stops_stdio() {
+    // Under a service manager stdin is /dev/null: a stdio listener a
+    // reload started read its end at once and stopped the daemon.
+    let dir = scratch("reload-stdio");
+    let config = dir.join("mcpvisor.json");
+    let control = dir.join("control");
+    let write = |listen: &[&str]| {
+        let text = json!({"listen": listen, "control": control});
+        std::fs::write(&config, text.to_string()).unwrap();
+    };
+    write(&["http://127.0.0.1:0/mcp"]);
+    let manager = Manager::new(&dir);
+    let mut cmd = bin();
+    cmd.args(["--config", config.to_str().unwrap()])
+        .env("NOTIFY_SOCKET", &manager.1)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null());
+    let d = Daemon::start(cmd);
+    assert!(manager.recv().starts_with("READY=1"));
+    write(&["http://127.0.0.1:0/mcp", "stdio"]);
+    d.signal(libc::SIGHUP);
+    assert!(manager.recv().starts_with("RELOADING=1"));
+    assert!(manager.recv().starts_with("READY=1"));
+    let s = status_json(&control);
+    assert_eq!(s["listeners"].as_array().unwrap().len(), 1, "{s}");
+    let c = Client::connect(Connection::http(&d.url).unwrap(), ClientOptions::default())
+        .expect("still serving");
+    c.close();
+    assert_eq!(d.stop(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -562,6 +562,18 @@ impl Daemon {
             .iter()
             .map(|a| a.key.clone())
             .collect();
+        // stdio is the process's own input: a read of it cannot be stopped,
+        // and one started now would end the daemon at once under a service
+        // manager (its input is /dev/null). It changes at the next start.
+        let stdio = "stdio".to_owned();
+        if running.contains(&stdio) != config.listen.contains(&stdio) {
+            log::warn!("changed listen (stdio): applies at the next start");
+            if running.contains(&stdio) {
+                config.listen.push(stdio);
+            } else {
+                config.listen.retain(|k| *k != stdio);
+            }
+        }
         // One that goes but holds the socket a new one needs (its path or
         // scheme changed) stops before it, and is started again if the
         // new ones cannot be.
