@@ -787,6 +787,16 @@ impl Daemon {
             log::warn!("{left} request(s) still in flight after {timeout:?}; cancelling them");
         }
         if let Some(root) = self.state.root.get() {
+            // The listeners first, newest first: an upstream a reload
+            // started again comes after them in the root's order, and
+            // would otherwise stop while sessions still use it.
+            let ids: Vec<String> = lock(&self.state.listeners)
+                .iter()
+                .map(|a| a.id.clone())
+                .collect();
+            for id in ids.iter().rev() {
+                let _ = root.terminate_child(id);
+            }
             let _ = root.shutdown();
         }
         let _ = ended.recv();
