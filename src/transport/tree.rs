@@ -63,10 +63,14 @@ impl<H> Tree<H> {
         let root = self.take_root();
         match self.done.take() {
             Some(done) => {
-                // Ready at the normal end; disconnected when the tree gave
-                // up (its specs are dropped): either way, stop what is left.
-                let _ = done.recv();
-                root.shutdown().map(drop).map_err(io::Error::other)
+                // Ready at the normal end: stop what is left. The tree may
+                // also give up first (a worker it detached may still hold
+                // the sender): then say why.
+                let ended = root.ended();
+                crossbeam_channel::select! {
+                    recv(done) -> _ => root.shutdown().map(drop).map_err(io::Error::other),
+                    recv(ended) -> _ => root.wait().map_err(io::Error::other),
+                }
             }
             None => root.wait().map_err(io::Error::other),
         }

@@ -212,6 +212,8 @@ impl SupervisorRef {
 pub struct Supervisor {
     handle: SupervisorRef,
     thread: JoinHandle<Result<(), SupervisorError>>,
+    // Disconnected when the supervisor's thread ends.
+    ended: Receiver<()>,
 }
 
 impl Supervisor {
@@ -228,9 +230,11 @@ impl Supervisor {
             progress: progress.clone(),
         };
         let id = spec.id.clone();
+        let (alive, ended) = crossbeam_channel::bounded::<()>(0);
         let thread = thread::Builder::new()
             .name(format!("sup:{id}"))
             .spawn(move || {
+                let _alive = alive;
                 let mut sup = Sup::new(spec, tx, progress);
                 if let Err(e) = sup.start_all() {
                     let _ = init_tx.send(Err(e.clone()));
@@ -250,7 +254,11 @@ impl Supervisor {
                 reason: e.to_string(),
             })?;
         match init_rx.recv() {
-            Ok(Ok(())) => Ok(Supervisor { handle, thread }),
+            Ok(Ok(())) => Ok(Supervisor {
+                handle,
+                thread,
+                ended,
+            }),
             Ok(Err(e)) => {
                 let _ = thread.join();
                 Err(e)
@@ -262,6 +270,13 @@ impl Supervisor {
     /// A handle for introspection and dynamic children.
     pub fn handle(&self) -> SupervisorRef {
         self.handle.clone()
+    }
+
+    /// A channel that is disconnected (its `recv` fails) once the
+    /// supervisor has ended, for a `select!` beside other waits; nothing
+    /// is ever sent on it. [`Supervisor::wait`] then says how it ended.
+    pub fn ended(&self) -> Receiver<()> {
+        self.ended.clone()
     }
 
     /// Blocks until the supervisor ends: `Ok` after a shutdown, `Err` when it
@@ -483,7 +498,14 @@ impl Sup {
                     reason,
                 });
             })
-            .map_err(|e| format!("cannot spawn a thread: {e}"))?;
+            .map_err(|e| {
+                let error = format!("cannot spawn a thread: {e}");
+                self.emit(EventKind::StartFailed {
+                    child: spec.id.clone(),
+                    error: error.clone(),
+                });
+                error
+            })?;
         let run = Running {
             generation,
             stop: stop_tx,

@@ -697,3 +697,18 @@ fn a_tree_busy_starting_a_child_does_not_answer_but_shows_progress() {
     assert_eq!(root.count_children_within(WAIT).unwrap().workers, 1);
     sup.shutdown().unwrap();
 }
+
+#[test]
+fn ended_tells_a_select_that_the_supervisor_gave_up() {
+    let live = Live::default();
+    let (a, tx) = worker("a", &live);
+    let spec = SupervisorSpec::new("root", Strategy::OneForOne)
+        .intensity(0, Duration::from_secs(60))
+        .child(a);
+    let sup = Supervisor::start(spec).unwrap();
+    let ended = sup.ended();
+    assert!(ended.try_recv().is_err_and(|e| e.is_empty()), "running");
+    tx.send(Do::Panic).unwrap();
+    assert!(ended.recv_timeout(WAIT).is_err_and(|e| e.is_disconnected()));
+    assert!(matches!(sup.wait(), Err(SupervisorError::Escalated { .. })));
+}
