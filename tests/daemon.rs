@@ -485,6 +485,8 @@ fn scrape(url: &str) -> (String, String) {
         .and_then(|u| u.strip_suffix("/metrics"))
         .unwrap();
     let mut s = std::net::TcpStream::connect(addr).unwrap();
+    // A scrape that hangs fails the test instead.
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
     let mut text = String::new();
     s.read_to_string(&mut text).unwrap();

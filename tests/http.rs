@@ -959,3 +959,31 @@ fn an_sse_only_answer_starts_its_stream_before_the_handler_says_anything() {
     assert_eq!(m["result"]["content"][0]["text"], "at last");
     http.shutdown().unwrap();
 }
+
+#[test]
+fn an_auto_answer_silent_for_a_keep_alive_interval_becomes_a_stream() {
+    let (http, _s, gate) = test_server(HttpOptions {
+        sse_keepalive: Duration::from_secs(2),
+        ..Default::default()
+    });
+    let addr = http.local_addr();
+    let sid = initialize(addr, &[]);
+    // Nothing comes within 2 s: the answer is a stream, opened with a
+    // priming id while the handler is still silent.
+    let mut r = post(addr, Some(&sid), &call(41, "silent", json!({})), &[]);
+    assert_eq!(r.header("content-type"), Some("text/event-stream"));
+    let prime = r.event().expect("a priming event");
+    assert!(prime.id.is_some() && prime.data.is_empty(), "{prime:?}");
+    gate.release.send(()).unwrap();
+    let (_, m) = r.message().expect("the answer on the stream");
+    assert_eq!(m["id"], 41);
+    // A quick answer is still JSON.
+    let quick = post(
+        addr,
+        Some(&sid),
+        &call(42, "echo", json!({"message": "x"})),
+        &[],
+    );
+    assert_eq!(quick.header("content-type"), Some("application/json"));
+    http.shutdown().unwrap();
+}

@@ -1382,6 +1382,7 @@ fn heartbeat(shared: std::sync::Weak<Shared>, every: Duration) {
             timeout: Some(every),
             ..Default::default()
         };
+        let epoch = shared.epoch.load(Ordering::SeqCst);
         if let Err(e) = client.send_request("ping", json!({}), opts) {
             let why = ClientError::transport(format!(
                 "heartbeat: ping not answered within {every:?} ({e})"
@@ -1390,9 +1391,13 @@ fn heartbeat(shared: std::sync::Weak<Shared>, every: Duration) {
                 give_up(&shared, why);
                 return;
             }
-            // Ending the connection ends the reader, which reconnects.
-            log::warn!("client: {why}; reconnecting");
-            shared.end_connection(&mut lock(&shared.writer));
+            // Ending the connection ends the reader, which reconnects;
+            // unless a reconnection already put in a new one meanwhile.
+            let mut writer = lock(&shared.writer);
+            if shared.epoch.load(Ordering::SeqCst) == epoch {
+                log::warn!("client: {why}; reconnecting");
+                shared.end_connection(&mut writer);
+            }
         }
     }
 }

@@ -63,7 +63,8 @@ use std::time::{Duration, Instant};
 
 /// Default number of handler threads. One session runs handlers on all
 /// but one of them at most; its further requests wait for its own
-/// handlers to end, so another session always finds a thread.
+/// handlers to end, so one session's stuck handlers cannot take every
+/// thread.
 pub const DEFAULT_POOL_THREADS: usize = 16;
 /// Default capacity of the handler queue; beyond it requests are refused
 /// with -32603 "server overloaded" instead of blocking the transport.

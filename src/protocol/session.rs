@@ -85,14 +85,18 @@ pub struct Session {
 }
 
 /// A session's handler jobs: at most [`Session::running_cap`] run on the
-/// pool at once, so one session's stuck handlers cannot take every thread
-/// (another session's request still finds one); the rest wait here, each
-/// run by the thread of a job that ended, in arrival order.
+/// pool at once, so one session's stuck handlers cannot take every thread;
+/// the rest wait here, each run by the thread of a job that ended, in
+/// arrival order, or at once when cancelled (which answers nothing and
+/// runs no user code).
 #[derive(Default)]
 struct Running {
     now: usize,
-    waiting: std::collections::VecDeque<Box<dyn FnOnce() + Send>>,
+    waiting: std::collections::VecDeque<(CancelToken, Job)>,
 }
+
+/// A handler job: it answers its request, or only ends it when cancelled.
+type Job = Box<dyn FnOnce() + Send>;
 
 impl Session {
     pub(crate) fn new(
@@ -156,29 +160,46 @@ impl Session {
         self.engine.options.pool_threads.saturating_sub(1).max(1)
     }
 
-    /// Runs `job` on the pool, or queues it behind this session's running
-    /// jobs when the session has its share of threads; `false` when the
-    /// pool refuses it (its queue is full).
-    fn submit(self: &Arc<Self>, job: Box<dyn FnOnce() + Send>) -> bool {
-        {
-            let mut running = lock(&self.running);
-            if running.now >= self.running_cap() {
-                running.waiting.push_back(job);
-                return true;
-            }
-            running.now += 1;
+    /// Runs `job` (cancelled by `cancel`) on the pool, or queues it behind
+    /// this session's running jobs when the session has its share of
+    /// threads; `false` when the pool refuses it (its queue is full). The
+    /// pool is asked under the session's lock (it never blocks): a job
+    /// queued meanwhile always has a running one to take it after.
+    fn submit(self: &Arc<Self>, cancel: CancelToken, job: Job) -> bool {
+        let mut running = lock(&self.running);
+        if running.now >= self.running_cap() {
+            running.waiting.push_back((cancel, job));
+            return true;
         }
+        running.now += 1;
         let session = self.clone();
         let runner = Box::new(move || session.run_then_waiting(Some(job)));
         if self.engine.pool.try_submit(runner).is_err() {
-            lock(&self.running).now -= 1;
+            running.now -= 1;
             return false;
         }
         true
     }
 
+    /// Ends the waiting jobs whose requests were cancelled, here and now:
+    /// they run no handler, and leave the in-flight table (and its limit)
+    /// without waiting for a running job of the session to end.
+    fn end_cancelled_waiting(&self) {
+        let cancelled: Vec<Job> = {
+            let mut running = lock(&self.running);
+            let (cancelled, waiting) = std::mem::take(&mut running.waiting)
+                .into_iter()
+                .partition(|(token, _)| token.is_cancelled());
+            running.waiting = waiting;
+            cancelled.into_iter().map(|(_, job)| job).collect()
+        };
+        for job in cancelled {
+            job();
+        }
+    }
+
     /// Runs `job`, then this session's waiting jobs while there are any.
-    fn run_then_waiting(&self, mut job: Option<Box<dyn FnOnce() + Send>>) {
+    fn run_then_waiting(&self, mut job: Option<Job>) {
         while let Some(j) = job.take() {
             // A job answers its own panics; this is the last guard.
             if catch_unwind(AssertUnwindSafe(j)).is_err() {
@@ -188,7 +209,7 @@ impl Session {
                 );
             }
             let mut running = lock(&self.running);
-            job = running.waiting.pop_front();
+            job = running.waiting.pop_front().map(|(_, job)| job);
             if job.is_none() {
                 running.now -= 1;
             }
@@ -392,6 +413,7 @@ impl Session {
         let observer = self.engine.observer().cloned();
         let arrived = observer.as_ref().map(|_| std::time::Instant::now());
         let cancel = CancelToken::new();
+        let cancels_job = cancel.clone();
         {
             let mut inflight = lock(&self.inflight);
             // Under the lock `Engine::drain` takes after setting the flag:
@@ -492,7 +514,7 @@ impl Session {
             // Run where it is: no box to allocate.
             return self.engine.pool.run_here(job);
         }
-        if !self.submit(Box::new(job)) {
+        if !self.submit(cancels_job, Box::new(job)) {
             self.request_done(&id);
             log::warn!(
                 "session {}: handler queue full, request {id} refused",
@@ -539,7 +561,10 @@ impl Session {
                     .as_ref()
                     .and_then(|id| lock(&self.inflight).get(id).cloned());
                 match token {
-                    Some(token) => token.cancel(),
+                    Some(token) => {
+                        token.cancel();
+                        self.end_cancelled_waiting();
+                    }
                     None if id
                         .as_ref()
                         .is_some_and(|id| self.engine.listeners.cancel(self.key, id)) => {}
@@ -706,6 +731,7 @@ impl Session {
                 token.cancel();
             }
         }
+        self.end_cancelled_waiting();
         self.outbound.close();
         let opened = self.opened.load(Ordering::SeqCst);
         self.engine.forget_session(self.key, &self.id, opened);

@@ -694,3 +694,41 @@ fn a_list_the_session_was_not_told_of_is_no_news_to_it() {
     assert_eq!(c.recv()["method"], "notifications/tools/list_changed");
     assert!(c.rx.try_recv().is_err());
 }
+
+#[test]
+fn a_cancelled_request_waiting_for_its_session_s_share_leaves_at_once() {
+    let (release_tx, release_rx) = crossbeam_channel::unbounded::<()>();
+    let (started_tx, started_rx) = crossbeam_channel::unbounded::<()>();
+    let server = Server::builder("t", "0")
+        .options(EngineOptions {
+            pool_threads: 2,
+            max_inflight_per_session: 2,
+            ..Default::default()
+        })
+        .tool(tool("stuck", move |_| {
+            let _ = started_tx.send(());
+            let _ = release_rx.recv();
+            ToolResult::text("released")
+        }))
+        .tool(tool("effect", |_| ToolResult::text("done")))
+        .build()
+        .unwrap();
+    let mut c = Client::new(&server);
+    let call = |name: &str| json!({"name": name, "arguments": {}});
+    c.send(json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":call("stuck")}));
+    started_rx.recv_timeout(WAIT).unwrap();
+    // Waits for the session's one thread; cancelled, it leaves the
+    // in-flight table now, not when the stuck call ends.
+    c.send(json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":call("effect")}));
+    c.send(json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}));
+    assert_eq!(c.session.inflight(), 1);
+    c.send(json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":call("effect")}));
+    release_tx.send(()).unwrap();
+    assert_eq!(c.recv()["id"], 1);
+    let third = c.recv();
+    assert_eq!(
+        third["id"], 3,
+        "accepted, not refused as one too many: {third}"
+    );
+    assert_eq!(text(&third).as_deref(), Some("done"));
+}

@@ -605,15 +605,7 @@ impl Daemon {
             self.restore(&root, &displaced);
         };
         for key in config.listen.iter().filter(|k| !running.contains(k)) {
-            let started = listeners::plan(std::slice::from_ref(key), Vec::new())
-                .and_then(|mut p| p.pop().ok_or_else(|| format!("{key}: nothing to serve")))
-                .and_then(|p| self.listener(p, &config, &options))
-                .and_then(|(spec, a)| {
-                    root.start_child(spec)
-                        .map(|()| a)
-                        .map_err(|e| format!("{key}: cannot start: {e}"))
-                });
-            match started {
+            match self.start_listener(&root, key, &config, &options) {
                 Ok(a) => added.push(a),
                 Err(e) => {
                     undo(&added);
@@ -694,22 +686,29 @@ impl Daemon {
         ))
     }
 
+    /// Starts the listener `key` (a `listen` string) under `root`, with
+    /// `config`'s intensity and `options`.
+    fn start_listener(
+        &self,
+        root: &supervisor::SupervisorRef,
+        key: &str,
+        config: &Config,
+        options: &ListenOptions,
+    ) -> Result<Active, String> {
+        let planned = listeners::plan(&[key.to_owned()], Vec::new())?
+            .pop()
+            .ok_or_else(|| format!("{key}: nothing to serve"))?;
+        let (spec, active) = self.listener(planned, config, options)?;
+        root.start_child(spec)
+            .map(|()| active)
+            .map_err(|e| format!("{key}: cannot start: {e}"))
+    }
+
     /// Starts again the listeners a failed reload stopped to make room
     /// (with the configuration that runs on).
     fn restore(&self, root: &supervisor::SupervisorRef, stopped: &[Active]) {
         for old in stopped {
-            let again = listeners::plan(std::slice::from_ref(&old.key), Vec::new())
-                .and_then(|mut p| {
-                    p.pop()
-                        .ok_or_else(|| format!("{}: nothing to serve", old.key))
-                })
-                .and_then(|p| self.listener(p, &self.config, &self.options))
-                .and_then(|(spec, a)| {
-                    root.start_child(spec)
-                        .map(|()| a)
-                        .map_err(|e| format!("{}: cannot start: {e}", old.key))
-                });
-            match again {
+            match self.start_listener(root, &old.key, &self.config, &self.options) {
                 Ok(a) => lock(&self.state.listeners).push(a),
                 Err(e) => log::error!("{} is not served any more: {e}", old.key),
             }

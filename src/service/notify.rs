@@ -81,12 +81,13 @@ pub fn monotonic_usec() -> u64 {
 /// the tree's progress instead.
 const WATCHDOG_ASK: Duration = Duration::from_secs(1);
 
-/// Sends `WATCHDOG=1` every [`watchdog_interval`] while the supervision
-/// tree is alive: its root answers, or the tree made progress since the
-/// last look (a root busy starting or stopping a child, during a reload
-/// say, answers only when done). A tree stuck (no answer, no progress)
-/// stops the pings, and the service manager restarts the daemon. Until the
-/// returned guard is dropped; `None` without a watchdog.
+/// Sends `WATCHDOG=1` every [`watchdog_interval`] while the root
+/// supervisor is alive: it answers, or it made progress since the last
+/// look (a root busy starting or stopping a child, during a reload say,
+/// answers only when done; the supervisors below it, restarting a failing
+/// upstream, count for nothing). A root stuck (no answer, no progress of
+/// its own) stops the pings, and the service manager restarts the daemon.
+/// Until the returned guard is dropped; `None` without a watchdog.
 pub fn watchdog(root: supervisor::SupervisorRef) -> Option<crossbeam_channel::Sender<()>> {
     let every = watchdog_interval()?;
     let notifier = Notifier::from_env().ok()?;

@@ -246,7 +246,7 @@ fn reap(mut c: Child, reaped: &std::sync::Mutex<bool>) {
     let waited = || -> bool {
         let deadline = std::time::Instant::now() + DEFAULT_CHILD_GRACE;
         loop {
-            if exited(pid) {
+            if super::child_exit::has_exited(pid) {
                 return true;
             }
             if std::time::Instant::now() >= deadline {
@@ -277,24 +277,6 @@ fn reap(mut c: Child, reaped: &std::sync::Mutex<bool>) {
     }
     *reaped = true;
     let _ = c.wait();
-}
-
-/// Whether child `pid` has exited, leaving it unreaped (`WNOWAIT`).
-fn exited(pid: libc::pid_t) -> bool {
-    // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid(2).
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    // SAFETY: waitid(2) on our own child, writing into `info`.
-    let rc = unsafe {
-        libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        )
-    };
-    // SAFETY: si_pid is set by waitid(2) when a child changed state, and
-    // stays 0 (as zeroed) otherwise.
-    rc != 0 || unsafe { info.si_pid() } != 0
 }
 
 /// A process seen in /proc: its id and start time (so that a later kill

@@ -160,12 +160,12 @@ impl SupervisorRef {
         self.ask(Command::Count, Some(timeout))
             .ok_or(SupervisorError::Gone)
     }
-    /// A count that every supervisor of the tree this one heads raises at
-    /// each step: an event (a child started, exited, restarting, stopped),
-    /// a command, a turn of its loop. A tree whose count moves is at work,
-    /// also while it does not answer at once (a child's start that waits
-    /// for it to be ready); one whose count stands still and that does not
-    /// answer is stuck.
+    /// A count this supervisor raises at each of its own steps: an event
+    /// (a child started, exited, restarting, stopped), a command taken, a
+    /// turn of its loop. One whose count moves is at work, also while it
+    /// does not answer at once (a child's start that waits for it to be
+    /// ready); one whose count stands still and that does not answer is
+    /// stuck. The supervisors below it count their own.
     pub fn progress(&self) -> u64 {
         self.progress.load(Ordering::Relaxed)
     }
@@ -356,8 +356,7 @@ struct Sup {
     next_generation: u64,
     detached: Vec<String>,
     rng: u64,
-    // The tree's step count (see `SupervisorRef::progress`), shared with
-    // the supervisors below.
+    // Its step count (see `SupervisorRef::progress`).
     progress: Arc<AtomicU64>,
 }
 
@@ -464,7 +463,7 @@ impl Sup {
                     nested_spec.hook = self.hook.clone();
                 }
                 let (tx, rx) = crossbeam_channel::unbounded();
-                let progress = self.progress.clone();
+                let progress = Arc::new(AtomicU64::new(0));
                 let handle = SupervisorRef {
                     id: nested_spec.id.clone(),
                     tx: tx.clone(),

@@ -254,7 +254,9 @@ impl SessionWatcher for Sessions {
             return;
         };
         let told = self.telling_roots.run(id, move || {
-            if let Some(link) = lock(&slot).link.clone() {
+            // Not under the slot's lock: the write may wait for the upstream.
+            let link = lock(&slot).link.clone();
+            if let Some(link) = link {
                 if let Err(e) = link.client.roots_changed() {
                     log::warn!(
                         "upstream {}: notifications/roots/list_changed: {e}",

@@ -62,12 +62,13 @@ pub const DEFAULT_EVENT_LOG_CAPACITY: usize = 1024;
 pub enum ResponseMode {
     /// JSON when the response is the first thing the handler produces;
     /// SSE when a notification or a server-to-client request comes first,
-    /// or nothing within one keep-alive interval (`sse_keepalive`).
+    /// or (on a session) nothing within one keep-alive interval
+    /// (`sse_keepalive`).
     Auto,
     /// Always one JSON response (notifications on the way are dropped).
     JsonOnly,
-    /// Always an SSE stream, started at once (before the handler's first
-    /// message).
+    /// Always an SSE stream, started at once on a session (before the
+    /// handler's first message).
     SseOnly,
 }
 
