@@ -19,6 +19,7 @@ pub(crate) fn exited_unreaped(pid: libc::pid_t) -> io::Result<()> {
 
 /// Whether child `pid` has exited, without waiting and leaving it
 /// unreaped (also `true` when it is no child of ours any more).
+#[cfg_attr(not(feature = "client"), allow(dead_code))]
 pub(crate) fn has_exited(pid: libc::pid_t) -> bool {
     wait_exit(pid, libc::WNOHANG).unwrap_or(true)
 }
