@@ -167,8 +167,14 @@ fn the_service_manager_hears_ready_watchdog_and_stopping() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn over_stdio_only_mcp_is_written_and_the_end_of_stdin_stops_it() {
+/// The daemon over stdio on the example configuration, its `initialize`
+/// sent: the child, its input, its output, and the first line it wrote.
+fn stdio_daemon() -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    BufReader<std::process::ChildStdout>,
+    serde_json::Value,
+) {
     use std::io::Write;
     let mut child = bin()
         .args(["--config", &example(), "--stdio"])
@@ -181,10 +187,15 @@ fn over_stdio_only_mcp_is_written_and_the_end_of_stdin_stops_it() {
     let mut stdin = child.stdin.take().unwrap();
     writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}}}}}}"#).unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let first: serde_json::Value = serde_json::from_str(&line).expect("the first line is MCP");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    out.read_line(&mut line).unwrap();
+    let first = serde_json::from_str(&line).expect("the first line is MCP");
+    (child, stdin, out, first)
+}
+
+#[test]
+fn over_stdio_only_mcp_is_written_and_the_end_of_stdin_stops_it() {
+    let (mut child, stdin, _out, first) = stdio_daemon();
     assert_eq!(first["result"]["serverInfo"]["name"], "mcpvisor");
     drop(stdin);
     assert_eq!(
@@ -1071,19 +1082,7 @@ fn a_reload_moves_a_listener_to_a_new_path_on_its_address_or_keeps_it() {
 #[test]
 fn over_stdio_a_client_that_is_gone_stops_it_instead_of_a_new_session() {
     use std::io::Write;
-    let mut child = bin()
-        .args(["--config", &example(), "--stdio"])
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}}}}}}"#).unwrap();
-    let mut line = String::new();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    out.read_line(&mut line).unwrap();
+    let (mut child, mut stdin, out, _) = stdio_daemon();
     // Its reader gone, the next answer cannot be written: the daemon
     // stops (it used to start a new session on the same streams).
     drop(out);

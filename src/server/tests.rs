@@ -78,13 +78,25 @@ fn server_with(tools: Vec<Tool>, threads: usize) -> Server {
     b.build().expect("server")
 }
 
+/// A tool `stuck` that says when a call of it starts and ends only once
+/// released, with what tells and what releases.
+fn stuck_tool() -> (Tool, Receiver<()>, Sender<()>) {
+    let (release_tx, release_rx) = crossbeam_channel::unbounded::<()>();
+    let (started_tx, started_rx) = crossbeam_channel::unbounded::<()>();
+    let stuck = tool("stuck", move |_| {
+        let _ = started_tx.send(());
+        let _ = release_rx.recv();
+        ToolResult::text("released")
+    });
+    (stuck, started_rx, release_tx)
+}
+
 #[test]
 fn one_session_has_a_bounded_share_and_cancelled_jobs_never_run() {
     // #11 item 12: one session could fill the queue and every thread, and a
     // queued job ran its handler after it was cancelled.
     use std::sync::atomic::{AtomicUsize, Ordering};
-    let (release_tx, release_rx) = crossbeam_channel::unbounded::<()>();
-    let (started_tx, started_rx) = crossbeam_channel::unbounded::<()>();
+    let (stuck, started_rx, release_tx) = stuck_tool();
     let ran = Arc::new(AtomicUsize::new(0));
     let ran2 = ran.clone();
     let server = Server::builder("t", "0")
@@ -93,11 +105,7 @@ fn one_session_has_a_bounded_share_and_cancelled_jobs_never_run() {
             max_inflight_per_session: 3,
             ..Default::default()
         })
-        .tool(tool("stuck", move |_| {
-            let _ = started_tx.send(());
-            let _ = release_rx.recv();
-            ToolResult::text("released")
-        }))
+        .tool(stuck)
         .tool(tool("effect", move |_| {
             ran2.fetch_add(1, Ordering::SeqCst);
             ToolResult::text("done")
@@ -618,17 +626,9 @@ fn a_tool_gets_its_arguments_as_sent_and_an_empty_object_for_none_or_null() {
 
 #[test]
 fn one_session_s_stuck_handlers_leave_a_thread_for_another_session() {
-    let (release_tx, release_rx) = crossbeam_channel::unbounded::<()>();
-    let (started_tx, started_rx) = crossbeam_channel::unbounded::<()>();
+    let (stuck_tool, started_rx, release_tx) = stuck_tool();
     let server = server_with(
-        vec![
-            tool("stuck", move |_| {
-                let _ = started_tx.send(());
-                let _ = release_rx.recv();
-                ToolResult::text("released")
-            }),
-            tool("effect", |_| ToolResult::text("done")),
-        ],
+        vec![stuck_tool, tool("effect", |_| ToolResult::text("done"))],
         2,
     );
     let call = |name: &str| json!({"name": name, "arguments": {}});
@@ -697,19 +697,14 @@ fn a_list_the_session_was_not_told_of_is_no_news_to_it() {
 
 #[test]
 fn a_cancelled_request_waiting_for_its_session_s_share_leaves_at_once() {
-    let (release_tx, release_rx) = crossbeam_channel::unbounded::<()>();
-    let (started_tx, started_rx) = crossbeam_channel::unbounded::<()>();
+    let (stuck, started_rx, release_tx) = stuck_tool();
     let server = Server::builder("t", "0")
         .options(EngineOptions {
             pool_threads: 2,
             max_inflight_per_session: 2,
             ..Default::default()
         })
-        .tool(tool("stuck", move |_| {
-            let _ = started_tx.send(());
-            let _ = release_rx.recv();
-            ToolResult::text("released")
-        }))
+        .tool(stuck)
         .tool(tool("effect", |_| ToolResult::text("done")))
         .build()
         .unwrap();
