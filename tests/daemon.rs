@@ -264,6 +264,13 @@ impl Daemon {
     }
 }
 
+/// SIGHUP, and the reload's start and end as the service manager hears them.
+fn reload(d: &Daemon, manager: &Manager) {
+    d.signal(libc::SIGHUP);
+    assert!(manager.recv().starts_with("RELOADING=1"));
+    assert!(manager.recv().starts_with("READY=1"));
+}
+
 /// A fake service manager: the NOTIFY_SOCKET a test hands the daemon.
 struct Manager(std::os::unix::net::UnixDatagram, std::path::PathBuf);
 
@@ -372,9 +379,7 @@ fn sighup_swaps_tools_and_listeners_once_and_a_broken_file_changes_nothing() {
 
     // A broken file: everything stays.
     std::fs::write(&config, "{\"listen\": [").unwrap();
-    d.signal(libc::SIGHUP);
-    assert!(manager.recv().starts_with("RELOADING=1"));
-    assert!(manager.recv().starts_with("READY=1"));
+    reload(&d, &manager);
     assert_eq!(tool_names(&c), ["a", "b"]);
     assert_eq!(
         status_json(&control)["reloads"],
@@ -383,9 +388,7 @@ fn sighup_swaps_tools_and_listeners_once_and_a_broken_file_changes_nothing() {
 
     // The listener removed again; the session on the other one survives.
     write(&["a", "b"], &["tcp://127.0.0.1:0"]);
-    d.signal(libc::SIGHUP);
-    assert!(manager.recv().starts_with("RELOADING=1"));
-    assert!(manager.recv().starts_with("READY=1"));
+    reload(&d, &manager);
     c.ping().expect("the session survived three reloads");
     assert_eq!(
         status_json(&control)["listeners"].as_array().unwrap().len(),
@@ -1009,9 +1012,7 @@ fn a_reload_applies_a_new_token_file_to_the_listener_that_runs_on() {
     assert_eq!(health(&[("authorization", "Bearer first")])["sessions"], 1);
     // The first token is revoked, a second one issued.
     std::fs::write(&token, "second\n").unwrap();
-    d.signal(libc::SIGHUP);
-    assert!(manager.recv().starts_with("RELOADING=1"));
-    assert!(manager.recv().starts_with("READY=1"));
+    reload(&d, &manager);
     assert_eq!(status("first"), 401, "the revoked token stops working");
     assert_eq!(status("second"), 200);
     assert_eq!(d.stop(), Some(0));
@@ -1061,18 +1062,14 @@ fn a_reload_moves_a_listener_to_a_new_path_on_its_address_or_keeps_it() {
     assert_eq!(post(addr, None, &init, &[]).status, 200);
     // The same address, another path: the old one makes room.
     write(&[at("/v1")]);
-    d.signal(libc::SIGHUP);
-    assert!(manager.recv().starts_with("RELOADING=1"));
-    assert!(manager.recv().starts_with("READY=1"));
+    reload(&d, &manager);
     assert_eq!(status("/v1"), 200, "moved");
     assert_eq!(status("/mcp"), 404);
     // Moved again along with a listener that cannot start: nothing
     // changes, and /v1 is served again.
     let taken = format!("tcp://{}", busy.local_addr().unwrap());
     write(&[at("/v2"), taken]);
-    d.signal(libc::SIGHUP);
-    assert!(manager.recv().starts_with("RELOADING=1"));
-    assert!(manager.recv().starts_with("READY=1"));
+    reload(&d, &manager);
     assert_eq!(status("/v1"), 200, "kept");
     assert_eq!(status("/v2"), 404);
     assert_eq!(d.stop(), Some(0));
@@ -1148,9 +1145,7 @@ fn a_reload_neither_starts_nor_stops_stdio() {
     let d = Daemon::start(cmd);
     assert!(manager.recv().starts_with("READY=1"));
     write(&["http://127.0.0.1:0/mcp", "stdio"]);
-    d.signal(libc::SIGHUP);
-    assert!(manager.recv().starts_with("RELOADING=1"));
-    assert!(manager.recv().starts_with("READY=1"));
+    reload(&d, &manager);
     let s = status_json(&control);
     assert_eq!(s["listeners"].as_array().unwrap().len(), 1, "{s}");
     let c = Client::connect(Connection::http(&d.url).unwrap(), ClientOptions::default())
