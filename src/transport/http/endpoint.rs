@@ -228,9 +228,12 @@ impl Endpoint {
             None if is_init => {
                 let engine = self.engine.clone();
                 let json_only = self.opts.response_mode == ResponseMode::JsonOnly;
-                let s = SessionStreams::new(self.opts.event_log_capacity, json_only, move |sink| {
-                    engine.open_session(sink)
-                });
+                let s = SessionStreams::new(
+                    self.opts.event_log_capacity,
+                    self.opts.event_log_bytes,
+                    json_only,
+                    move |sink| engine.open_session(sink),
+                );
                 let sid = s.mcp().id().to_owned();
                 self.sessions
                     .insert(sid.clone(), s.clone(), owner)

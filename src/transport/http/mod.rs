@@ -56,6 +56,10 @@ pub const DEFAULT_SSE_RETRY: Duration = Duration::from_secs(1);
 pub const DEFAULT_SSE_KEEPALIVE: Duration = Duration::from_secs(15);
 /// Default events kept per session for resumption.
 pub const DEFAULT_EVENT_LOG_CAPACITY: usize = 1024;
+/// Default bytes of events kept per session for resumption: 16 MiB. The
+/// oldest go first past it (the newest is always kept), so a session's log
+/// is bounded in memory, not only in count.
+pub const DEFAULT_EVENT_LOG_BYTES: usize = 16 * 1024 * 1024;
 
 /// How a POSTed request is answered.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -114,6 +118,9 @@ pub struct HttpOptions {
     pub sse_keepalive: Duration,
     /// Events kept per session for resumption (default [`DEFAULT_EVENT_LOG_CAPACITY`]).
     pub event_log_capacity: usize,
+    /// Bytes of events kept per session for resumption (default
+    /// [`DEFAULT_EVENT_LOG_BYTES`]).
+    pub event_log_bytes: usize,
     /// Clock of session expiry (default: the system clock).
     pub clock: Arc<dyn Clock>,
 }
@@ -144,6 +151,7 @@ impl Default for HttpOptions {
             sse_retry: DEFAULT_SSE_RETRY,
             sse_keepalive: DEFAULT_SSE_KEEPALIVE,
             event_log_capacity: DEFAULT_EVENT_LOG_CAPACITY,
+            event_log_bytes: DEFAULT_EVENT_LOG_BYTES,
             clock: Arc::new(SystemClock),
         }
     }

@@ -103,6 +103,8 @@ struct Streams {
     map: FastMap<u64, Stream>,
     // (stream, seq) in logging order, for evicting the oldest events.
     order: VecDeque<(u64, u64)>,
+    // Bytes of the events in the logs.
+    bytes: usize,
     closed: bool,
 }
 
@@ -136,6 +138,7 @@ pub struct SessionStreams {
     mcp: OnceLock<Arc<Session>>,
     streams: Mutex<Streams>,
     capacity: usize,
+    max_bytes: usize,
     /// Request streams are answered with one JSON response: whatever else
     /// a handler sends on them is dropped, so its requests to the client
     /// go to the standalone stream, or fail at once.
@@ -146,9 +149,11 @@ static TOKENS: AtomicU64 = AtomicU64::new(1);
 
 impl SessionStreams {
     /// A session whose engine side is opened by `open` with the standalone
-    /// stream's sink.
+    /// stream's sink; its log keeps at most `capacity` events and, past
+    /// `max_bytes` of them, only the newest.
     pub fn new(
         capacity: usize,
+        max_bytes: usize,
         json_only: bool,
         open: impl FnOnce(Arc<dyn Sink>) -> Arc<Session>,
     ) -> Arc<SessionStreams> {
@@ -156,6 +161,7 @@ impl SessionStreams {
             mcp: OnceLock::new(),
             streams: Mutex::new(Streams::default()),
             capacity: capacity.max(1),
+            max_bytes,
             json_only,
         });
         {
@@ -297,7 +303,7 @@ impl SessionStreams {
         // Serialized before the session's lock is taken.
         let text = out.to_text();
         let mut st = self.lock();
-        let capacity = self.capacity;
+        let (capacity, max_bytes) = (self.capacity, self.max_bytes);
         let Some(s) = st.get_mut(stream) else {
             return;
         };
@@ -319,6 +325,7 @@ impl SessionStreams {
                     return;
                 };
                 let data: Arc<str> = Arc::from(text);
+                let len = data.len();
                 let seq = s.next_seq;
                 s.next_seq += 1;
                 s.log.push_back((seq, data.clone(), last));
@@ -332,7 +339,8 @@ impl SessionStreams {
                     s.forwarded = seq;
                 }
                 st.order.push_back((stream, seq));
-                st.evict(capacity);
+                st.bytes += len;
+                st.evict(capacity, max_bytes);
                 return;
             }
         };
@@ -392,7 +400,11 @@ impl Streams {
 
     /// Forgets a request stream and its logged events.
     fn remove(&mut self, stream: u64) {
-        if stream != STANDALONE && self.map.remove(&stream).is_some() {
+        if stream == STANDALONE {
+            return;
+        }
+        if let Some(s) = self.map.remove(&stream) {
+            self.bytes -= s.log.iter().map(|(_, d, _)| d.len()).sum::<usize>();
             self.order.retain(|(sid, _)| *sid != stream);
             self.shrink();
         }
@@ -411,20 +423,24 @@ impl Streams {
         }
     }
 
-    fn evict(&mut self, capacity: usize) {
-        while self.order.len() > capacity {
+    /// Drops the oldest events while more than `capacity` are kept, or more
+    /// than `max_bytes` of them (but the newest).
+    fn evict(&mut self, capacity: usize, max_bytes: usize) {
+        while self.order.len() > capacity || (self.bytes > max_bytes && self.order.len() > 1) {
             let Some((sid, seq)) = self.order.pop_front() else {
                 break;
             };
+            let mut freed = 0;
             let remove = match self.get_mut(sid) {
                 Some(s) => {
                     if s.log.front().is_some_and(|(q, _, _)| *q == seq) {
-                        s.log.pop_front();
+                        freed = s.log.pop_front().map_or(0, |(_, d, _)| d.len());
                     }
                     sid != STANDALONE && s.finished && s.log.is_empty() && s.live.is_none()
                 }
                 None => false,
             };
+            self.bytes -= freed;
             if remove {
                 self.map.remove(&sid);
             }
@@ -512,6 +528,39 @@ mod tests {
             LIVE_QUEUE,
             "the frame past the bound was not queued"
         );
+    }
+
+    #[test]
+    fn the_log_keeps_its_bytes_under_the_budget_but_always_the_newest() {
+        let mut st = Streams::default();
+        st.standalone = Some(Stream::new());
+        st.map.insert(1, Stream::new());
+        // Events of 100 bytes, alternating between two streams, logged as
+        // `push` logs them.
+        let mut log = |st: &mut Streams, stream: u64, seq: u64, len: usize| {
+            let data: Arc<str> = Arc::from("x".repeat(len));
+            st.get_mut(stream)
+                .unwrap()
+                .log
+                .push_back((seq, data, false));
+            st.order.push_back((stream, seq));
+            st.bytes += len;
+            st.evict(1024, 1000);
+        };
+        for seq in 1..=50 {
+            log(&mut st, seq % 2, seq, 100);
+        }
+        assert_eq!(st.bytes, 1000);
+        assert_eq!(st.order.len(), 10, "the newest ten");
+        assert_eq!(st.order.front(), Some(&(1, 41)));
+        // One event past the budget on its own is kept, alone.
+        log(&mut st, 0, 51, 5000);
+        assert_eq!((st.bytes, st.order.len()), (5000, 1));
+        // Removing a stream gives back what its log held.
+        log(&mut st, 1, 52, 10);
+        assert_eq!(st.bytes, 10, "the big one went for the newest");
+        st.remove(1);
+        assert_eq!((st.bytes, st.order.len()), (0, 0));
     }
 
     #[test]
