@@ -537,7 +537,7 @@ mod tests {
         st.map.insert(1, Stream::new());
         // Events of 100 bytes, alternating between two streams, logged as
         // `push` logs them.
-        let mut log = |st: &mut Streams, stream: u64, seq: u64, len: usize| {
+        let log = |st: &mut Streams, stream: u64, seq: u64, len: usize| {
             let data: Arc<str> = Arc::from("x".repeat(len));
             st.get_mut(stream)
                 .unwrap()
