@@ -532,8 +532,10 @@ mod tests {
 
     #[test]
     fn the_log_keeps_its_bytes_under_the_budget_but_always_the_newest() {
-        let mut st = Streams::default();
-        st.standalone = Some(Stream::new());
+        let mut st = Streams {
+            standalone: Some(Stream::new()),
+            ..Default::default()
+        };
         st.map.insert(1, Stream::new());
         // Events of 100 bytes, alternating between two streams, logged as
         // `push` logs them.
