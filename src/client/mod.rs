@@ -298,6 +298,9 @@ struct Shared {
     epoch: AtomicU64,
     options: ClientOptions,
     on_close: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    // The thread ending a connection after a failed write (a child's
+    // grace periods, signals and reaping): a close waits for it.
+    ending: Mutex<Option<thread::JoinHandle<()>>>,
     connector: Option<Connector>,
     init_params: Mutex<Value>,
     // Stateless (2026-07-28): the `_meta` every request carries.
@@ -418,6 +421,7 @@ impl Client {
             epoch: AtomicU64::new(0),
             options,
             on_close: Mutex::new(on_close),
+            ending: Mutex::new(None),
             connector,
             init_params: Mutex::new(params),
             stateless_meta: Mutex::new(None),
@@ -884,11 +888,13 @@ impl Shared {
         let Some(close) = lock(&self.on_close).take() else {
             return;
         };
-        if let Err(e) = thread::Builder::new()
+        match thread::Builder::new()
             .name("mcpvisor-client-close".into())
             .spawn(close)
         {
-            log::error!("client: cannot start a thread to end the connection: {e}");
+            // (An earlier connection's end, if any, is done or about to be.)
+            Ok(ending) => drop(lock(&self.ending).replace(ending)),
+            Err(e) => log::error!("client: cannot start a thread to end the connection: {e}"),
         }
     }
 
@@ -958,6 +964,12 @@ impl Shared {
         self.listen.stop();
         if let Some(f) = lock(&self.on_close).take() {
             f();
+        }
+        // A connection a failed write began to end is ended too (its child
+        // stopped and reaped) before a close returns.
+        let ending = lock(&self.ending).take();
+        if let Some(ending) = ending {
+            let _ = ending.join();
         }
     }
 }
