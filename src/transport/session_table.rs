@@ -112,14 +112,26 @@ impl<T: Expirable> SessionTable<T> {
             if !self.evict {
                 return Err(Full);
             }
-            let victim = entries
+            // The sessions are looked at (each takes locks of its own)
+            // without the table's lock, which every request's lookup needs.
+            let all: Vec<(String, Arc<T>, Instant)> = entries
                 .iter()
-                .filter(|(_, e)| !e.value.busy())
-                .min_by_key(|(_, e)| (e.value.operational(), e.last_seen))
-                .map(|(id, _)| id.clone())
+                .map(|(id, e)| (id.clone(), e.value.clone(), e.last_seen))
+                .collect();
+            drop(entries);
+            let victim = all
+                .iter()
+                .filter(|(_, v, _)| !v.busy())
+                .min_by_key(|(_, v, seen)| (v.operational(), *seen))
+                .map(|(id, _, _)| id.clone())
                 .ok_or(Full)?;
-            evicted = entries.remove(&victim);
-            log::info!("session table full: ended the longest-idle session to make room");
+            drop(all);
+            entries = self.lock();
+            // Another insert may have made room, or taken this victim.
+            if entries.len() >= self.max {
+                evicted = Some(entries.remove(&victim).ok_or(Full)?);
+                log::info!("session table full: ended the longest-idle session to make room");
+            }
         }
         let now = self.clock.now();
         entries.insert(
