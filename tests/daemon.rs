@@ -271,6 +271,15 @@ fn reload(d: &Daemon, manager: &Manager) {
     assert!(manager.recv().starts_with("READY=1"));
 }
 
+/// A test that fails leaves no daemon behind (one that stopped is reaped
+/// already: killing it does nothing).
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A fake service manager: the NOTIFY_SOCKET a test hands the daemon.
 struct Manager(std::os::unix::net::UnixDatagram, std::path::PathBuf);
 
@@ -992,9 +1001,7 @@ fn a_reload_applies_a_new_token_file_to_the_listener_that_runs_on() {
         .unwrap()
         .parse()
         .unwrap();
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"}}});
+    let init = common::http::initialize_request(json!({}));
     let status = |token: &str| {
         post(
             addr,
@@ -1043,21 +1050,10 @@ fn a_reload_moves_a_listener_to_a_new_path_on_its_address_or_keeps_it() {
     let d = Daemon::start(cmd);
     assert!(manager.recv().starts_with("READY=1"));
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"}}});
+    let init = common::http::initialize_request(json!({}));
     let status = |path: &str| {
-        common::http::send(
-            addr,
-            "POST",
-            path,
-            &[
-                ("Accept", "application/json, text/event-stream"),
-                ("Content-Type", "application/json"),
-            ],
-            init.to_string().as_bytes(),
-        )
-        .status
+        let h = [common::http::ACCEPT_BOTH, common::http::JSON];
+        common::http::send(addr, "POST", path, &h, init.to_string().as_bytes()).status
     };
     assert_eq!(post(addr, None, &init, &[]).status, 200);
     // The same address, another path: the old one makes room.

@@ -209,14 +209,15 @@ pub fn get_stream(addr: SocketAddr, session: &str, last_event_id: Option<&str>) 
     send(addr, "GET", "/mcp", &h, b"")
 }
 
+/// An `initialize` request (2025-11-25) declaring `capabilities`.
+pub fn initialize_request(capabilities: Value) -> Value {
+    serde_json::json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":capabilities,"clientInfo":{"name":"t","version":"0"}}})
+}
+
 /// Initializes a session; returns its id.
 pub fn initialize(addr: SocketAddr, extra: &[(&str, &str)]) -> String {
-    let r = post(
-        addr,
-        None,
-        &serde_json::json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"sampling":{},"elicitation":{}},"clientInfo":{"name":"t","version":"0"}}}),
-        extra,
-    );
+    let caps = serde_json::json!({"sampling": {}, "elicitation": {}});
+    let r = post(addr, None, &initialize_request(caps), extra);
     assert_eq!(r.status, 200);
     let sid = r.header("mcp-session-id").expect("session id").to_owned();
     // Drain the answer (JSON or SSE).
