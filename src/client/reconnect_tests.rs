@@ -167,7 +167,13 @@ fn a_new_connection_that_ends_as_it_starts_is_made_again() {
     let (conns_tx, conns) = crossbeam_channel::unbounded();
     let (first, old, _) = connection(None);
     conns_tx.send(first).unwrap();
-    let options = reconnecting(ClientOptions::default());
+    let (reconnected_tx, reconnected) = crossbeam_channel::unbounded();
+    let options = reconnecting(ClientOptions {
+        on_reconnected: Some(Arc::new(move || {
+            let _ = reconnected_tx.send(());
+        })),
+        ..Default::default()
+    });
     let client = std::thread::spawn(move || Client::connect_with(connector(conns), options));
     old.initialize();
     let client = client.join().unwrap().expect("initialized");
@@ -186,7 +192,16 @@ fn a_new_connection_that_ends_as_it_starts_is_made_again() {
     // The client goes on to the third connection and works there.
     last.initialize();
     last.next("notifications/initialized");
-    let pinged = std::thread::spawn(move || client.ping());
+    // The server sees `initialized` a moment before the client has done
+    // reconnecting, and until then a request fails with `Closed`: each
+    // such failure is followed by a reconnection's end (the second
+    // connection's may come too, first).
+    let pinged = std::thread::spawn(move || loop {
+        match client.ping() {
+            Err(ClientError::Closed) => reconnected.recv_timeout(WAIT).expect("reconnected"),
+            other => return other,
+        }
+    });
     let ping = last.next("ping");
     last.send(json!({"jsonrpc": "2.0", "id": ping["id"], "result": {}}));
     pinged.join().unwrap().expect("the ping is answered");
