@@ -199,6 +199,59 @@ fn consume(queue: &amiquip::Queue) -> crossbeam_channel::Receiver<ConsumerMessag
 }
 
 /// Initializes a session by hand; returns (session id, instance queue).
+/// Calls that run on past the instance consumer's prefetch hold no slot
+/// of it: the session's ping (and any other message of its instance's
+/// sessions) still comes through, and every held call is answered once
+/// let go.
+#[test]
+fn calls_running_past_the_prefetch_stall_no_message_of_the_instance() {
+    let mut config = config("prefetch");
+    let _cleanup = Cleanup(config.clone());
+    config.prefetch = 2;
+    let (release_tx, release) = crossbeam_channel::unbounded::<()>();
+    let server = Server::builder("held", "1.0")
+        .tool(Tool::new("held", json!({"type":"object"}), move |_, _| {
+            let _ = release.recv_timeout(WAIT);
+            Ok(ToolResult::text("let go"))
+        }))
+        .build()
+        .unwrap();
+    let _amqp = server.start_amqp(config.clone()).unwrap();
+    let raw = Raw::new();
+    let (session, queue) = raw_initialize(&raw, &config);
+    let send = |body: Value, id: &str| {
+        raw.publish(
+            "",
+            &queue,
+            body.to_string().as_bytes(),
+            raw.props(id).with_headers(session_headers(&session)),
+        );
+    };
+    for i in 0..4 {
+        let call = json!({"jsonrpc":"2.0","id":format!("c{i}"),"method":"tools/call",
+            "params":{"name":"held","arguments":{}}});
+        send(call, &format!("m-c{i}"));
+    }
+    send(json!({"jsonrpc":"2.0","id":"p","method":"ping"}), "m-p");
+    let first = body(&raw.recv());
+    assert_eq!(
+        first["id"], "p",
+        "the ping is answered while four calls run: {first}"
+    );
+    for _ in 0..4 {
+        release_tx.send(()).unwrap();
+    }
+    let mut answered: Vec<String> = (0..4)
+        .map(|_| {
+            let d = body(&raw.recv());
+            assert_eq!(d["result"]["content"][0]["text"], "let go", "{d}");
+            d["id"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect();
+    answered.sort();
+    assert_eq!(answered, ["c0", "c1", "c2", "c3"]);
+}
+
 fn raw_initialize(raw: &Raw, config: &AmqpConfig) -> (String, String) {
     let init = json!({"jsonrpc":"2.0","id":"init","method":"initialize","params":{
         "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}});
@@ -606,7 +659,8 @@ fn m5_sessions_expire_and_are_capped() {
         .contains("session limit"));
     assert_eq!(server.session_count(), 3);
     clock.advance(config.session_idle + Duration::from_secs(1));
-    assert_eq!(server.sweep_sessions(), 3);
+    // The background sweeper (on the same clock) may take some first.
+    assert!(server.sweep_sessions() <= 3);
     assert_eq!(server.session_count(), 0);
     raw.publish(
         "",
@@ -946,7 +1000,9 @@ fn sessions_of_gone_clients_expire_and_their_replies_stay_pinned() {
         "notifications/tools/list_changed"
     );
     clock.advance(config.session_idle / 2 + Duration::from_secs(1));
-    assert_eq!(amqp.sweep_sessions(), 1, "idle since its last message");
+    // The background sweeper (on the same clock) may take it first.
+    assert!(amqp.sweep_sessions() <= 1);
+    assert_eq!(amqp.session_count(), 0, "idle since its last message");
 
     // Item 19: another queue naming the session gets nothing of it.
     let owner = Raw::new();
