@@ -1,5 +1,6 @@
 //! The Streamable HTTP client when things go wrong (#11 item 9): a server
-//! that went away, a response without end, and closing. One test, run
+//! that went away, a response without end (also to the DELETE at close),
+//! and closing. One test, run
 //! alone in its binary, because it counts the process's client threads.
 
 mod common;
@@ -74,10 +75,25 @@ fn answer(s: TcpStream) {
         );
         let chunk = vec![b' '; 64 * 1024];
         while w.write_all(&chunk).is_ok() {}
+    } else if head.starts_with("DELETE") {
+        // An answer that never ends, a byte at a time.
+        let _ = write!(w, "HTTP/1.1 200 OK\r\nX-Slow: ");
+        for _ in 0..120 {
+            if w.write_all(b"a").is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        DRIBBLED_FOR_A_MINUTE.store(true, std::sync::atomic::Ordering::SeqCst);
     } else {
         reply(&mut w, "202 Accepted", "", "");
     }
 }
+
+/// Set when the fake server sent its never-ending DELETE answer for a
+/// whole minute without the client hanging up.
+static DRIBBLED_FOR_A_MINUTE: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
 #[test]
 fn failures_reach_the_caller_at_once_and_closing_leaves_nothing_running() {
@@ -95,7 +111,13 @@ fn failures_reach_the_caller_at_once_and_closing_leaves_nothing_running() {
     assert!(!matches!(e, ClientError::Timeout { .. }), "{e}");
     assert!(e.to_string().contains("bytes"), "{e}");
     assert!(started.elapsed() < Duration::from_secs(30));
+    // Its DELETE's answer comes a byte every half second, for good: the
+    // close does not wait for it past CLOSE_TIMEOUT.
     c.close();
+    assert!(
+        !DRIBBLED_FOR_A_MINUTE.load(std::sync::atomic::Ordering::SeqCst),
+        "close() waited for the DELETE's answer"
+    );
 
     // A server that went away: calls fail at once (not after the request
     // timeout) and the client learns the connection is over.

@@ -23,6 +23,8 @@ pub(crate) mod child_exit;
 #[cfg(feature = "client")]
 pub mod connection;
 pub mod custom;
+#[cfg(any(all(feature = "http", feature = "client"), feature = "amqp"))]
+pub(crate) mod dial;
 pub(crate) mod direct;
 pub(crate) mod flow;
 #[cfg(feature = "http")]

@@ -5,7 +5,7 @@
 use super::config::AmqpUrl;
 use amiquip::{Auth, Connection, ConnectionOptions, ConnectionTuning};
 use std::fmt;
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::ToSocketAddrs;
 use std::time::Duration;
 
 /// How long each step of opening a connection may take: the TCP connect,
@@ -51,7 +51,8 @@ fn open_within(
     let addrs = (url.host.as_str(), url.port)
         .to_socket_addrs()
         .map_err(ConnectError::Io)?;
-    let socket = connect_any(&url.host, addrs, timeout).map_err(ConnectError::Io)?;
+    let socket =
+        crate::transport::dial::connect_any(&url.host, addrs, timeout).map_err(ConnectError::Io)?;
     socket.set_nodelay(true).map_err(ConnectError::Io)?;
     let options = ConnectionOptions::default()
         .auth(Auth::Plain {
@@ -92,51 +93,9 @@ fn start<S: amiquip::IoStream>(
 
 /// Connects to the first of `addrs` that accepts, in order (`localhost`
 /// may give ::1 first to a broker that listens on 127.0.0.1 only).
-fn connect_any(
-    host: &str,
-    addrs: impl Iterator<Item = std::net::SocketAddr>,
-    timeout: Duration,
-) -> std::io::Result<TcpStream> {
-    let mut last = std::io::Error::new(
-        std::io::ErrorKind::NotFound,
-        format!("{host} did not resolve"),
-    );
-    for addr in addrs {
-        match TcpStream::connect_timeout(&addr, timeout) {
-            Ok(s) => return Ok(s),
-            Err(e) => last = e,
-        }
-    }
-    Err(last)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_resolved_address_is_tried_in_turn() {
-        let live = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        // A port that was just free: nothing listens there.
-        let dead = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
-        let s = connect_any(
-            "h",
-            [dead, live.local_addr().unwrap()].into_iter(),
-            CONNECT_TIMEOUT,
-        )
-        .unwrap();
-        assert_eq!(s.peer_addr().unwrap(), live.local_addr().unwrap());
-        let e = connect_any("h", [dead].into_iter(), CONNECT_TIMEOUT).unwrap_err();
-        assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused);
-        let e = connect_any("nowhere.invalid", std::iter::empty(), CONNECT_TIMEOUT).unwrap_err();
-        assert!(
-            e.to_string().contains("nowhere.invalid did not resolve"),
-            "{e}"
-        );
-    }
 
     #[test]
     fn a_broker_that_accepts_and_stays_silent_is_given_up_on() {

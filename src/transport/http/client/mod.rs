@@ -72,9 +72,10 @@ pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
 /// session until its expiry).
 pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Parses `http://host[:port]/path` (or `https://…`): the address, the
-/// `Host` header, the path and how to reach it.
-fn parse_url(url: &str) -> io::Result<(SocketAddr, String, String, Security)> {
+/// Parses `http://host[:port]/path` (or `https://…`): the addresses the
+/// host resolves to (each tried in turn when connecting), the `Host`
+/// header, the path and how to reach it.
+fn parse_url(url: &str) -> io::Result<(Vec<SocketAddr>, String, String, Security)> {
     let (scheme, rest) = url.split_once("://").ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -96,13 +97,14 @@ fn parse_url(url: &str) -> io::Result<(SocketAddr, String, String, Security)> {
     } else {
         format!("{authority}:{}", security.default_port())
     };
-    let addr = with_port.to_socket_addrs()?.next().ok_or_else(|| {
-        io::Error::new(
+    let addrs: Vec<SocketAddr> = with_port.to_socket_addrs()?.collect();
+    if addrs.is_empty() {
+        return Err(io::Error::new(
             io::ErrorKind::NotFound,
             format!("cannot resolve {authority}"),
-        )
-    })?;
-    Ok((addr, authority.to_owned(), path, security))
+        ));
+    }
+    Ok((addrs, authority.to_owned(), path, security))
 }
 
 struct HttpWriter {
@@ -163,8 +165,20 @@ impl MessageWriter for HttpWriter {
         let has_session = lock(&t.session).id.is_some();
         if has_session {
             // Tell the server the session is over (405 means it keeps it;
-            // fine). Briefly: closing holds the client's writer.
-            let _ = t.request("DELETE", None, &[], Some(CLOSE_TIMEOUT), None);
+            // fine). Briefly, CLOSE_TIMEOUT in all, however slowly the
+            // answer comes: closing holds the client's writer. Its socket
+            // is shut down with the others below when it takes longer.
+            let (done_tx, done) = crossbeam_channel::bounded::<()>(1);
+            let deleting = t.clone();
+            let spawned = std::thread::Builder::new()
+                .name("mcpvisor-client-delete".into())
+                .spawn(move || {
+                    let _ = deleting.request("DELETE", None, &[], Some(CLOSE_TIMEOUT), None);
+                    let _ = done_tx.send(());
+                });
+            if spawned.is_ok() {
+                let _ = done.recv_timeout(CLOSE_TIMEOUT);
+            }
         }
         // End every thread reading a response or waiting to resume a
         // stream, then the reader.
@@ -180,17 +194,32 @@ impl MessageWriter for HttpWriter {
     }
 }
 
+/// Messages from the server waiting for the client's reader at most; past
+/// it, the threads reading the server's responses and streams wait.
+pub const INCOMING_QUEUE: usize = 256;
+
 /// The messages the POST and stream threads deliver; an answer that
 /// follows its call closely is taken without a wake-up.
-struct HttpReader(Receiver<(Vec<u8>, Option<RequestId>)>, crate::wait::Spin);
+struct HttpReader {
+    incoming: Receiver<target::Incoming>,
+    spin: crate::wait::Spin,
+    /// [`Target::ended`].
+    ended: Arc<AtomicBool>,
+}
 
 impl MessageReader for HttpReader {
     fn read(&mut self) -> io::Result<Option<Vec<u8>>> {
         Ok(self.read_related()?.map(|(m, _)| m))
     }
     fn read_related(&mut self) -> io::Result<Option<(Vec<u8>, Option<RequestId>)>> {
-        // An empty message marks the end of the session (404).
-        let next = self.1.recv_timeout(&self.0, Duration::MAX);
+        // Ended, and all that came before is read. (An end told while
+        // the queue is not full also leaves its mark there, so a wait
+        // that begins now is woken.)
+        if self.incoming.is_empty() && self.ended.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
+        // An empty message marks the end of the session (404, close).
+        let next = self.spin.recv_timeout(&self.incoming, Duration::MAX);
         Ok(next.ok().filter(|(m, _)| !m.is_empty()))
     }
 }
@@ -209,17 +238,18 @@ impl Connection {
     /// sets itself is refused.
     pub fn http_with_headers(url: &str, headers: Vec<(String, String)>) -> io::Result<Connection> {
         check_headers(&headers)?;
-        let (addr, host, path, security) = parse_url(url)?;
-        // Bounded by the number of answers in flight; the reader drains it.
-        let (tx, rx) = crossbeam_channel::unbounded();
+        let (addrs, host, path, security) = parse_url(url)?;
+        let (tx, rx) = crossbeam_channel::bounded(INCOMING_QUEUE);
+        let ended = Arc::new(AtomicBool::new(false));
         let (closing, closing_rx) = crossbeam_channel::bounded(0);
         let target: Arc<Target> = Arc::new(Target {
-            addr,
+            addrs,
             security,
             host,
             path,
             session: Mutex::new(SessionState::default()),
             incoming: tx,
+            ended: ended.clone(),
             closed: AtomicBool::new(false),
             sockets: Mutex::new(FastMap::default()),
             idle: pool::Pool::default(),
@@ -236,7 +266,11 @@ impl Connection {
                 closed: false,
                 closing: Some(closing),
             }),
-            Box::new(HttpReader(rx, crate::wait::Spin::default())),
+            Box::new(HttpReader {
+                incoming: rx,
+                spin: crate::wait::Spin::default(),
+                ended,
+            }),
         ))
     }
 }
@@ -305,21 +339,25 @@ mod tests {
 
     #[test]
     fn urls_give_their_address_host_path_and_security() {
-        let (addr, host, path, s) = parse_url("http://127.0.0.1:8808/mcp").unwrap();
+        let (addrs, host, path, s) = parse_url("http://127.0.0.1:8808/mcp").unwrap();
         assert_eq!(
-            (addr.port(), host.as_str(), path.as_str()),
+            (addrs[0].port(), host.as_str(), path.as_str()),
             (8808, "127.0.0.1:8808", "/mcp")
         );
         assert!(matches!(s, Security::Plain));
-        let (addr, host, path, _) = parse_url("http://[::1]").unwrap();
+        let (addrs, host, path, _) = parse_url("http://[::1]").unwrap();
         assert_eq!(
-            (addr.port(), host.as_str(), path.as_str()),
+            (addrs[0].port(), host.as_str(), path.as_str()),
             (80, "[::1]", "/")
         );
+        // Every address a name resolves to is kept, to be tried in turn.
+        let (addrs, ..) = parse_url("http://localhost:1/").unwrap();
+        let want: Vec<SocketAddr> = "localhost:1".to_socket_addrs().unwrap().collect();
+        assert_eq!(addrs, want);
         #[cfg(feature = "https")]
         {
-            let (addr, _, _, s) = parse_url("https://127.0.0.1/mcp").unwrap();
-            assert_eq!(addr.port(), 443);
+            let (addrs, _, _, s) = parse_url("https://127.0.0.1/mcp").unwrap();
+            assert_eq!(addrs[0].port(), 443);
             assert!(matches!(s, Security::Tls { .. }));
         }
         for bad in ["ftp://h/", "127.0.0.1:80/mcp"] {

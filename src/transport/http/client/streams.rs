@@ -356,6 +356,10 @@ impl<R: BufRead> SseReader<R> {
     /// read error, or an event over the limit).
     pub(crate) fn next_data(&mut self) -> Option<String> {
         let mut data = String::new();
+        // An event of a type other than the default (`message`) is not a
+        // message for this client (as an EventSource's `onmessage` would
+        // not see it).
+        let mut other_type = false;
         loop {
             match self.next_line() {
                 Ok(true) => {}
@@ -368,24 +372,46 @@ impl<R: BufRead> SseReader<R> {
                 if let Some(id) = self.pending_id.take() {
                     self.last_id = Some(id);
                 }
-                if !data.is_empty() {
+                // Each data line added its value and a line end; the last
+                // end is not the data's. Empty data (a priming event's)
+                // is no message.
+                data.pop();
+                if !data.is_empty() && !std::mem::take(&mut other_type) {
                     return Some(data);
                 }
+                data.clear();
+                other_type = false;
                 continue;
             }
-            if let Some(v) = l.strip_prefix("id:") {
-                self.pending_id = Some(v.trim().to_owned());
-            } else if let Some(v) = l.strip_prefix("retry:") {
-                self.retry = v.trim().parse().ok().map(Duration::from_millis);
-            } else if let Some(v) = l.strip_prefix("data:") {
-                if data.len() + v.len() > DEFAULT_MAX_MESSAGE_BYTES {
-                    log::warn!("client: an event over {DEFAULT_MAX_MESSAGE_BYTES} bytes; the stream is dropped");
-                    return None;
+            if l.starts_with(':') {
+                continue;
+            }
+            // A field is its name, a colon and a value that loses one
+            // leading space; a line with no colon names a field with an
+            // empty value.
+            let (field, value) = match l.split_once(':') {
+                Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+                None => (l, ""),
+            };
+            match field {
+                // An id with a NUL in it is ignored.
+                "id" if !value.contains('\0') => self.pending_id = Some(value.to_owned()),
+                // A retry that is not all digits is ignored.
+                "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+                    if let Ok(ms) = value.parse() {
+                        self.retry = Some(Duration::from_millis(ms));
+                    }
                 }
-                if !data.is_empty() {
+                "event" => other_type = !value.is_empty() && value != "message",
+                "data" => {
+                    if data.len() + value.len() > DEFAULT_MAX_MESSAGE_BYTES {
+                        log::warn!("client: an event over {DEFAULT_MAX_MESSAGE_BYTES} bytes; the stream is dropped");
+                        return None;
+                    }
+                    data.push_str(value);
                     data.push('\n');
                 }
-                data.push_str(v.strip_prefix(' ').unwrap_or(v));
+                _ => {}
             }
         }
     }
@@ -431,6 +457,39 @@ mod tests {
         );
         // A byte order mark may open the stream.
         assert_eq!(events(b"\xef\xbb\xbfdata: a\n\n", 2).0, ["a"]);
+    }
+
+    #[test]
+    fn fields_follow_the_event_stream_rules() {
+        // An event of another type is no message; the next one is.
+        assert_eq!(
+            events(
+                b"event: ping\ndata: p\n\nevent: message\ndata: a\n\ndata: b\n\n",
+                3
+            )
+            .0,
+            ["a", "b"]
+        );
+        // An id with a NUL is ignored; one space is the separator's, the
+        // rest is the id's.
+        assert_eq!(
+            events(b"id: 1\ndata: a\n\nid: x\0y\ndata: b\n\n", 5)
+                .1
+                .as_deref(),
+            Some("1")
+        );
+        assert_eq!(events(b"id:  2 \ndata: a\n\n", 5).1.as_deref(), Some(" 2 "));
+        // A line with no colon is a field with an empty value.
+        assert_eq!(events(b"data\ndata: a\n\n", 4).0, ["\na"]);
+    }
+
+    #[test]
+    fn a_retry_that_is_not_all_digits_leaves_the_one_before() {
+        let mut sse = SseReader::new(std::io::BufReader::new(
+            &b"retry: 1500\n\nretry: abc\n\nretry: -5\n\nretry: 1.5\n\n"[..],
+        ));
+        assert_eq!(sse.next_data(), None);
+        assert_eq!(sse.retry, Some(Duration::from_millis(1500)));
     }
 
     #[test]

@@ -6,8 +6,10 @@ use super::response::{read_head, Body, Head};
 use super::stateless::{learn_bindings, stateless_call, stateless_headers, ParamBindings};
 use super::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, MAX_RETRY_DELAY};
 use crate::jsonrpc::{ErrorObject, Reply, RequestId};
+use crate::model::ProtocolVersion;
 use crate::sync::{lock, FastMap};
 use crate::transport::connection::DEFAULT_WRITE_TIMEOUT;
+use crate::transport::dial;
 use crate::transport::http::socket::{Security, Socket};
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
@@ -23,8 +25,13 @@ pub(super) struct SessionState {
     pub(super) version: Option<String>,
 }
 
+/// A message from the server for the client's reader, and the id of our
+/// request whose stream carried it.
+pub(super) type Incoming = (Vec<u8>, Option<RequestId>);
+
 pub(super) struct Target {
-    pub(super) addr: SocketAddr,
+    /// Where the host resolved to, tried in turn for each new connection.
+    pub(super) addrs: Vec<SocketAddr>,
     pub(super) security: Security,
     pub(super) host: String,
     pub(super) path: String,
@@ -32,7 +39,12 @@ pub(super) struct Target {
     // Each message with the id of our request whose response stream carried
     // it (None: a JSON body, the standalone stream). An empty message marks
     // the end of the session.
-    pub(super) incoming: Sender<(Vec<u8>, Option<RequestId>)>,
+    /// What the server sent, for the client's reader; bounded
+    /// ([`INCOMING_QUEUE`](super::INCOMING_QUEUE)), so a server that sends faster than the client
+    /// reads is held back (its stream is not read meanwhile).
+    pub(super) incoming: Sender<Incoming>,
+    /// Set when the connection ended (see [`Target::end`]).
+    pub(super) ended: Arc<AtomicBool>,
     pub(super) closed: AtomicBool,
     // Every open socket, so closing ends the threads reading them.
     pub(super) sockets: Mutex<FastMap<u64, TcpStream>>,
@@ -264,7 +276,7 @@ impl Target {
                 // longer than that to connect either.
                 let limit =
                     silence.map_or(DEFAULT_CONNECT_TIMEOUT, |s| s.min(DEFAULT_CONNECT_TIMEOUT));
-                let stream = TcpStream::connect_timeout(&self.addr, limit)
+                let stream = dial::connect_any(&self.host, self.addrs.iter().copied(), limit)
                     .map_err(|e| io::Error::new(e.kind(), Unreachable(e)))?;
                 stream.set_nodelay(true)?;
                 stream.set_write_timeout(Some(DEFAULT_WRITE_TIMEOUT))?;
@@ -460,9 +472,13 @@ impl Target {
         )
     }
 
-    /// Ends the connection: its reader sees the end.
+    /// Ends the connection: its reader sees the end, after what is queued
+    /// (told by a mark in the queue, or by `ended` once the queue is
+    /// drained when it was full: this may run on the reader's own thread,
+    /// which must not wait for room).
     pub(super) fn end(&self) {
-        let _ = self.incoming.send((Vec::new(), None));
+        self.ended.store(true, Ordering::SeqCst);
+        let _ = self.incoming.try_send((Vec::new(), None));
     }
 
     fn try_post(self: &Arc<Self>, message: &Value, call: &mut Option<InFlight>) -> io::Result<()> {
@@ -574,8 +590,17 @@ impl Target {
             return;
         };
         if let Some(pv) = result.get("protocolVersion").and_then(Value::as_str) {
-            if result.get("serverInfo").is_some() {
-                lock(&self.session).version = Some(pv.to_owned());
+            // Only a revision this crate speaks goes into a header: the
+            // server's text is never written there as it came (a line
+            // break in it would split every later request).
+            match ProtocolVersion::parse(pv) {
+                Some(v) if result.get("serverInfo").is_some() => {
+                    lock(&self.session).version = Some(v.as_str().to_owned());
+                }
+                Some(_) => {}
+                None => log::warn!(
+                    "http client: the server's protocolVersion {pv:?} is none this client speaks"
+                ),
             }
         }
         learn_bindings(result, &self.params);
@@ -584,20 +609,28 @@ impl Target {
 
 #[cfg(test)]
 mod tests {
+    use super::super::INCOMING_QUEUE;
     use super::*;
     use serde_json::json;
 
     /// A target no request reaches, and the sender whose drop closes it.
     fn target() -> (Arc<Target>, Sender<()>) {
-        let (incoming, _) = crossbeam_channel::unbounded();
+        let (target, closing, _) = target_and_queue();
+        (target, closing)
+    }
+
+    /// [`target`], and the queue its reader would read.
+    fn target_and_queue() -> (Arc<Target>, Sender<()>, Receiver<Incoming>) {
+        let (incoming, queue) = crossbeam_channel::bounded(INCOMING_QUEUE);
         let (closing, closing_rx) = crossbeam_channel::bounded(0);
         let target = Target {
-            addr: SocketAddr::from(([127, 0, 0, 1], 9)),
+            addrs: vec![SocketAddr::from(([127, 0, 0, 1], 9))],
             security: Security::Plain,
             host: "127.0.0.1:9".into(),
             path: "/mcp".into(),
             session: Mutex::default(),
             incoming,
+            ended: Arc::default(),
             closed: AtomicBool::new(false),
             sockets: Mutex::default(),
             idle: Pool::default(),
@@ -607,7 +640,29 @@ mod tests {
             calls: Mutex::default(),
             closing: closing_rx,
         };
-        (Arc::new(target), closing)
+        (Arc::new(target), closing, queue)
+    }
+
+    #[test]
+    fn an_end_told_on_a_full_queue_is_seen_once_what_came_before_is_read() {
+        use crate::transport::connection::MessageReader;
+        let (target, _closing, queue) = target_and_queue();
+        let ended = target.ended.clone();
+        let mut reader = super::super::HttpReader {
+            incoming: queue,
+            spin: crate::wait::Spin::default(),
+            ended,
+        };
+        for i in 0..INCOMING_QUEUE {
+            target.deliver(i.to_string().into_bytes(), None);
+        }
+        // No room for its mark, and it does not wait for room (this may be
+        // the reader's own thread).
+        target.end();
+        for i in 0..INCOMING_QUEUE {
+            assert_eq!(reader.read().unwrap(), Some(i.to_string().into_bytes()));
+        }
+        assert_eq!(reader.read().unwrap(), None);
     }
 
     /// A session call, tracked as the writer tracks it.
@@ -645,6 +700,19 @@ mod tests {
         drop(closing);
         assert!(!waiting.join().unwrap());
         assert!(!target.pause(None, Duration::ZERO), "closed");
+    }
+
+    #[test]
+    fn a_protocol_version_this_client_does_not_speak_never_reaches_a_header() {
+        let (target, _closing) = target();
+        let init = |v: &str| {
+            json!({"jsonrpc": "2.0", "id": 1,
+            "result": {"protocolVersion": v, "serverInfo": {"name": "s", "version": "1"}}})
+        };
+        target.learn(&init("2025-11-25\r\nX-Injected: 1"));
+        assert_eq!(lock(&target.session).version, None);
+        target.learn(&init("2025-06-18"));
+        assert_eq!(lock(&target.session).version.as_deref(), Some("2025-06-18"));
     }
 
     #[test]
