@@ -989,13 +989,15 @@ fn an_elicitation_relayed_during_a_call_ends_with_the_call_or_when_withdrawn() {
                 Err(e) => ToolResult::text(format!("no answer: {e}")),
             })
         }))
-        // Asks, gives up waiting after 2 s (the question is withdrawn:
+        // Asks, gives up waiting after 10 s (the question is withdrawn:
         // `notifications/cancelled`), and goes on with its call until the
         // client saw that. (The client's callback, which waits to be told,
         // must have started by then: a callback still queued when its
         // question is withdrawn never runs. It has threads to spare.)
         .tool(Tool::new("withdraws", schema, move |_, ctx| {
-            let _ = ctx.elicit(question("withdraws"), Duration::from_secs(2));
+            // Long enough for the question to reach the client's callback
+            // through the daemon on a loaded machine.
+            let _ = ctx.elicit(question("withdraws"), Duration::from_secs(10));
             Ok(ToolResult::text(
                 match withdrawn.recv_timeout(Duration::from_secs(20)) {
                     Ok(()) => "withdrawn",
@@ -1096,6 +1098,72 @@ fn questions_are_relayed_between_both_generations_each_way() {
         }
         c.close();
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_stateless_client_s_question_cancels_the_upstream_call_it_came_from() {
+    use mcpvisor::client::Generation;
+    let dir = scratch("gateway-stateless-question");
+    // A session upstream whose tool asks something no client is asked,
+    // then a question it goes on without when it gets no answer: it
+    // waits to be cancelled (and says so), up to a minute.
+    let (cancelled_tx, cancelled) = crossbeam_channel::unbounded();
+    let q = json!({"message": "name?", "requestedSchema": {"type": "object",
+        "properties": {"name": {"type": "string"}}}});
+    let server = mcpvisor::Server::builder("persisting", "1.0")
+        .tool(mcpvisor::Tool::new(
+            "persists",
+            json!({"type": "object"}),
+            move |_, ctx| {
+                let odd = ctx.peer_request("x/odd", json!({}), None, Duration::from_secs(20));
+                let code = match odd {
+                    Err(mcpvisor::PeerError::Rpc(e)) => e.code.to_string(),
+                    other => format!("{other:?}"),
+                };
+                match ctx.elicit(q.clone(), Duration::from_secs(20)) {
+                    Ok(a) => Ok(mcpvisor::ToolResult::text(format!(
+                        "{code} {}",
+                        a["content"]["name"].as_str().unwrap_or("?")
+                    ))),
+                    Err(_) => {
+                        let ended = ctx.cancel_token().receiver();
+                        let was = ended.recv_timeout(Duration::from_secs(60)).is_err()
+                            && ctx.cancel_token().is_cancelled();
+                        let _ = cancelled_tx.send(was);
+                        Ok(mcpvisor::ToolResult::text("went on without the answer"))
+                    }
+                }
+            },
+        ))
+        .build()
+        .unwrap();
+    let (_http, url) = common::serve_http(&server);
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "mcpServers": {"old": {"url": url, "required": true, "protocol": "sessions"}},
+    });
+    let g = start(&dir, &config);
+    let options = ClientOptions {
+        generation: Generation::Stateless,
+        elicitation: Some(Arc::new(|_: Value| {
+            Ok(json!({"action": "accept", "content": {"name": "Alice"}}))
+        })),
+        request_timeout: Duration::from_secs(30),
+        ..Default::default()
+    };
+    let c = Client::connect(Connection::http(&g.url).unwrap(), options).unwrap();
+    // The first round's upstream call is cancelled as soon as its question
+    // goes to the client; the retry brings the answer. What a client is
+    // never asked is refused as no method of the client's.
+    let r = c.call_tool("old__persists", json!({})).unwrap();
+    assert_eq!(text(&r), "-32601 Alice", "{r}");
+    assert_eq!(
+        cancelled.recv_timeout(Duration::from_secs(20)),
+        Ok(true),
+        "the first upstream call was cancelled"
+    );
+    c.close();
     let _ = std::fs::remove_dir_all(&dir);
 }
 

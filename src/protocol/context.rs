@@ -547,6 +547,9 @@ impl Context {
     ) -> Result<Value, PeerError> {
         let named = capability.filter(|cap| !self.protocol.client_supports(cap));
         if let Some(cap) = named.or_else(|| self.protocol.undeclared(method, &params)) {
+            if let Some(round) = &self.round {
+                round.missing(cap);
+            }
             return Err(PeerError::NotSupported(cap));
         }
         if self.protocol.version.is_stateless() || self.task().is_some() {

@@ -12,7 +12,9 @@ use crate::model::{Answer, CompletionRef, CompletionRequest, ToolResult};
 use crate::protocol::catalog::{
     CompletionEntry, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry,
 };
-use crate::protocol::{capability_for, CancelToken, PeerRequestHandler, ProgressHandler};
+use crate::protocol::{
+    capability_for, CancelToken, PeerError, PeerRequestHandler, ProgressHandler,
+};
 use crate::Context;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -65,6 +67,26 @@ impl Route {
     }
 }
 
+/// A result without what names the upstream's generation and software
+/// (a stateless upstream's `resultType` and `_meta` server info): the
+/// gateway's own are added as its clients' generation asks.
+fn upstream_marks_removed(mut result: Value) -> Value {
+    if let Some(r) = result.as_object_mut() {
+        r.remove("resultType");
+        let emptied = r
+            .get_mut("_meta")
+            .and_then(Value::as_object_mut)
+            .is_some_and(|m| {
+                m.remove(crate::protocol::stateless::META_SERVER_INFO);
+                m.is_empty()
+            });
+        if emptied {
+            r.remove("_meta");
+        }
+    }
+    result
+}
+
 /// Why a relayed request failed.
 enum Relay {
     /// The upstream answered with an error: passed on as it is.
@@ -82,6 +104,7 @@ impl Link {
         // caller's cancellation, which ends the call), or when the upstream
         // withdraws it.
         let scope = CancelToken::new();
+        ctx.cancel_token().cancels(&scope);
         let relayed = Arc::new(ctx.with_cancel(scope.clone()));
         // Progress only when the caller asked for it (its token).
         let asked = ctx.meta().is_some_and(|m| m.contains_key("progressToken"));
@@ -105,6 +128,11 @@ impl Link {
                     .request(method, params, timeout)
                     .map_err(super::upstream::relayed_error);
             }
+            // Only what a server may ask its client is asked on; the
+            // client would take anything else as the gateway's own.
+            let Some(capability) = capability_for(method) else {
+                return Err(ErrorObject::method_not_found(method));
+            };
             // The question ends with the call, or when the upstream
             // withdraws it (its `notifications/cancelled`): the client is
             // told either way.
@@ -113,20 +141,30 @@ impl Link {
             if let Some(withdrawn) = crate::client::callback_cancel_token() {
                 withdrawn.cancels(&question);
             }
-            relayed
-                .with_cancel(question)
-                .peer_request(method, params, capability_for(method), timeout)
-                .map_err(super::upstream::relayed_error)
+            let asked = relayed.with_cancel(question).peer_request(
+                method,
+                params,
+                Some(capability),
+                timeout,
+            );
+            // A stateless client answers in its retry, which makes the
+            // call again: this one is cancelled now (the upstream is
+            // told), rather than left to go on without the answer and do
+            // its work twice.
+            if matches!(asked, Err(PeerError::InputRequired)) {
+                ends.cancel();
+            }
+            asked.map_err(super::upstream::relayed_error)
         });
         let options = CallOptions {
             timeout: Some(self.timeout),
             progress,
-            cancel: Some(ctx.cancel_token()),
+            cancel: Some(scope.clone()),
             on_request: Some(on_request),
         };
         let result = self.client.request_with(method, params, options);
         scope.cancel();
-        result.map_err(|e| match e {
+        result.map(upstream_marks_removed).map_err(|e| match e {
             ClientError::Rpc(e) => Relay::Rpc(e),
             other => Relay::Failed(format!("upstream {}: {other}", self.name)),
         })
@@ -260,7 +298,8 @@ fn read(route: &Route, original: &str, ctx: &Context) -> Result<Value, ErrorObje
 
 /// `result` as it is when its JSON fits in `max` bytes; otherwise its
 /// text, cut to fit, with a note saying so (other content and
-/// `structuredContent` are left out).
+/// `structuredContent` are left out), as a tool error: what is left is
+/// not the tool's result (nor would it meet an output schema).
 fn cut(result: Value, max: usize, upstream: &str) -> Value {
     let size = json_len(&result);
     if size <= max {
@@ -283,7 +322,7 @@ fn cut(result: Value, max: usize, upstream: &str) -> Value {
     ));
     json!({
         "content": [{"type": "text", "text": text}],
-        "isError": result.get("isError").cloned().unwrap_or(Value::Bool(false)),
+        "isError": true,
     })
 }
 
@@ -400,6 +439,22 @@ mod tests {
             "{text}"
         );
         assert!(r.get("structuredContent").is_none());
-        assert_eq!(r["isError"], false);
+        assert_eq!(r["isError"], true, "what is left is not the tool's result");
+    }
+
+    #[test]
+    fn an_upstream_s_generation_and_software_are_not_passed_on() {
+        let from_upstream = json!({"content": [], "resultType": "complete",
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "up"}}});
+        assert_eq!(
+            upstream_marks_removed(from_upstream),
+            json!({"content": []})
+        );
+        let own_meta = json!({"content": [], "_meta": {"x": 1,
+            "io.modelcontextprotocol/serverInfo": {"name": "up"}}});
+        assert_eq!(
+            upstream_marks_removed(own_meta),
+            json!({"content": [], "_meta": {"x": 1}})
+        );
     }
 }

@@ -102,11 +102,6 @@ pub(crate) fn child(
     .restart(Restart::Temporary)
 }
 
-enum Event {
-    Changed,
-    Updated(String),
-}
-
 /// What the upstream is answered when the downstream client's answer to
 /// its request failed: the client's own error as it is, anything else
 /// said in the gateway's name.
@@ -285,8 +280,12 @@ fn life(
 ) -> Result<(), String> {
     let source = source_id(&cfg.name);
     let (closed_tx, closed) = crossbeam_channel::bounded::<String>(1);
-    let (events_tx, events) = crossbeam_channel::unbounded();
+    // A list changed: one wake-up stands for any number of changes (the
+    // worker lists everything again), so nothing here grows however
+    // often the upstream says so.
+    let (changed_tx, changed) = crossbeam_channel::bounded::<()>(1);
     let name = cfg.name.clone();
+    let namespace = cfg.namespace.clone();
     let logs = server.clone();
     let options = ClientOptions {
         // Declared so the upstream may ask during calls (those go to the
@@ -294,27 +293,25 @@ fn life(
         sampling: Some(refuse("sampling")),
         elicitation: Some(refuse("elicitation")),
         roots: Some(refuse("roots")),
-        on_notification: Some(Arc::new(move |method: &str, params: &Value| {
-            let event = match method {
-                "notifications/tools/list_changed"
-                | "notifications/prompts/list_changed"
-                | "notifications/resources/list_changed" => Event::Changed,
-                "notifications/resources/updated" => {
-                    match params.get("uri").and_then(Value::as_str) {
-                        Some(u) => Event::Updated(u.to_owned()),
-                        None => return,
-                    }
+        on_notification: Some(Arc::new(move |method: &str, params: &Value| match method {
+            "notifications/tools/list_changed"
+            | "notifications/prompts/list_changed"
+            | "notifications/resources/list_changed" => {
+                let _ = changed_tx.try_send(());
+            }
+            // Passed on as it comes, under our name for the resource.
+            "notifications/resources/updated" => {
+                if let Some(uri) = params.get("uri").and_then(Value::as_str) {
+                    logs.notify_resource_updated(&names::public_uri(&namespace, uri));
                 }
-                "notifications/message" => {
-                    // To each session at the level it set, named after the
-                    // upstream.
-                    let (level, logger, data) = log_message(&name, params);
-                    logs.engine().log(level, Some(&logger), data);
-                    return;
-                }
-                _ => return,
-            };
-            let _ = events_tx.send(event);
+            }
+            "notifications/message" => {
+                // To each session at the level it set, named after the
+                // upstream.
+                let (level, logger, data) = log_message(&name, params);
+                logs.engine().log(level, Some(&logger), data);
+            }
+            _ => {}
         })),
         on_closed: Some(Arc::new(move |e: &ClientError| {
             let _ = closed_tx.try_send(e.to_string());
@@ -332,7 +329,7 @@ fn life(
             .then(|| super::sessions::Sessions::new(cfg.clone(), server)),
     });
     let ended = serve_until_closed(
-        cfg, server, sources, epoch, max_name, ctx, &route, &closed, &events,
+        cfg, server, sources, epoch, max_name, ctx, &route, &closed, &changed,
     );
     // It listed and was served (what follows is an outage, not a failed
     // attempt).
@@ -363,7 +360,7 @@ fn serve_until_closed(
     ctx: &supervisor::ChildContext,
     route: &Arc<Route>,
     closed: &crossbeam_channel::Receiver<String>,
-    events: &crossbeam_channel::Receiver<Event>,
+    changed: &crossbeam_channel::Receiver<()>,
 ) -> Result<Option<String>, String> {
     let source = source_id(&cfg.name);
     let client = &route.shared.client;
@@ -422,21 +419,12 @@ fn serve_until_closed(
         select! {
             recv(ctx.stop_signal()) -> _ => break None,
             recv(closed) -> why => break Some(why.unwrap_or_default()),
-            recv(events) -> event => match event {
-                Ok(Event::Changed) => {
-                    // One fetch for a burst of changes; updates in the burst
-                    // still go out.
-                    while let Ok(e) = events.try_recv() {
-                        if let Event::Updated(uri) = e {
-                            server.notify_resource_updated(&names::public_uri(&cfg.namespace, &uri));
-                        }
-                    }
+            recv(changed) -> event => match event {
+                // One fetch for a burst of changes.
+                Ok(()) => {
                     if let Err(e) = serve() {
                         log::warn!("{e}");
                     }
-                }
-                Ok(Event::Updated(uri)) => {
-                    server.notify_resource_updated(&names::public_uri(&cfg.namespace, &uri));
                 }
                 Err(_) => break None,
             },
@@ -494,6 +482,35 @@ fn connection(cfg: &UpstreamConfig, label: &str) -> Result<Connection, String> {
 }
 
 /// Whether the allow and deny lists let `tool` through.
+/// An upstream tool's definition as the gateway offers it, under
+/// `public`: without the 2025-11-25 `execution.taskSupport` (the gateway's
+/// client makes no task-augmented calls, and the gateway's own task
+/// support is its `task` setting); `None` for a tool that runs only so,
+/// which cannot be called through the gateway.
+fn offered_tool(def: &Value, public: &str) -> Option<Value> {
+    if def
+        .pointer("/execution/taskSupport")
+        .and_then(Value::as_str)
+        == Some("required")
+    {
+        return None;
+    }
+    let mut definition = def.clone();
+    let d = definition.as_object_mut()?;
+    d.insert("name".into(), public.into());
+    let emptied = d
+        .get_mut("execution")
+        .and_then(Value::as_object_mut)
+        .is_some_and(|e| {
+            e.remove("taskSupport");
+            e.is_empty()
+        });
+    if emptied {
+        d.remove("execution");
+    }
+    Some(definition)
+}
+
 fn allowed(cfg: &UpstreamConfig, tool: &str) -> bool {
     cfg.allow
         .as_ref()
@@ -545,9 +562,16 @@ fn fetch(
                 continue;
             }
             let public = names::public_name(&cfg.namespace, original, max_name);
+            let Some(definition) = offered_tool(&def, &public) else {
+                log::warn!(
+                    "upstream {}: tool {original:?} runs only as a task-augmented call, which the gateway does not make; left out",
+                    cfg.name
+                );
+                continue;
+            };
             if unique(&mut emitted, &public, original) {
                 source = source.tool(Arc::new(proxy::Tool {
-                    definition: renamed(&def, "name", public.into()),
+                    definition,
                     original: original.to_owned(),
                     route: route.clone(),
                 }));
@@ -611,4 +635,38 @@ fn fetch(
         }
     }
     Ok((source, uris))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_upstream_tool_is_offered_without_task_augmentation_and_never_when_it_needs_it() {
+        let def = |execution: Value| {
+            json!({"name": "t", "inputSchema": {"type": "object"},
+            "execution": execution})
+        };
+        assert_eq!(
+            offered_tool(&def(json!({"taskSupport": "optional"})), "up__t"),
+            Some(json!({"name": "up__t", "inputSchema": {"type": "object"}}))
+        );
+        assert_eq!(
+            offered_tool(
+                &def(json!({"taskSupport": "forbidden", "other": 1})),
+                "up__t"
+            ),
+            Some(json!({"name": "up__t", "inputSchema": {"type": "object"},
+                "execution": {"other": 1}}))
+        );
+        assert_eq!(
+            offered_tool(&def(json!({"taskSupport": "required"})), "up__t"),
+            None
+        );
+        assert_eq!(
+            offered_tool(&json!({"name": "t"}), "up__t"),
+            Some(json!({"name": "up__t"}))
+        );
+    }
 }
