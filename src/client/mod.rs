@@ -33,7 +33,7 @@ pub use crate::transport::connection::{
 pub use crate::transport::reconnect::{Reconnect, DEFAULT_RECONNECT_ATTEMPTS};
 pub use listen::{LISTEN_RENEWAL, RELISTEN_DELAY};
 pub use stateless::{Generation, MAX_INPUT_ROUNDS};
-pub use tasks::{TaskHandle, ToolCall, DEFAULT_TASK_POLL, MIN_TASK_POLL};
+pub use tasks::{TaskHandle, ToolCall, DEFAULT_TASK_POLL, MAX_TASK_POLL, MIN_TASK_POLL};
 pub use typed::ToolInfo;
 
 use crate::jsonrpc::{self, ErrorObject, Message, Parsed, Request, RequestId};

@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_TASK_POLL: Duration = Duration::from_millis(500);
 /// Polling is never faster than this, whatever the server suggests.
 pub const MIN_TASK_POLL: Duration = Duration::from_millis(20);
+/// Polling is never slower than this, whatever the server suggests (a
+/// huge `pollIntervalMs` would otherwise put the caller to sleep for good).
+pub const MAX_TASK_POLL: Duration = Duration::from_secs(30);
 
 /// How a `tools/call` was answered.
 #[derive(Clone)]
@@ -53,7 +56,7 @@ fn poll_of(task: &Value) -> Duration {
     task.get("pollIntervalMs")
         .and_then(Value::as_u64)
         .map_or(DEFAULT_TASK_POLL, Duration::from_millis)
-        .max(MIN_TASK_POLL)
+        .clamp(MIN_TASK_POLL, MAX_TASK_POLL)
 }
 
 /// A task the server runs for a call: poll it, answer it, cancel it.
@@ -242,5 +245,19 @@ impl Client {
             poll: DEFAULT_TASK_POLL,
             created: json!({"taskId": id}),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_server_s_poll_interval_is_kept_within_bounds() {
+        let poll = |ms: Value| poll_of(&json!({"pollIntervalMs": ms}));
+        assert_eq!(poll(json!(u64::MAX)), MAX_TASK_POLL);
+        assert_eq!(poll(json!(0)), MIN_TASK_POLL);
+        assert_eq!(poll(json!(1500)), Duration::from_millis(1500));
+        assert_eq!(poll_of(&json!({})), DEFAULT_TASK_POLL);
     }
 }

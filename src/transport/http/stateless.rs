@@ -247,9 +247,17 @@ impl Sink for StreamSink {
                     log::warn!("a response stream's client reads too slowly: notification dropped");
                 }
             }
-            // The response (or its cancellation) happens once.
-            end @ (Outgoing::Response(_) | Outgoing::Suppressed { .. }) => {
+            // The response happens once.
+            end @ Outgoing::Response(_) => {
                 let _ = self.end.try_send(end);
+            }
+            // Cancelled by the server (its client cannot cancel but by
+            // leaving): a request is never left without an answer.
+            Outgoing::Suppressed { id } => {
+                let e = ErrorObject::internal("the request was cancelled before it was answered");
+                let _ = self
+                    .end
+                    .try_send(Outgoing::Response(Reply::Error(Some(id), e)));
             }
             // No requests to a stateless client; SSE polling does not apply.
             Outgoing::Request(_) | Outgoing::Reconnect { .. } => {}
@@ -384,17 +392,9 @@ fn answer_whole(
     mode: ResponseMode,
     notes: &Receiver<Value>,
 ) -> bool {
-    let reply = match end {
-        Outgoing::Response(reply) => reply,
-        // Cancelled before it answered: nothing to say.
-        _ => {
-            let resp = Response {
-                status: 202,
-                headers,
-                body: Vec::new(),
-            };
-            return write_response(stream, &resp, framing.keep_alive).is_ok() && framing.keep_alive;
-        }
+    let Outgoing::Response(reply) = end else {
+        // The sink hands over nothing else as the end.
+        return false;
     };
     let status = match &reply {
         Reply::Error(_, e) => status_of(e.code),
@@ -517,6 +517,21 @@ mod tests {
             "=?base64?SGVsbG8="
         );
         assert!(decode_value("caf\u{e9}").is_err());
+    }
+
+    #[test]
+    fn a_request_the_server_cancels_is_answered_with_an_error() {
+        let (notes, _) = crossbeam_channel::unbounded();
+        let (end_tx, end) = crossbeam_channel::bounded(1);
+        let sink = StreamSink { notes, end: end_tx };
+        sink.send(Outgoing::Suppressed {
+            id: crate::jsonrpc::RequestId::Number(7),
+        });
+        let Ok(Outgoing::Response(Reply::Error(Some(id), e))) = end.try_recv() else {
+            panic!("an error response");
+        };
+        assert_eq!(id, crate::jsonrpc::RequestId::Number(7));
+        assert_eq!(e.code, jsonrpc::INTERNAL_ERROR);
     }
 
     #[test]
