@@ -525,21 +525,49 @@ impl ClientLink {
         let Some((_, channel)) = &out.publisher else {
             return Ok(());
         };
-        for r in std::mem::take(&mut self.held) {
-            channel
-                .basic_publish(
-                    r.exchange,
-                    Publish {
-                        body: &r.content,
-                        routing_key: r.routing_key,
-                        mandatory: true,
-                        immediate: false,
-                        properties: r.properties,
-                    },
-                )
-                .map_err(|e| Outcome::Lost(format!("publish: {e}")))?;
+        let mut held = std::mem::take(&mut self.held).into_iter();
+        while let Some(r) = held.next() {
+            let sent = channel.basic_publish(
+                r.exchange.clone(),
+                Publish {
+                    body: &r.content,
+                    routing_key: r.routing_key.clone(),
+                    mandatory: true,
+                    immediate: false,
+                    properties: r.properties.clone(),
+                },
+            );
+            if let Err(e) = sent {
+                // This one and the rest wait for the next connection.
+                self.held = std::iter::once(r).chain(held).collect();
+                return Err(Outcome::Lost(format!("publish: {e}")));
+            }
         }
         Ok(())
+    }
+
+    /// What was held for the owner's queue when the connection ended goes
+    /// out on the next one: requests are published again anyway (they are
+    /// unanswered), and the rest (answers to the server's requests,
+    /// notifications) go first, as they were written before anything
+    /// still owed.
+    fn carry_held_over(&mut self) {
+        let held = std::mem::take(&mut self.held);
+        let mut out = lock(&self.shared.outbox);
+        for r in held {
+            let Ok(message) = serde_json::from_slice::<Value>(&r.content) else {
+                continue;
+            };
+            if message.get("method").is_some() && message.get("id").is_some() {
+                continue;
+            }
+            out.deferred.push(Deferred {
+                order: 0,
+                message,
+                message_id: r.properties.message_id().clone().unwrap_or_default(),
+                correlation_id: r.properties.correlation_id().clone(),
+            });
+        }
     }
 
     /// The owning instance's queue is missing: whether it may still come
@@ -641,7 +669,7 @@ impl ClientLink {
             Ok(r) => r,
             Err(e) => return lost("returns", e),
         };
-        self.held.clear();
+        self.carry_held_over();
         if generation > 1 {
             self.reconnected_at = Some(Instant::now());
         }
@@ -843,22 +871,14 @@ impl AmqpReader {
     }
 }
 
-impl Connection {
-    /// An AMQP connection to the logical server `config.server_name`. The
-    /// first broker connection is made here (its failure is this call's
-    /// error); later failures are ridden out by reconnecting as
-    /// `config.reconnect` says, and when that gives up the reader fails.
-    pub fn amqp(config: &AmqpConfig) -> io::Result<Connection> {
-        let first = connect::open(&config.url, config.heartbeat_secs)
-            .map_err(|e| io::Error::new(io::ErrorKind::ConnectionRefused, e.to_string()))?;
-        let (to_reader, control) = crossbeam_channel::unbounded();
-        let (to_link, signals) = crossbeam_channel::unbounded();
-        let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
-        // The writers and the reader live as long as the client; the event
-        // callback (and what it holds) only as long as the link thread.
+impl Shared {
+    /// The state of a new client connection. The writers and the reader
+    /// live as long as the client; the event callback (and what it holds)
+    /// only as long as the link thread, so it is not kept here.
+    fn new(config: &AmqpConfig, to_link: Sender<Signal>) -> Arc<Shared> {
         let mut quiet = config.clone();
         quiet.on_event = None;
-        let shared = Arc::new(Shared {
+        Arc::new(Shared {
             config: quiet,
             reply_queue: format!("mcp.client.{}", &topology::unique_suffix()[..16]),
             state: Mutex::new(State {
@@ -877,7 +897,22 @@ impl Connection {
                 closed: false,
             }),
             to_link,
-        });
+        })
+    }
+}
+
+impl Connection {
+    /// An AMQP connection to the logical server `config.server_name`. The
+    /// first broker connection is made here (its failure is this call's
+    /// error); later failures are ridden out by reconnecting as
+    /// `config.reconnect` says, and when that gives up the reader fails.
+    pub fn amqp(config: &AmqpConfig) -> io::Result<Connection> {
+        let first = connect::open(&config.url, config.heartbeat_secs)
+            .map_err(|e| io::Error::new(io::ErrorKind::ConnectionRefused, e.to_string()))?;
+        let (to_reader, control) = crossbeam_channel::unbounded();
+        let (to_link, signals) = crossbeam_channel::unbounded();
+        let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+        let shared = Shared::new(config, to_link);
         let mut link = ClientLink {
             shared: shared.clone(),
             to_reader,
@@ -920,5 +955,61 @@ impl Connection {
                 next: None,
             }),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn returned(body: Value, message_id: &str) -> Return {
+        Return {
+            reply_code: 312,
+            reply_text: "NO_ROUTE".into(),
+            exchange: String::new(),
+            routing_key: "mcp.instance.gone".into(),
+            content: body.to_string().into_bytes(),
+            properties: amiquip::AmqpProperties::default()
+                .with_message_id(message_id.into())
+                .with_correlation_id("c".into()),
+        }
+    }
+
+    #[test]
+    fn what_was_held_for_the_owner_goes_out_on_the_next_connection_but_requests_once() {
+        let config = AmqpConfig::new("amqp://guest:guest@127.0.0.1:5672", "held").unwrap();
+        let (to_link, signals) = crossbeam_channel::unbounded();
+        let (to_reader, _control) = crossbeam_channel::unbounded();
+        let mut link = ClientLink {
+            shared: Shared::new(&config, to_link),
+            to_reader,
+            signals,
+            reconnected_at: None,
+            held: vec![
+                returned(
+                    json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call"}),
+                    "m1",
+                ),
+                returned(
+                    json!({"jsonrpc": "2.0", "id": 7, "result": {"roots": []}}),
+                    "m2",
+                ),
+                returned(
+                    json!({"jsonrpc": "2.0", "method": "notifications/cancelled"}),
+                    "m3",
+                ),
+            ],
+        };
+        link.carry_held_over();
+        assert!(link.held.is_empty());
+        let out = lock(&link.shared.outbox);
+        let carried: Vec<_> = out
+            .deferred
+            .iter()
+            .map(|d| (d.message_id.as_str(), d.order, d.correlation_id.as_deref()))
+            .collect();
+        // The request is published again as an unanswered one, not here.
+        assert_eq!(carried, [("m2", 0, Some("c")), ("m3", 0, Some("c"))]);
     }
 }
