@@ -538,7 +538,7 @@ mod reconnection {
 fn progress_extends_the_timeout_but_not_the_total_limit() {
     let s = Server::builder("slow", "1")
         .tool(Tool::new("ticker", json!({"type":"object"}), |_, ctx| {
-            for i in 1..=100 {
+            for i in 1..=200 {
                 if ctx.is_cancelled() {
                     break;
                 }
@@ -552,8 +552,10 @@ fn progress_extends_the_timeout_but_not_the_total_limit() {
     let (a, b) = memory::pair();
     s.serve_memory(a).unwrap();
     let options = ClientOptions {
-        request_timeout: Duration::from_millis(150),
-        max_total_timeout: Some(Duration::from_millis(400)),
+        // Margins a loaded machine keeps: a tick stalled for a second
+        // would end the call early.
+        request_timeout: Duration::from_secs(1),
+        max_total_timeout: Some(Duration::from_millis(2500)),
         ..Default::default()
     };
     let c = Client::connect(b.into_connection(), options).unwrap();
@@ -564,9 +566,10 @@ fn progress_extends_the_timeout_but_not_the_total_limit() {
     };
     let r = c.call_tool_with("ticker", json!({}), opts);
     assert!(matches!(r, Err(ClientError::Timeout { .. })), "{r:?}");
-    // Progress kept the 150 ms timeout alive well past it; the 400 ms total stopped it.
+    // Progress kept the 1 s timeout alive well past it; the 2.5 s total
+    // stopped it (the ticks would have gone on for 4 s).
     assert!(
-        started.elapsed() >= Duration::from_millis(300),
+        started.elapsed() >= Duration::from_secs(2),
         "{:?}",
         started.elapsed()
     );
@@ -593,7 +596,9 @@ fn http_404_leads_to_a_fresh_initialize() {
         "one"
     );
     clock.advance(Duration::from_secs(3600));
-    assert_eq!(http.sweep_sessions(), 1);
+    // The background sweeper (on the same clock) may take it first.
+    assert!(http.sweep_sessions() <= 1);
+    assert_eq!(http.session_count(), 0);
     // The server answers 404: this call fails, the client re-initializes.
     assert!(c.call_tool("echo", json!({"message": "lost"})).is_err());
     re_rx

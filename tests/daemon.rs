@@ -1030,18 +1030,14 @@ fn a_reload_applies_a_new_token_file_to_the_listener_that_runs_on() {
 fn a_reload_moves_a_listener_to_a_new_path_on_its_address_or_keeps_it() {
     use common::http::post;
     let dir = scratch("same-address");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let config = dir.join("mcpvisor.json");
     let write = |listen: &[String]| {
         std::fs::write(&config, json!({ "listen": listen }).to_string()).unwrap();
     };
-    let at = |path: &str| format!("http://127.0.0.1:{port}{path}");
-    write(&[at("/mcp")]);
+    // A port of the daemon's own choosing (one the test freed could be
+    // taken by another test before the daemon binds it).
+    write(&["http://127.0.0.1:0/mcp".to_owned()]);
     let manager = Manager::new(&dir);
     let mut cmd = bin();
     cmd.args(["--config", config.to_str().unwrap()])
@@ -1049,7 +1045,8 @@ fn a_reload_moves_a_listener_to_a_new_path_on_its_address_or_keeps_it() {
         .env("RUST_LOG", "warn");
     let d = Daemon::start(cmd);
     assert!(manager.recv().starts_with("READY=1"));
-    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let addr = common::http::addr_of(&d.url);
+    let at = |path: &str| format!("http://{addr}{path}");
     let init = common::http::initialize_request(json!({}));
     let status = |path: &str| {
         let h = [common::http::ACCEPT_BOTH, common::http::JSON];

@@ -455,7 +455,9 @@ fn a_full_table_makes_room_and_only_all_busy_gives_a_clear_503() {
     assert_eq!(half.status, 200);
     drop(half.body());
     clock.advance(Duration::from_secs(11));
-    assert_eq!(http.sweep_sessions(), 1, "the unfinished handshake expired");
+    // The background sweeper (on the same clock) may take it first.
+    assert!(http.sweep_sessions() <= 1);
+    assert_eq!(http.session_count(), 0, "the unfinished handshake expired");
     // Two sessions busy with calls: a third is refused.
     let a = initialize(addr, &[]);
     let b = initialize(addr, &[]);

@@ -393,11 +393,12 @@ fn closing_the_client_closes_its_idle_connections() {
     let c = Arc::new(connect(&fake));
     // Two connections idle: a call held by the server keeps one busy while
     // another call opens a second.
+    // Counted before the held call can connect.
+    let before = fake.accepted.load(Ordering::SeqCst);
     let held = {
         let c = c.clone();
         std::thread::spawn(move || echo(&c, HELD))
     };
-    let before = fake.accepted.load(Ordering::SeqCst);
     common::eventually("the held call never connected", || {
         let now = fake.accepted.load(Ordering::SeqCst);
         (now > before)

@@ -575,18 +575,20 @@ impl Daemon {
             }
         }
         // One that goes but holds the socket a new one needs (its path or
-        // scheme changed) stops before it, and is started again if the
-        // new ones cannot be.
+        // scheme changed; or it was configured with port 0 and the new one
+        // names the port it got) stops before it, and is started again if
+        // the new ones cannot be.
         let displaced: Vec<Active> = {
             let mut listeners = lock(&self.state.listeners);
             let (going, staying): (Vec<Active>, Vec<Active>) =
                 std::mem::take(&mut *listeners).into_iter().partition(|a| {
                     !a.inherited
                         && !config.listen.contains(&a.key)
-                        && config
-                            .listen
-                            .iter()
-                            .any(|k| !running.contains(k) && listeners::same_socket(k, &a.key))
+                        && config.listen.iter().any(|k| {
+                            !running.contains(k)
+                                && (listeners::same_socket(k, &a.key)
+                                    || listeners::same_socket(k, &a.url()))
+                        })
                 });
             *listeners = staying;
             going

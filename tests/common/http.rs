@@ -187,6 +187,13 @@ pub fn read_head(mut reader: BufReader<TcpStream>) -> Resp {
     }
 }
 
+/// The address of an `http://ADDR/PATH` URL.
+pub fn addr_of(url: &str) -> SocketAddr {
+    let rest = url.strip_prefix("http://").expect("an http:// URL");
+    let authority = rest.split('/').next().unwrap_or(rest);
+    authority.parse().expect("an address")
+}
+
 /// A POST of a JSON-RPC message with the usual headers plus `extra`.
 pub fn post(addr: SocketAddr, session: Option<&str>, body: &Value, extra: &[(&str, &str)]) -> Resp {
     let mut h: Vec<(&str, &str)> = vec![ACCEPT_BOTH, JSON, ("MCP-Protocol-Version", "2025-11-25")];
