@@ -198,11 +198,10 @@ fn consume(queue: &amiquip::Queue) -> crossbeam_channel::Receiver<ConsumerMessag
     rx
 }
 
-/// Initializes a session by hand; returns (session id, instance queue).
-/// Calls that run on past the instance consumer's prefetch hold no slot
-/// of it: the session's ping (and any other message of its instance's
-/// sessions) still comes through, and every held call is answered once
-/// let go.
+/// More calls running than `prefetch` stall nothing: the instance queue's
+/// consumer takes what the engine lets the sessions run, so the session's
+/// ping (and any other message of its instance's sessions) still comes
+/// through, and every held call is answered once let go.
 #[test]
 fn calls_running_past_the_prefetch_stall_no_message_of_the_instance() {
     let mut config = config("prefetch");
@@ -252,6 +251,7 @@ fn calls_running_past_the_prefetch_stall_no_message_of_the_instance() {
     assert_eq!(answered, ["c0", "c1", "c2", "c3"]);
 }
 
+/// Initializes a session by hand; returns (session id, instance queue).
 fn raw_initialize(raw: &Raw, config: &AmqpConfig) -> (String, String) {
     let init = json!({"jsonrpc":"2.0","id":"init","method":"initialize","params":{
         "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}});

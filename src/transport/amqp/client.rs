@@ -549,12 +549,18 @@ impl ClientLink {
     /// What was held for the owner's queue when the connection ended goes
     /// out on the next one: requests are published again anyway (they are
     /// unanswered), and the rest (answers to the server's requests,
-    /// notifications) go first, as they were written before anything
-    /// still owed.
+    /// notifications, each independent of the requests) first, in the
+    /// order they were held.
     fn carry_held_over(&mut self) {
         let held = std::mem::take(&mut self.held);
         let mut out = lock(&self.shared.outbox);
         for r in held {
+            if out.deferred.len() >= self.shared.config.max_backlog {
+                log::warn!(
+                    "amqp client: the backlog is full; a message held for the server's instance is dropped"
+                );
+                break;
+            }
             let Ok(message) = serde_json::from_slice::<Value>(&r.content) else {
                 continue;
             };

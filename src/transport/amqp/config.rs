@@ -281,7 +281,11 @@ pub struct AmqpConfig {
     pub dead_letter_exchange: String,
     /// Queue bound to the dead-letter exchange (default [`DEFAULT_DEAD_LETTER_QUEUE`]).
     pub dead_letter_queue: String,
-    /// Unacknowledged deliveries per consumer (default [`DEFAULT_PREFETCH`]).
+    /// Unacknowledged deliveries of the shared request queue's consumer
+    /// (default [`DEFAULT_PREFETCH`]); a server instance's own queue (its
+    /// sessions' messages) takes as many as its engine lets those sessions
+    /// have in flight, twice over, so that calls running long never hold
+    /// back what they wait for.
     pub prefetch: u16,
     /// Largest accepted body (default [`DEFAULT_MAX_MESSAGE_BYTES`]).
     pub max_message_bytes: usize,

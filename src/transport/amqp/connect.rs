@@ -91,8 +91,6 @@ fn start<S: amiquip::IoStream>(
         .map_err(|e| ConnectError::Amqp(e.to_string()))
 }
 
-/// Connects to the first of `addrs` that accepts, in order (`localhost`
-/// may give ::1 first to a broker that listens on 127.0.0.1 only).
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,14 +7,14 @@
 //! One thread owns the broker connection and channel; it receives
 //! deliveries, hands them to the protocol engine, and publishes what the
 //! engine's handler threads produce (they queue it through a per-delivery
-//! [`Sink`]). A request from the shared queue (an `initialize`, a
-//! stateless request) is acknowledged only once the broker confirmed its
+//! [`Sink`]). A request is acknowledged only once the broker confirmed its
 //! response (at-least-once); a lost connection leaves it unacknowledged, so
-//! the broker delivers it again — handlers must tolerate that. What comes
-//! on the instance queue is acknowledged as it is handed on: that queue
-//! goes with the connection (it is exclusive), so holding it back would
-//! bring nothing back, and would let running calls fill the consumer's
-//! prefetch and stall every session of the instance. Confirms do
+//! the broker delivers it again — handlers must tolerate that. The shared
+//! queue's consumer takes `prefetch` deliveries at most; the instance
+//! queue's takes as many as the engine lets its sessions run
+//! ([`instance_prefetch`]), so calls that run long never hold back the
+//! messages of its sessions that they wait for (a ping, a cancellation, an
+//! answer to the server's request). Confirms do
 //! not wake the link thread: it takes them between other events, or after
 //! [`ACK_DELAY`] when there are none (and past that, as they arrive). An
 //! intentional stop publishes what is queued and waits up to
@@ -73,12 +73,11 @@ impl Expirable for SessionRoute {
     }
 }
 
-/// A response owed for a delivery, and the delivery while it waits for
-/// its acknowledgement (`None` once acknowledged on receipt); `generation`
-/// names the connection it came on (tags of an older connection are void).
+/// A delivery waiting for its acknowledgement; `generation` names the
+/// connection it came on (tags of an older connection are void).
 struct Ticket {
     generation: u64,
-    delivery: Option<Delivery>,
+    delivery: Delivery,
 }
 
 /// Work for the link thread.
@@ -392,6 +391,19 @@ pub const ACK_DELAY: Duration = Duration::from_millis(1);
 /// [`DEFAULT_WORKER_SHUTDOWN`](supervisor::DEFAULT_WORKER_SHUTDOWN)).
 pub const STOP_CONFIRM_WAIT: Duration = Duration::from_secs(2);
 
+/// The instance queue consumer's prefetch: every request the engine lets
+/// the instance's sessions have in flight, and as many more (their
+/// notifications and answers, acknowledged as they are taken), up to the
+/// most AMQP can say. Unacknowledged running calls do not stall the
+/// messages they wait for; the engine's limits bound the work.
+fn instance_prefetch(config: &AmqpConfig, engine: &crate::protocol::EngineOptions) -> u16 {
+    let inflight = config
+        .max_sessions
+        .saturating_mul(engine.max_inflight_per_session)
+        .saturating_mul(2);
+    u16::try_from(inflight.max(usize::from(config.prefetch))).unwrap_or(u16::MAX)
+}
+
 /// One connection's message loop.
 fn serve(
     shared: &Arc<Shared>,
@@ -437,6 +449,11 @@ fn serve(
         Ok(c) => c,
         Err(e) => return lost("consuming the request queue", e),
     };
+    // A consumer's limit is the one set when it starts.
+    let limit = instance_prefetch(&shared.config, &shared.engine.options);
+    if let Err(e) = channel.qos(0, limit, false) {
+        return lost("qos", e);
+    }
     let own = match consume(shared.instance_queue.clone(), true) {
         Ok(c) => c,
         Err(e) => return lost("consuming the instance queue", e),
@@ -499,8 +516,8 @@ fn serve(
         };
         overdue = false;
         let result = match op.index() {
-            i if i == i_requests => link.consumed(op.recv(requests.receiver()), false),
-            i if i == i_own => link.consumed(op.recv(own.receiver()), true),
+            i if i == i_requests => link.consumed(op.recv(requests.receiver())),
+            i if i == i_own => link.consumed(op.recv(own.receiver())),
             i if i == i_work => match op.recv(work) {
                 Ok(w) => link.perform(w),
                 Err(_) => Err(Outcome::Stop),
@@ -576,10 +593,9 @@ impl Link<'_> {
     fn consumed(
         &mut self,
         message: Result<ConsumerMessage, crossbeam_channel::RecvError>,
-        own: bool,
     ) -> Result<(), Outcome> {
         match message {
-            Ok(ConsumerMessage::Delivery(d)) => self.delivered(d, own),
+            Ok(ConsumerMessage::Delivery(d)) => self.delivered(d),
             Ok(other) => Err(Outcome::Lost(format!("consumer ended: {other:?}"))),
             Err(_) => Err(Outcome::Lost("consumer channel closed".into())),
         }
@@ -619,13 +635,10 @@ impl Link<'_> {
     }
 
     fn ack(&mut self, t: Ticket) -> Result<(), Outcome> {
-        let Some(delivery) = t.delivery else {
-            return Ok(()); // acknowledged on receipt
-        };
         if t.generation != self.generation {
             return Ok(()); // the broker already requeued it with its connection
         }
-        delivery
+        t.delivery
             .ack(self.channel)
             .map_err(|e| Outcome::Lost(format!("ack: {e}")))
     }
@@ -712,16 +725,10 @@ impl Link<'_> {
             if ok {
                 self.ack(ticket)?;
             } else if ticket.generation == self.generation {
-                let Some(delivery) = ticket.delivery else {
-                    log::error!(
-                        "amqp: a response was nacked by the broker; its request (a session's, \
-                         acknowledged on receipt) is not run again: its client's call times out"
-                    );
-                    continue;
-                };
                 // The broker lost the response: run the request again.
                 log::warn!("amqp: a response was nacked by the broker; requeueing its request");
-                delivery
+                ticket
+                    .delivery
                     .nack(self.channel, true)
                     .map_err(|e| Outcome::Lost(format!("nack: {e}")))?;
             }
@@ -729,9 +736,7 @@ impl Link<'_> {
         Ok(())
     }
 
-    /// A delivery from the shared request queue, or (`own`) from this
-    /// instance's queue.
-    fn delivered(&mut self, mut delivery: Delivery, own: bool) -> Result<(), Outcome> {
+    fn delivered(&mut self, mut delivery: Delivery) -> Result<(), Outcome> {
         let envelope = Envelope::of(&delivery.properties);
         let correlation_id = delivery.properties.message_id().clone();
         if envelope.status == Some(SessionStatus::Ended) {
@@ -746,9 +751,9 @@ impl Link<'_> {
             Ok(p) => p,
             Err(rejection) => return self.reject(delivery, &envelope, correlation_id, rejection),
         };
-        let mut ticket = Ticket {
+        let ticket = Ticket {
             generation: self.generation,
-            delivery: Some(delivery),
+            delivery,
         };
         let shared = self.shared;
         let (session, opened) = match &envelope.session {
@@ -825,19 +830,6 @@ impl Link<'_> {
                 return self.ack(ticket);
             }
         }
-        // What comes on the instance queue is acknowledged as it is handed
-        // on: unacknowledged, the calls running in all of this instance's
-        // sessions would hold its consumer's prefetch, and past it nothing
-        // more of any session would come (a ping, a cancellation, an answer
-        // the running calls wait for). The engine bounds the work instead.
-        // (The queue is exclusive: with the connection it goes, and what it
-        // held with it, so a late acknowledgement would bring nothing back.)
-        if own {
-            if let Some(d) = ticket.delivery.take() {
-                d.ack(self.channel)
-                    .map_err(|e| Outcome::Lost(format!("ack: {e}")))?;
-            }
-        }
         let mcp = match &session {
             Some(s) => s.mcp.clone(),
             // No session yet: a throwaway one answers as the lifecycle says
@@ -894,7 +886,7 @@ impl Link<'_> {
         }
         self.ack(Ticket {
             generation: self.generation,
-            delivery: Some(delivery),
+            delivery,
         })
     }
 
