@@ -1009,6 +1009,10 @@ fn read_loop(shared: Arc<Shared>, mut reader: Box<dyn MessageReader>, ended: &At
             dispatch(&shared, m, related.as_ref());
         }
     };
+    // Nothing more is read from it: whatever waits to hand it a message
+    // (a full queue of the HTTP connection's) is let go now, not after
+    // the reconnection below.
+    drop(reader);
     ended.store(true, Ordering::SeqCst);
     connection_lost(&shared, why);
 }

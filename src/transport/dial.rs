@@ -5,9 +5,10 @@
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-/// Connects to the first of `addrs` that accepts within `timeout` each; the
-/// last address's error when none does, or a "did not resolve" naming
-/// `host` when there were none.
+/// Connects to the first of `addrs` that accepts, all of them within
+/// `timeout` (`localhost` may give ::1 first to a server that listens on
+/// 127.0.0.1 only); the last address's error when none does, or a "did
+/// not resolve" naming `host` when there were none.
 pub(crate) fn connect_any(
     host: &str,
     addrs: impl IntoIterator<Item = SocketAddr>,
@@ -17,8 +18,16 @@ pub(crate) fn connect_any(
         std::io::ErrorKind::NotFound,
         format!("{host} did not resolve"),
     );
+    let deadline = std::time::Instant::now() + timeout;
     for addr in addrs {
-        match TcpStream::connect_timeout(&addr, timeout) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("{host}: no address answered within {timeout:?}"),
+            ));
+        }
+        match TcpStream::connect_timeout(&addr, left) {
             Ok(s) => return Ok(s),
             Err(e) => last = e,
         }
@@ -32,14 +41,33 @@ mod tests {
 
     const WAIT: Duration = Duration::from_secs(10);
 
+    /// A loopback port bound but not listened on: a connection to it is
+    /// refused, and no other socket can take it while the result lives.
+    fn refusing() -> (std::os::fd::OwnedFd, SocketAddr) {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        // SAFETY: a socket(2) of our own, bound and named through plain
+        // sockaddr_in values of the right size.
+        unsafe {
+            let raw = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+            assert!(raw >= 0, "socket: {}", std::io::Error::last_os_error());
+            let fd = std::os::fd::OwnedFd::from_raw_fd(raw);
+            let mut sa: libc::sockaddr_in = std::mem::zeroed();
+            sa.sin_family = libc::AF_INET as libc::sa_family_t;
+            sa.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+            let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            let at = (&raw mut sa).cast::<libc::sockaddr>();
+            assert_eq!(libc::bind(fd.as_raw_fd(), at, len), 0, "bind");
+            let mut got = len;
+            assert_eq!(libc::getsockname(fd.as_raw_fd(), at, &mut got), 0);
+            let port = u16::from_be(sa.sin_port);
+            (fd, SocketAddr::from(([127, 0, 0, 1], port)))
+        }
+    }
+
     #[test]
     fn every_resolved_address_is_tried_in_turn() {
         let live = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        // A port that was just free: nothing listens there.
-        let dead = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
+        let (_held, dead) = refusing();
         let s = connect_any("h", [dead, live.local_addr().unwrap()], WAIT).unwrap();
         assert_eq!(s.peer_addr().unwrap(), live.local_addr().unwrap());
         let e = connect_any("h", [dead], WAIT).unwrap_err();

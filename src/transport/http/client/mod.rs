@@ -66,10 +66,10 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// the client closes them all.
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Longest the `DELETE` that ends the session at close may wait to
-/// connect, and for its answer's next bytes each time: 5 s (closing holds
-/// the client's writer, and a server that does not answer keeps the
-/// session until its expiry).
+/// Longest the `DELETE` that ends the session at close may take, to
+/// connect and to be answered, in all: 5 s (closing holds the client's
+/// writer, and a server that does not answer keeps the session until its
+/// expiry).
 pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Parses `http://host[:port]/path` (or `https://…`): the addresses the
@@ -212,10 +212,11 @@ impl MessageReader for HttpReader {
         Ok(self.read_related()?.map(|(m, _)| m))
     }
     fn read_related(&mut self) -> io::Result<Option<(Vec<u8>, Option<RequestId>)>> {
-        // Ended, and all that came before is read. (An end told while
+        // Ended, and all that came before is read: `ended` first, as all
+        // that came before the end is queued by then. (An end told while
         // the queue is not full also leaves its mark there, so a wait
         // that begins now is woken.)
-        if self.incoming.is_empty() && self.ended.load(Ordering::SeqCst) {
+        if self.ended.load(Ordering::SeqCst) && self.incoming.is_empty() {
             return Ok(None);
         }
         // An empty message marks the end of the session (404, close).
