@@ -1053,6 +1053,13 @@ fn a_reload_moves_a_listener_to_a_new_path_on_its_address_or_keeps_it() {
         common::http::send(addr, "POST", path, &h, init.to_string().as_bytes()).status
     };
     assert_eq!(post(addr, None, &init, &[]).status, 200);
+    let taken = format!("tcp://{}", busy.local_addr().unwrap());
+    // Its port named, another path, with a listener that cannot start:
+    // the one configured with port 0 made room, and is back on its port.
+    write(&[at("/v1"), taken.clone()]);
+    reload(&d, &manager);
+    assert_eq!(status("/mcp"), 200, "back where it was");
+    assert_eq!(status("/v1"), 404);
     // The same address, another path: the old one makes room.
     write(&[at("/v1")]);
     reload(&d, &manager);
@@ -1060,7 +1067,6 @@ fn a_reload_moves_a_listener_to_a_new_path_on_its_address_or_keeps_it() {
     assert_eq!(status("/mcp"), 404);
     // Moved again along with a listener that cannot start: nothing
     // changes, and /v1 is served again.
-    let taken = format!("tcp://{}", busy.local_addr().unwrap());
     write(&[at("/v2"), taken]);
     reload(&d, &manager);
     assert_eq!(status("/v1"), 200, "kept");

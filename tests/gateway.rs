@@ -40,6 +40,16 @@ fn start_with(
     config: &Value,
     env: &[(&str, std::ffi::OsString)],
 ) -> Gateway {
+    start_logging(dir, config, env, Stdio::null())
+}
+
+/// [`start_with`], the daemon's log going to `stderr`.
+fn start_logging(
+    dir: &std::path::Path,
+    config: &Value,
+    env: &[(&str, std::ffi::OsString)],
+    stderr: Stdio,
+) -> Gateway {
     let path = dir.join("mcpvisor.json");
     std::fs::write(&path, config.to_string()).unwrap();
     let mut cmd = Command::new(BIN);
@@ -48,7 +58,7 @@ fn start_with(
         .envs(env.iter().map(|(k, v)| (k, v)))
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+        .stderr(stderr);
     let mut child = cmd.spawn().unwrap();
     let mut line = String::new();
     let mut out = BufReader::new(child.stdout.take().unwrap());
@@ -501,6 +511,56 @@ fn a_stop_asked_while_waiting_for_a_required_upstream_stops_at_once() {
         String::from_utf8_lossy(&buf[..n])
     );
     assert_eq!(daemon.wait().unwrap().code(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_stop_is_not_held_up_by_an_upstream_that_never_answers_its_listing() {
+    // The upstream answers `initialize` and never its `tools/list`; its
+    // requests may take five minutes, and the daemon's stop as long.
+    let dir = scratch("gateway-listing-stop");
+    let listing = dir.join("listing");
+    let script = format!(
+        r#"
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("method") == "initialize":
+        print(json.dumps({{"jsonrpc": "2.0", "id": m["id"], "result": {{
+            "protocolVersion": "2025-11-25", "capabilities": {{"tools": {{}}}},
+            "serverInfo": {{"name": "mute", "version": "1"}}}}}}), flush=True)
+    elif m.get("method") == "tools/list":
+        open({listing:?}, "w").close()
+"#,
+        listing = listing.display().to_string()
+    );
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "shutdownTimeoutMs": 300_000,
+        "mcpServers": {"mute": {"command": "python3", "args": ["-c", script], "timeoutMs": 300_000}},
+    });
+    let log = dir.join("stderr.log");
+    let stderr = std::fs::File::create(&log).unwrap();
+    let mut g = start_logging(&dir, &config, &[], stderr.into());
+    eventually("the upstream was asked for its tools", || {
+        listing
+            .exists()
+            .then_some(())
+            .ok_or_else(|| "not yet".to_owned())
+    });
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(g.child.id() as libc::pid_t, libc::SIGTERM) };
+    let status = eventually("the daemon stopped", || {
+        g.child
+            .try_wait()
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "still running".to_owned())
+    });
+    assert_eq!(status.code(), Some(0));
+    // Its worker stopped when told (it was not left behind, detached,
+    // after its 10 s to stop).
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(!log.contains("ignored its stop signal"), "{log}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

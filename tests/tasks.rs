@@ -241,7 +241,10 @@ fn expired_tasks_are_dropped_and_make_room() {
     // Full storage serves a call as a plain one; a machine so loaded that
     // the first task expired before the fifth call made room for a task
     // again, and the round is made once more.
+    let mut rounds = 0;
     let (s, c, first) = loop {
+        rounds += 1;
+        assert!(rounds <= 10, "ten rounds each slower than the time to live");
         let s = server(options.clone(), Arc::default());
         let c = client(&s, Generation::Stateless, true);
         let began = Instant::now();

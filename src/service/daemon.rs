@@ -710,8 +710,12 @@ impl Daemon {
     /// (with the configuration that runs on).
     fn restore(&self, root: &supervisor::SupervisorRef, stopped: &[Active]) {
         for old in stopped {
-            match self.start_listener(root, &old.key, &self.config, &self.options) {
-                Ok(a) => lock(&self.state.listeners).push(a),
+            match self.start_listener(root, &old.rebound(), &self.config, &self.options) {
+                // Still the configured listener it was.
+                Ok(a) => lock(&self.state.listeners).push(Active {
+                    key: old.key.clone(),
+                    ..a
+                }),
                 Err(e) => log::error!("{} is not served any more: {e}", old.key),
             }
         }

@@ -45,6 +45,24 @@ impl Active {
     pub fn url(&self) -> String {
         self.listener.to_string()
     }
+
+    /// What to start to serve where it served: its configured string,
+    /// unless that asked for port 0 (its bound address then: another free
+    /// port would move it).
+    pub fn rebound(&self) -> String {
+        let any_port = self
+            .key
+            .parse::<Listen>()
+            .ok()
+            .as_ref()
+            .and_then(listen_addr)
+            .is_some_and(|a| a.port() == 0);
+        if any_port {
+            self.url()
+        } else {
+            self.key.clone()
+        }
+    }
 }
 
 /// Pairs the configured listeners with the inherited sockets.

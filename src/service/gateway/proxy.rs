@@ -73,18 +73,24 @@ impl Route {
 fn upstream_marks_removed(mut result: Value) -> Value {
     if let Some(r) = result.as_object_mut() {
         r.remove("resultType");
-        let emptied = r
-            .get_mut("_meta")
-            .and_then(Value::as_object_mut)
-            .is_some_and(|m| {
-                m.remove(crate::protocol::stateless::META_SERVER_INFO);
-                m.is_empty()
-            });
-        if emptied {
-            r.remove("_meta");
-        }
+        remove_within(r, "_meta", crate::protocol::stateless::META_SERVER_INFO);
     }
     result
+}
+
+/// Removes `inner` from the object at `outer` in `map`, and `outer` too
+/// when nothing is left in it.
+pub(super) fn remove_within(map: &mut Map<String, Value>, outer: &str, inner: &str) {
+    let emptied = map
+        .get_mut(outer)
+        .and_then(Value::as_object_mut)
+        .is_some_and(|o| {
+            o.remove(inner);
+            o.is_empty()
+        });
+    if emptied {
+        map.remove(outer);
+    }
 }
 
 /// Why a relayed request failed.

@@ -21,7 +21,7 @@ use crate::transport::connection::Connection;
 use crossbeam_channel::select;
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use supervisor::{Backoff, ChildSpec, Restart, Strategy, SupervisorSpec};
 
@@ -240,9 +240,36 @@ fn run(
     let remote = matches!(cfg.transport, UpstreamTransport::Http { .. }) && !cfg.required;
     let mut delay = cfg.backoff;
     let mut told: Option<String> = None;
+    // The client of the life under way: a stop closes it (on a thread of
+    // its own: the hook must not block), so that a request the upstream
+    // does not answer (its tools/list, say) does not hold the stop up.
+    let current: Arc<Mutex<Option<Client>>> = Arc::default();
+    {
+        let current = current.clone();
+        ctx.on_stop(move || {
+            if let Some(client) = crate::sync::lock(&current).take() {
+                let closing = std::thread::Builder::new()
+                    .name("mcpvisor-upstream-stop".into())
+                    .spawn(move || client.close());
+                if let Err(e) = closing {
+                    log::warn!("cannot start a thread to close an upstream's client: {e}");
+                }
+            }
+        });
+    }
     loop {
         let mut served = false;
-        let why = match life(cfg, server, sources, epoch, max_name, ctx, &mut served) {
+        let lived = life(
+            cfg,
+            server,
+            sources,
+            epoch,
+            max_name,
+            ctx,
+            &current,
+            &mut served,
+        );
+        let why = match lived {
             Ok(()) => return Ok(()),
             Err(why) if !remote => return Err(why.into()),
             Err(why) => why,
@@ -268,7 +295,8 @@ fn run(
 }
 
 /// One connection to the upstream: until it ends (an error) or the worker
-/// is told to stop.
+/// is told to stop. Its client is in `current` while it lives.
+#[allow(clippy::too_many_arguments)]
 fn life(
     cfg: &Arc<UpstreamConfig>,
     server: &Server,
@@ -276,6 +304,7 @@ fn life(
     epoch: u64,
     max_name: usize,
     ctx: &supervisor::ChildContext,
+    current: &Mutex<Option<Client>>,
     served: &mut bool,
 ) -> Result<(), String> {
     let source = source_id(&cfg.name);
@@ -322,6 +351,13 @@ fn life(
         return Ok(());
     };
     let client = client?;
+    *crate::sync::lock(current) = Some(client.clone());
+    // Told to stop just before the client was there to be closed.
+    if ctx.should_stop() {
+        crate::sync::lock(current).take();
+        client.close();
+        return Ok(());
+    }
     let route = Arc::new(Route {
         shared: Arc::new(Link::new(cfg, client.clone())),
         sessions: cfg
@@ -341,7 +377,12 @@ fn life(
     if let Some(s) = &route.sessions {
         s.stop_all();
     }
+    crate::sync::lock(current).take();
     client.close();
+    // Told to stop: whatever the upstream's requests ended with, it was that.
+    if ctx.should_stop() {
+        return Ok(());
+    }
     match ended? {
         None => Ok(()),
         Some(why) => Err(format!("upstream {} exited: {why}", cfg.name)),
@@ -481,7 +522,6 @@ fn connection(cfg: &UpstreamConfig, label: &str) -> Result<Connection, String> {
     }
 }
 
-/// Whether the allow and deny lists let `tool` through.
 /// An upstream tool's definition as the gateway offers it, under
 /// `public`: without the 2025-11-25 `execution.taskSupport` (the gateway's
 /// client makes no task-augmented calls, and the gateway's own task
@@ -498,19 +538,11 @@ fn offered_tool(def: &Value, public: &str) -> Option<Value> {
     let mut definition = def.clone();
     let d = definition.as_object_mut()?;
     d.insert("name".into(), public.into());
-    let emptied = d
-        .get_mut("execution")
-        .and_then(Value::as_object_mut)
-        .is_some_and(|e| {
-            e.remove("taskSupport");
-            e.is_empty()
-        });
-    if emptied {
-        d.remove("execution");
-    }
+    proxy::remove_within(d, "execution", "taskSupport");
     Some(definition)
 }
 
+/// Whether the allow and deny lists let `tool` through.
 fn allowed(cfg: &UpstreamConfig, tool: &str) -> bool {
     cfg.allow
         .as_ref()
