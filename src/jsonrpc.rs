@@ -485,6 +485,11 @@ pub(crate) fn to_text(value: &impl serde::Serialize) -> String {
 /// Longest excerpt of peer input quoted in an error message.
 pub const MAX_EXCERPT: usize = 64;
 
+/// Longest string id taken (1 KiB): every answer and cancellation repeats
+/// the id, so a peer that sent megabytes of id and never read would have
+/// the answers queue gigabytes. A longer one is refused as no id at all.
+pub const MAX_ID_BYTES: usize = 1024;
+
 /// Peer input as quoted in errors and logs: at most [`MAX_EXCERPT`] bytes
 /// (on a character boundary) and the total size, so a huge bad member is
 /// neither echoed back nor logged whole.
@@ -549,7 +554,21 @@ fn validate_members(m: Members) -> Result<Message, ParseError> {
         mut extra,
     } = m;
     // The id, when readable, goes into any error we send.
-    let id = raw_id.as_ref().and_then(RequestId::from_value);
+    let id_too_long = matches!(&raw_id, Some(Value::String(s)) if s.len() > MAX_ID_BYTES);
+    let id = raw_id
+        .as_ref()
+        .and_then(RequestId::from_value)
+        .filter(|_| !id_too_long);
+    let bad_id = |kind: &str, raw: &Value| {
+        if id_too_long {
+            format!("{kind} id longer than {MAX_ID_BYTES} bytes")
+        } else {
+            format!(
+                "{kind} id must be a string or an integer, got {}",
+                excerpt(raw)
+            )
+        }
+    };
     // Responses are never answered; anything else that is broken is (with
     // `id: null` when the id cannot be read), as JSON-RPC asks.
     let looks_like_response = method.is_none() && (result.is_some() || error.is_some());
@@ -597,10 +616,7 @@ fn validate_members(m: Members) -> Result<Message, ParseError> {
                 (Some(_), Some(id)) => Ok(Message::Request(Request { id, call })),
                 (Some(raw), None) => Err(ParseError::new(
                     INVALID_REQUEST,
-                    format!(
-                        "request id must be a string or an integer, got {}",
-                        excerpt(&raw)
-                    ),
+                    bad_id("request", &raw),
                     None,
                 )),
             }
@@ -637,15 +653,7 @@ fn validate_members(m: Members) -> Result<Message, ParseError> {
             let id = match (&raw_id, id.clone()) {
                 (Some(Value::Null), _) if name == "error" => None,
                 (Some(_), Some(id)) => Some(id),
-                (Some(raw), None) => {
-                    return Err(fail(
-                        INVALID_REQUEST,
-                        format!(
-                            "response id must be a string or an integer, got {}",
-                            excerpt(raw)
-                        ),
-                    ))
-                }
+                (Some(raw), None) => return Err(fail(INVALID_REQUEST, bad_id("response", raw))),
                 (None, _) => return Err(fail(INVALID_REQUEST, "response has no id".into())),
             };
             // The whole message, every member as it arrived.
@@ -741,6 +749,32 @@ mod tests {
             Ok(Parsed::Single(m)) => m,
             other => panic!("expected a message for {bytes}, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn an_id_past_the_limit_is_refused_and_never_echoed() {
+        let long = "i".repeat(MAX_ID_BYTES + 1);
+        let e = err(&json!({"jsonrpc": "2.0", "id": long, "method": "ping"}).to_string());
+        assert_eq!(e.code, INVALID_REQUEST);
+        let r = e.response().unwrap();
+        assert_eq!(r["id"], Value::Null);
+        assert!(r.to_string().len() < 200, "{r}");
+        // In a batch too; at the limit it is an id.
+        let batch = json!([{"jsonrpc": "2.0", "id": long, "method": "ping"}]).to_string();
+        let Ok(Parsed::Batch(items)) = parse(batch.as_bytes()) else {
+            panic!("a batch");
+        };
+        let Err(e) = &items[0] else {
+            panic!("refused");
+        };
+        assert_eq!(e.response().unwrap()["id"], Value::Null);
+        let at = "i".repeat(MAX_ID_BYTES);
+        assert!(parse(
+            json!({"jsonrpc": "2.0", "id": at, "method": "ping"})
+                .to_string()
+                .as_bytes()
+        )
+        .is_ok());
     }
 
     #[test]

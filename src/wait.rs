@@ -19,6 +19,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// `d` from now; a duration too long for the clock (`Duration::MAX`, as a
+/// caller may pass for "no limit") is a century, not a panic.
+pub(crate) fn deadline_in(d: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(d)
+        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
+        .unwrap_or(now)
+}
+
 /// Wakes a thread blocked in [`Waker::wait`] on a socket: a socket pair
 /// whose reading end is polled beside that socket. A listener waits with no
 /// timeout, and its stop (a [`supervisor::ChildContext::on_stop`] hook)
@@ -235,6 +244,14 @@ pub(crate) fn select_within<'a>(
 mod tests {
     use super::*;
     use std::net::{TcpListener, TcpStream};
+
+    #[test]
+    fn a_deadline_past_the_clock_is_far_away_not_a_panic() {
+        let far = deadline_in(Duration::MAX);
+        assert!(far > Instant::now() + Duration::from_secs(365 * 24 * 3600));
+        let near = deadline_in(Duration::from_secs(1));
+        assert!(near <= Instant::now() + Duration::from_secs(1));
+    }
 
     #[test]
     fn a_waker_ends_the_wait_and_a_connection_is_reported() {

@@ -405,9 +405,25 @@ impl Context {
     /// when `progress` is greater than the last value sent. Returns whether
     /// a notification was sent.
     pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) -> bool {
-        let Some(token) = self.meta.as_ref().and_then(|m| m.get("progressToken")) else {
+        // A token is a string or an integer, a string no longer than an
+        // id may be (each notification repeats it).
+        let usable = |t: &&Value| match t {
+            Value::String(s) => s.len() <= crate::jsonrpc::MAX_ID_BYTES,
+            other => other.as_i64().is_some(),
+        };
+        let Some(token) = self
+            .meta
+            .as_ref()
+            .and_then(|m| m.get("progressToken"))
+            .filter(usable)
+        else {
             return false;
         };
+        // JSON has no NaN or infinity (it would go out as null, and NaN
+        // would pass every later "greater than" check).
+        if !progress.is_finite() || total.is_some_and(|t| !t.is_finite()) {
+            return false;
+        }
         let mut state = lock(&self.state);
         if state.task.is_some() || state.finished || state.last.is_some_and(|last| progress <= last)
         {

@@ -419,7 +419,7 @@ impl Engine {
         self.tasks.cancel_all();
         // Listen streams end gracefully: their result tells the client so.
         self.listeners.end_all(&self.info);
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::wait::deadline_in(timeout);
         let sessions = self.live_sessions();
         for s in &sessions {
             s.wait_idle(deadline.saturating_duration_since(Instant::now()));

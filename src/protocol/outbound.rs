@@ -129,7 +129,9 @@ impl Outbound {
             }
         }
         let (tx, rx) = crossbeam_channel::bounded(1);
-        let (tick, ticks) = crossbeam_channel::unbounded();
+        // Ticks that come faster than the waiting thread takes them are
+        // one restart (a peer's flood of progress holds no memory).
+        let (tick, ticks) = crossbeam_channel::bounded(2);
         {
             let mut pending = lock(&self.pending);
             if self.closed.load(Ordering::SeqCst) {
@@ -227,7 +229,7 @@ impl Outbound {
             // Only a call that gave a token: the id of one that did not is
             // no token, and must not keep it from timing out.
             let callback = p.progress.clone()?;
-            let _ = p.tick.send(());
+            let _ = p.tick.try_send(());
             callback
         };
         let progress = params.get("progress").and_then(Value::as_f64)?;
@@ -275,9 +277,9 @@ impl Outbound {
         };
         let (handler, tick) = (call.association.clone()?, call.tick.clone());
         Some(Arc::new(move |method: &str, params: Value| {
-            let _ = tick.send(());
+            let _ = tick.try_send(());
             let answer = handler(method, params);
-            let _ = tick.send(());
+            let _ = tick.try_send(());
             answer
         }))
     }
@@ -303,10 +305,10 @@ fn waiting(
     ticks: &Receiver<()>,
     wait: &Wait,
 ) -> Result<Value, CallError> {
-    let hard = wait.total.map(|t| Instant::now() + t);
+    let hard = wait.total.map(crate::wait::deadline_in);
     let never = crossbeam_channel::never();
     let cancel = wait.cancel.as_ref().unwrap_or(&never);
-    let mut deadline = Instant::now() + wait.timeout;
+    let mut deadline = crate::wait::deadline_in(wait.timeout);
     loop {
         let until = hard.map_or(deadline, |h| h.min(deadline));
         let left = until.saturating_duration_since(Instant::now());
@@ -316,7 +318,7 @@ fn waiting(
                 Ok(Err(e)) => Err(CallError::Rpc(e)),
                 Err(_) => Err(CallError::Closed),
             },
-            recv(ticks) -> _ => deadline = Instant::now() + wait.timeout,
+            recv(ticks) -> _ => deadline = crate::wait::deadline_in(wait.timeout),
             recv(cancel) -> _ => return Err(CallError::Cancelled),
             default(left) => return Err(CallError::Timeout(id.clone(), wait.timeout)),
         }

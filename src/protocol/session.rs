@@ -168,6 +168,14 @@ impl Session {
     fn submit(self: &Arc<Self>, cancel: CancelToken, job: Job) -> bool {
         let mut running = lock(&self.running);
         if running.now >= self.running_cap() {
+            // Cancelled between its entry in flight and here (a close or a
+            // cancellation on another thread already looked at the
+            // queue): ended now, not left holding its slot.
+            if cancel.is_cancelled() {
+                drop(running);
+                job();
+                return true;
+            }
             running.waiting.push_back((cancel, job));
             return true;
         }
@@ -699,7 +707,7 @@ impl Session {
 
     /// Waits until no request is in flight or `timeout` passes; true if idle.
     pub fn wait_idle(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::wait::deadline_in(timeout);
         let mut inflight = lock(&self.inflight);
         self.idle_waiters.fetch_add(1, Ordering::SeqCst);
         let idle = loop {

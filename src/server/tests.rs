@@ -381,6 +381,34 @@ fn progress_is_never_sent_after_the_response_nor_backwards() {
     );
 }
 
+#[test]
+fn progress_needs_a_token_of_the_right_kind_and_a_finite_value() {
+    let (tx, rx) = crossbeam_channel::unbounded::<bool>();
+    let server = server_with(
+        vec![tool("p", move |ctx| {
+            let _ = tx.send(ctx.progress(f64::NAN, None, None));
+            let _ = tx.send(ctx.progress(1.0, Some(f64::INFINITY), None));
+            let _ = tx.send(ctx.progress(1.0, None, None));
+            ToolResult::text("")
+        })],
+        1,
+    );
+    let mut c = Client::new(&server);
+    let long = "t".repeat(crate::jsonrpc::MAX_ID_BYTES + 1);
+    for (id, token, sent) in [
+        (1, json!("t"), [false, false, true]),
+        (2, json!(7), [false, false, true]),
+        (3, json!(long), [false, false, false]),
+        (4, json!({"an": "object"}), [false, false, false]),
+        (5, json!(1.5), [false, false, false]),
+    ] {
+        let params = json!({"name": "p", "_meta": {"progressToken": token}});
+        assert!(c.call(id, "tools/call", params)["result"].is_object());
+        let got: Vec<bool> = (0..3).map(|_| rx.recv_timeout(WAIT).unwrap()).collect();
+        assert_eq!(got, sent, "token {token}");
+    }
+}
+
 /// A server whose tool `hold` runs until told to go on, and a client with
 /// a call of it (id 1) running: the server, the client, and the go-ahead.
 fn a_call_held() -> (Server, Client, Sender<()>) {
