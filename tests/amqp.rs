@@ -533,6 +533,48 @@ fn c4_an_intentional_close_never_reconnects() {
 
 /// Seed C5: when every reconnection attempt fails the link reports
 /// `GaveUp` and the client's `on_closed` fires, failing nothing silently.
+/// Seed C5 again: a broker that takes the connection and then refuses
+/// what the link needs (here its exchange, declared before as another
+/// type) counts each such connection as a failed attempt: the link gives
+/// up after its attempts instead of reconnecting for ever.
+#[test]
+fn c5_a_broker_that_refuses_the_topology_is_given_up_on() {
+    let mut config = config("c5-topology");
+    let _cleanup = Cleanup(config.clone());
+    let raw = Raw::new();
+    raw.channel
+        .exchange_declare(
+            ExchangeType::Fanout,
+            config.exchange.clone(),
+            ExchangeDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    config.reconnect = fast_reconnect(3);
+    let (tx, rx) = crossbeam_channel::unbounded();
+    config.on_event = Some(Arc::new(move |e: &AmqpEvent| {
+        let _ = tx.send(e.clone());
+    }));
+    let connection = Connection::amqp(&config).unwrap();
+    drop(config);
+    // Without a limit it would connect and be refused for ever.
+    let deadline = std::time::Instant::now() + WAIT;
+    let gave_up = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left).expect("the link gave up") {
+            AmqpEvent::GaveUp(why) => break why,
+            _ => continue,
+        }
+    };
+    assert!(
+        gave_up.contains("3 reconnection attempts failed"),
+        "{gave_up}"
+    );
+    drop(connection);
+}
+
 #[test]
 fn c5_giving_up_emits_a_close_event() {
     let proxy = Proxy::start();

@@ -50,6 +50,7 @@ pub(crate) fn run(
                 Ok(channel) => {
                     let generation = generations.fetch_add(1, Ordering::SeqCst) + 1;
                     config.emit(AmqpEvent::Connected { generation });
+                    let began = std::time::Instant::now();
                     let outcome = serve(&mut conn, &channel, generation);
                     match outcome {
                         Outcome::Stop => {
@@ -60,7 +61,14 @@ pub(crate) fn run(
                         }
                         Outcome::Lost(why) => {
                             config.emit(AmqpEvent::Disconnected(why.clone()));
-                            delays = config.reconnect.delays();
+                            // The attempts start over only after a
+                            // connection that served a while: one the
+                            // broker takes and then refuses (a topology
+                            // it will not declare, say) counts as a
+                            // failed attempt, or it would be tried for ever.
+                            if began.elapsed() >= config.reconnect.backoff.reset_after {
+                                delays = config.reconnect.delays();
+                            }
                             why
                         }
                     }
