@@ -250,6 +250,30 @@ fn connecting_to_a_server_that_never_answers_initialize_fails_at_the_request_tim
     assert!(took < Duration::from_secs(60), "connect took {took:?}");
 }
 
+/// A server that answers notifications with 204 (no content) where the
+/// spec says 202 is served all the same: the handshake completes (its
+/// `notifications/initialized` was answered so) and calls are answered.
+#[test]
+fn a_server_that_answers_notifications_with_204_is_served() {
+    let url = fake_server(|_, r| {
+        Some(match (r.method.as_str(), r.rpc_method()) {
+            ("POST", Some("initialize")) => initialized(&r, "s1"),
+            ("POST", Some("tools/call")) => {
+                let answer = json!({"jsonrpc": "2.0", "id": r.message["id"],
+                    "result": {"content": [{"type": "text", "text": "served"}]}})
+                .to_string();
+                format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}", answer.len())
+            }
+            ("GET", _) => NO_STREAM.to_owned(),
+            _ => "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n".to_owned(),
+        })
+    });
+    let c = Client::connect(Connection::http(&url).unwrap(), ClientOptions::default()).unwrap();
+    let r = c.call_tool("any", json!({})).unwrap();
+    assert_eq!(r["content"][0]["text"], "served", "{r}");
+    c.close();
+}
+
 /// A call the server accepts (202) without answering fails at once, not
 /// at its timeout; a session id that is not visible ASCII is refused
 /// rather than sent back in every request.

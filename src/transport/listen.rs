@@ -98,7 +98,8 @@ impl FromStr for Listen {
         }
         let (scheme, rest) = s.split_once("://").ok_or_else(|| {
             ListenError(format!(
-                "{s:?}: expected stdio, tcp://ADDR, http://ADDR/PATH or amqp://…?name=NAME"
+                "{:?}: expected stdio, tcp://ADDR, http://ADDR/PATH or amqp://…?name=NAME",
+                redact(s)
             ))
         })?;
         match scheme {
@@ -134,13 +135,19 @@ impl FromStr for Listen {
     }
 }
 
-/// `scheme://user:***@host…`: the URL with its password hidden.
+/// `scheme://user:***@host…`: the URL with its password hidden, whatever
+/// the password holds (a `/`, `?` or `@` in it included: everything up to
+/// the last `@` is taken as user information, which at worst hides more
+/// than it must). A string that is no URL shows nothing before its last
+/// `@`.
 fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
+        return match url.rfind('@') {
+            Some(at) => format!("***{}", &url[at..]),
+            None => url.to_owned(),
+        };
     };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
+    match rest.rfind('@') {
         Some(at) => {
             let userinfo = &rest[..at];
             let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
@@ -213,6 +220,20 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("name=NAME") && !e.contains("s3cret"), "{e}");
+        // Whatever the password holds, and however the string is wrong.
+        for bad in [
+            "amqp://u:s3/cret@h/v",
+            "amqp://u:s3?cret@h",
+            "amqp://u:s3@cret@h?name=x&y",
+            "amqp:/u:s3cret@h",
+            "amqpx://u:s3cret@h",
+        ] {
+            let shown = match bad.parse::<Listen>() {
+                Ok(l) => format!("{l} {l:?}"),
+                Err(e) => e.to_string(),
+            };
+            assert!(!shown.contains("cret"), "{bad}: {shown}");
+        }
     }
 
     #[test]

@@ -510,14 +510,16 @@ impl Target {
         let ct = head.header("content-type").unwrap_or("").to_owned();
         let mut body = body;
         match head.status {
-            202 => {
+            // 202 is the rule for a notification or a response; some
+            // servers say 204 (no content), which means the same here.
+            status @ (202 | 204) => {
                 self.recycle(body);
                 if is_request {
                     // Nothing will ever answer it: it fails now rather
                     // than at its timeout.
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
-                        "the server accepted the request (202) without answering it",
+                        format!("the server accepted the request ({status}) without answering it"),
                     ));
                 }
                 Ok(())
