@@ -182,7 +182,9 @@ pub struct ClientOptions {
     /// answered in time (default off).
     pub heartbeat: Option<Duration>,
     /// Reconnect after the connection is lost (needs [`Client::connect_with`];
-    /// default off). Never after an intentional [`Client::close`].
+    /// default off). Never after an intentional [`Client::close`]. The new
+    /// session is asked again for the resource subscriptions and the log
+    /// level the old one had (before `on_reconnected`).
     pub reconnect: Option<Reconnect>,
     /// Called once when the connection ends for good other than by
     /// [`Client::close`]: the peer left and reconnection is off, or it gave up.
@@ -310,6 +312,17 @@ struct Shared {
     // Stateless: tools were listed (a new HTTP connection learns their
     // `x-mcp-header` declarations again after a reconnection).
     tools_listed: AtomicBool,
+    // With a session: what the session was asked to keep (a new one is
+    // asked again after a reconnection).
+    kept: Mutex<Kept>,
+}
+
+/// What a session was asked to keep for the client: its resource
+/// subscriptions and its log level.
+#[derive(Default)]
+struct Kept {
+    subscribed: std::collections::BTreeSet<String>,
+    log_level: Option<crate::LogLevel>,
 }
 
 /// A connected, initialized MCP client. Cheap to clone; all clones share the connection.
@@ -427,6 +440,7 @@ impl Client {
             stateless_meta: Mutex::new(None),
             listen: listen::Listen::default(),
             tools_listed: AtomicBool::new(false),
+            kept: Mutex::default(),
         });
         spawn_reader(&shared, reader)?;
         let client = Client::internal(&shared);
@@ -777,8 +791,9 @@ impl Client {
         if self.is_stateless() {
             return self.shared.listen.subscribe(self, uri, true);
         }
-        self.request("resources/subscribe", json!({"uri": uri}))
-            .map(drop)
+        self.request("resources/subscribe", json!({"uri": uri}))?;
+        lock(&self.shared.kept).subscribed.insert(uri.to_owned());
+        Ok(())
     }
     /// `resources/unsubscribe`; statelessly, the resource leaves the
     /// listen stream.
@@ -786,8 +801,9 @@ impl Client {
         if self.is_stateless() {
             return self.shared.listen.subscribe(self, uri, false);
         }
-        self.request("resources/unsubscribe", json!({"uri": uri}))
-            .map(drop)
+        self.request("resources/unsubscribe", json!({"uri": uri}))?;
+        lock(&self.shared.kept).subscribed.remove(uri);
+        Ok(())
     }
     /// `prompts/get`.
     pub fn get_prompt(&self, name: &str, arguments: Value) -> Result<Value, ClientError> {
@@ -839,8 +855,29 @@ impl Client {
             stateless::set_log_level(meta, Some(level));
             return Ok(());
         }
-        self.request("logging/setLevel", json!({"level": level.as_str()}))
-            .map(drop)
+        self.request("logging/setLevel", json!({"level": level.as_str()}))?;
+        lock(&self.shared.kept).log_level = Some(level);
+        Ok(())
+    }
+
+    /// A new session (after a reconnection) is asked for what the old one
+    /// kept: the client's subscriptions and log level. What it refuses is
+    /// logged.
+    fn ask_again_to_keep(&self) {
+        let (subscribed, level) = {
+            let kept = lock(&self.shared.kept);
+            (kept.subscribed.clone(), kept.log_level)
+        };
+        for uri in subscribed {
+            if let Err(e) = self.request("resources/subscribe", json!({"uri": uri})) {
+                log::warn!("client: resources/subscribe {uri} after reconnecting: {e}");
+            }
+        }
+        if let Some(level) = level {
+            if let Err(e) = self.request("logging/setLevel", json!({"level": level.as_str()})) {
+                log::warn!("client: logging/setLevel after reconnecting: {e}");
+            }
+        }
     }
 
     /// Closes the connection: pending calls fail with `Closed`; a child
@@ -1088,6 +1125,9 @@ fn connection_lost(shared: &Arc<Shared>, why: ClientError) {
                     if let Err(e) = client.list_tools() {
                         log::warn!("client: listing tools after reconnecting: {e}");
                     }
+                }
+                if !client.is_stateless() {
+                    client.ask_again_to_keep();
                 }
                 if let Some(cb) = &shared.options.on_reconnected {
                     cb();

@@ -208,6 +208,56 @@ fn a_new_connection_that_ends_as_it_starts_is_made_again() {
 }
 
 #[test]
+fn a_new_session_is_asked_again_for_the_subscriptions_and_log_level() {
+    let (conns_tx, conns) = crossbeam_channel::unbounded();
+    let (first, old, _) = connection(None);
+    conns_tx.send(first).unwrap();
+    let (reconnected_tx, reconnected) = crossbeam_channel::unbounded();
+    let options = reconnecting(ClientOptions {
+        on_reconnected: Some(Arc::new(move || {
+            let _ = reconnected_tx.send(());
+        })),
+        ..Default::default()
+    });
+    let client = std::thread::spawn(move || Client::connect_with(connector(conns), options));
+    old.initialize();
+    let client = client.join().unwrap().expect("initialized");
+    let asked = {
+        let client = client.clone();
+        std::thread::spawn(move || {
+            client.subscribe("file:///a")?;
+            client.subscribe("file:///b")?;
+            client.unsubscribe("file:///b")?;
+            client.set_log_level(crate::LogLevel::Debug)
+        })
+    };
+    for method in [
+        "resources/subscribe",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "logging/setLevel",
+    ] {
+        let m = old.next(method);
+        old.send(json!({"jsonrpc": "2.0", "id": m["id"], "result": {}}));
+    }
+    asked.join().unwrap().expect("kept");
+    let (second, new, _) = connection(None);
+    conns_tx.send(second).unwrap();
+    drop(old);
+    new.initialize();
+    let subscribe = new.next("resources/subscribe");
+    assert_eq!(subscribe["params"], json!({"uri": "file:///a"}));
+    new.send(json!({"jsonrpc": "2.0", "id": subscribe["id"], "result": {}}));
+    // Only what is still kept (not the one unsubscribed), then the level.
+    let level = new.written.recv_timeout(WAIT).expect("the level");
+    assert_eq!(level["method"], "logging/setLevel", "{level}");
+    assert_eq!(level["params"], json!({"level": "debug"}));
+    new.send(json!({"jsonrpc": "2.0", "id": level["id"], "result": {}}));
+    reconnected.recv_timeout(WAIT).expect("reconnected");
+    drop(client);
+}
+
+#[test]
 fn a_listing_whose_cursor_comes_again_fails_instead_of_paging_for_ever() {
     let (conn, server, _) = connection(None);
     let client = std::thread::spawn(move || Client::connect(conn, ClientOptions::default()));
