@@ -531,8 +531,6 @@ fn c4_an_intentional_close_never_reconnects() {
     server.shutdown().unwrap();
 }
 
-/// Seed C5: when every reconnection attempt fails the link reports
-/// `GaveUp` and the client's `on_closed` fires, failing nothing silently.
 /// Seed C5 again: a broker that takes the connection and then refuses
 /// what the link needs (here its exchange, declared before as another
 /// type) counts each such connection as a failed attempt: the link gives
@@ -575,6 +573,8 @@ fn c5_a_broker_that_refuses_the_topology_is_given_up_on() {
     drop(connection);
 }
 
+/// Seed C5: when every reconnection attempt fails the link reports
+/// `GaveUp` and the client's `on_closed` fires, failing nothing silently.
 #[test]
 fn c5_giving_up_emits_a_close_event() {
     let proxy = Proxy::start();

@@ -801,9 +801,11 @@ impl Client {
         if self.is_stateless() {
             return self.shared.listen.subscribe(self, uri, false);
         }
-        self.request("resources/unsubscribe", json!({"uri": uri}))?;
+        // Dropped from what a new session is asked to keep whatever the
+        // answer: the user wants it gone.
         lock(&self.shared.kept).subscribed.remove(uri);
-        Ok(())
+        self.request("resources/unsubscribe", json!({"uri": uri}))
+            .map(drop)
     }
     /// `prompts/get`.
     pub fn get_prompt(&self, name: &str, arguments: Value) -> Result<Value, ClientError> {
@@ -862,22 +864,42 @@ impl Client {
 
     /// A new session (after a reconnection) is asked for what the old one
     /// kept: the client's subscriptions and log level. What it refuses is
-    /// logged.
-    fn ask_again_to_keep(&self) {
-        let (subscribed, level) = {
-            let kept = lock(&self.shared.kept);
-            (kept.subscribed.clone(), kept.log_level)
+    /// logged. False when the connection ended meanwhile (or the client
+    /// was closed): a reconnection under way then tells its own end.
+    fn ask_again_to_keep(&self) -> bool {
+        let shared = &self.shared;
+        let epoch = shared.epoch.load(Ordering::SeqCst);
+        let gone = || {
+            shared.closed.load(Ordering::SeqCst)
+                || shared.reconnecting.load(Ordering::SeqCst)
+                || shared.epoch.load(Ordering::SeqCst) != epoch
         };
-        for uri in subscribed {
-            if let Err(e) = self.request("resources/subscribe", json!({"uri": uri})) {
-                log::warn!("client: resources/subscribe {uri} after reconnecting: {e}");
+        let kept = |uri: &str| lock(&shared.kept).subscribed.contains(uri);
+        let uris: Vec<String> = lock(&shared.kept).subscribed.iter().cloned().collect();
+        for uri in uris {
+            // Unsubscribed meanwhile: not asked for.
+            if !kept(&uri) {
+                continue;
+            }
+            match self.request("resources/subscribe", json!({"uri": uri})) {
+                // Unsubscribed while it was asked for: undone.
+                Ok(_) if !kept(&uri) => {
+                    let _ = self.request("resources/unsubscribe", json!({"uri": uri}));
+                }
+                Ok(_) => {}
+                Err(_) if gone() => return false,
+                Err(e) => log::warn!("client: resources/subscribe {uri} after reconnecting: {e}"),
             }
         }
+        let level = lock(&shared.kept).log_level;
         if let Some(level) = level {
-            if let Err(e) = self.request("logging/setLevel", json!({"level": level.as_str()})) {
-                log::warn!("client: logging/setLevel after reconnecting: {e}");
+            match self.request("logging/setLevel", json!({"level": level.as_str()})) {
+                Ok(_) => {}
+                Err(_) if gone() => return false,
+                Err(e) => log::warn!("client: logging/setLevel after reconnecting: {e}"),
             }
         }
+        !gone()
     }
 
     /// Closes the connection: pending calls fail with `Closed`; a child
@@ -1126,8 +1148,8 @@ fn connection_lost(shared: &Arc<Shared>, why: ClientError) {
                         log::warn!("client: listing tools after reconnecting: {e}");
                     }
                 }
-                if !client.is_stateless() {
-                    client.ask_again_to_keep();
+                if !client.is_stateless() && !client.ask_again_to_keep() {
+                    return;
                 }
                 if let Some(cb) = &shared.options.on_reconnected {
                     cb();

@@ -125,7 +125,7 @@ impl TaskHandle {
             (Some(t), Some(l)) => Some(t.min(l)),
             (t, l) => t.or(l),
         };
-        let deadline = limit.map(|t| Instant::now() + t);
+        let deadline = limit.map(crate::wait::deadline_in);
         let mut answered: HashSet<String> = HashSet::new();
         let mut poll = self.poll;
         loop {

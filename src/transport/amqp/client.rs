@@ -641,6 +641,7 @@ impl ClientLink {
         channel: &Channel,
         generation: u64,
         stop: &Receiver<()>,
+        up: &std::cell::Cell<bool>,
     ) -> Outcome {
         let config = &self.shared.config;
         let lost = |what: &str, e: amiquip::Error| Outcome::Lost(format!("{what}: {e}"));
@@ -686,6 +687,7 @@ impl ClientLink {
         if let Err(o) = self.shared.connected(generation, publisher) {
             return o;
         }
+        up.set(true);
         let signals = self.signals.clone();
         let mut sel = Select::new();
         let i_ret = sel.recv(&returns);
@@ -938,8 +940,8 @@ impl Connection {
                     &stop_rx,
                     &std::sync::atomic::AtomicU64::new(0),
                     Some(first),
-                    |conn, channel, generation| {
-                        let outcome = link.serve(conn, channel, generation, &stop_rx);
+                    |conn, channel, generation, up| {
+                        let outcome = link.serve(conn, channel, generation, &stop_rx, up);
                         link.shared.disconnected();
                         outcome
                     },

@@ -7,6 +7,7 @@ use super::config::{AmqpConfig, AmqpEvent};
 use super::connect::open;
 use amiquip::{Channel, Connection};
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How one connection's message loop ended.
@@ -22,10 +23,13 @@ pub(crate) fn stopped(stop: &Receiver<()>) -> bool {
     matches!(stop.try_recv(), Err(TryRecvError::Disconnected) | Ok(()))
 }
 
-/// Runs `serve(connection, channel, generation)` over a connection (`first`, if given,
-/// then fresh ones) until it returns [`Outcome::Stop`] or `stop` is
-/// signalled (`Ok`), or every reconnection attempt failed (`Err`, after
-/// [`AmqpEvent::GaveUp`]). A successful connection restarts the backoff.
+/// Runs `serve(connection, channel, generation, up)` over a connection
+/// (`first`, if given, then fresh ones) until it returns [`Outcome::Stop`]
+/// or `stop` is signalled (`Ok`), or every reconnection attempt failed
+/// (`Err`, after [`AmqpEvent::GaveUp`]). A connection that came up (`serve`
+/// sets `up` once its topology is declared and it consumes) restarts the
+/// backoff; one the broker took and then refused counts as a failed
+/// attempt, or it would be tried for ever.
 ///
 /// `generations` numbers the connections and is owned by the caller, so
 /// the numbers only ever grow, also across restarts of this loop by a
@@ -37,7 +41,7 @@ pub(crate) fn run(
     stop: &Receiver<()>,
     generations: &AtomicU64,
     mut first: Option<Connection>,
-    mut serve: impl FnMut(&mut Connection, &Channel, u64) -> Outcome,
+    mut serve: impl FnMut(&mut Connection, &Channel, u64, &Cell<bool>) -> Outcome,
 ) -> Result<(), String> {
     let mut delays = config.reconnect.delays();
     loop {
@@ -50,8 +54,8 @@ pub(crate) fn run(
                 Ok(channel) => {
                     let generation = generations.fetch_add(1, Ordering::SeqCst) + 1;
                     config.emit(AmqpEvent::Connected { generation });
-                    let began = std::time::Instant::now();
-                    let outcome = serve(&mut conn, &channel, generation);
+                    let up = Cell::new(false);
+                    let outcome = serve(&mut conn, &channel, generation, &up);
                     match outcome {
                         Outcome::Stop => {
                             let _ = channel.close();
@@ -61,12 +65,7 @@ pub(crate) fn run(
                         }
                         Outcome::Lost(why) => {
                             config.emit(AmqpEvent::Disconnected(why.clone()));
-                            // The attempts start over only after a
-                            // connection that served a while: one the
-                            // broker takes and then refuses (a topology
-                            // it will not declare, say) counts as a
-                            // failed attempt, or it would be tried for ever.
-                            if began.elapsed() >= config.reconnect.backoff.reset_after {
+                            if up.get() {
                                 delays = config.reconnect.delays();
                             }
                             why

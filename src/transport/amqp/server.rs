@@ -322,8 +322,11 @@ impl crate::transport::tree::Tree<AmqpListener> {
                     ctx.stop_signal(),
                     &shared.generations,
                     first,
-                    |_, channel, generation| {
-                        let ready = || ctx.ready();
+                    |_, channel, generation, up| {
+                        let ready = || {
+                            up.set(true);
+                            ctx.ready();
+                        };
                         let io = Io {
                             work: &work_rx,
                             stop: ctx.stop_signal(),
