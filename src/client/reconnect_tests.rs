@@ -106,6 +106,26 @@ fn reconnecting(options: ClientOptions) -> ClientOptions {
     }
 }
 
+/// A client connected over a first scripted connection (its server's side
+/// returned), reconnecting to the connections the test sends next, and
+/// what tells each of its reconnections.
+fn connected_reconnecting() -> (Sender<Connection>, Peer, Client, Receiver<()>) {
+    let (conns_tx, conns) = crossbeam_channel::unbounded();
+    let (first, old, _) = connection(None);
+    conns_tx.send(first).unwrap();
+    let (reconnected_tx, reconnected) = crossbeam_channel::unbounded();
+    let options = reconnecting(ClientOptions {
+        on_reconnected: Some(Arc::new(move || {
+            let _ = reconnected_tx.send(());
+        })),
+        ..Default::default()
+    });
+    let client = std::thread::spawn(move || Client::connect_with(connector(conns), options));
+    old.initialize();
+    let client = client.join().unwrap().expect("initialized");
+    (conns_tx, old, client, reconnected)
+}
+
 fn connector(conns: Receiver<Connection>) -> impl Fn() -> io::Result<Connection> + Send + Sync {
     move || {
         conns
@@ -164,19 +184,7 @@ fn a_callback_s_answer_never_reaches_the_session_after_a_reconnection() {
 
 #[test]
 fn a_new_connection_that_ends_as_it_starts_is_made_again() {
-    let (conns_tx, conns) = crossbeam_channel::unbounded();
-    let (first, old, _) = connection(None);
-    conns_tx.send(first).unwrap();
-    let (reconnected_tx, reconnected) = crossbeam_channel::unbounded();
-    let options = reconnecting(ClientOptions {
-        on_reconnected: Some(Arc::new(move || {
-            let _ = reconnected_tx.send(());
-        })),
-        ..Default::default()
-    });
-    let client = std::thread::spawn(move || Client::connect_with(connector(conns), options));
-    old.initialize();
-    let client = client.join().unwrap().expect("initialized");
+    let (conns_tx, old, client, reconnected) = connected_reconnecting();
     // The next server answers `initialize` and hangs up; the client's
     // `initialized` is written only once its reader has seen the end.
     let (hold_tx, hold) = crossbeam_channel::bounded(1);
@@ -209,19 +217,7 @@ fn a_new_connection_that_ends_as_it_starts_is_made_again() {
 
 #[test]
 fn a_new_session_is_asked_again_for_the_subscriptions_and_log_level() {
-    let (conns_tx, conns) = crossbeam_channel::unbounded();
-    let (first, old, _) = connection(None);
-    conns_tx.send(first).unwrap();
-    let (reconnected_tx, reconnected) = crossbeam_channel::unbounded();
-    let options = reconnecting(ClientOptions {
-        on_reconnected: Some(Arc::new(move || {
-            let _ = reconnected_tx.send(());
-        })),
-        ..Default::default()
-    });
-    let client = std::thread::spawn(move || Client::connect_with(connector(conns), options));
-    old.initialize();
-    let client = client.join().unwrap().expect("initialized");
+    let (conns_tx, old, client, reconnected) = connected_reconnecting();
     let asked = {
         let client = client.clone();
         std::thread::spawn(move || {
