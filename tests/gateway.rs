@@ -537,7 +537,9 @@ for line in sys.stdin:
     let config = json!({
         "listen": ["http://127.0.0.1:0/mcp"],
         "shutdownTimeoutMs": 300_000,
-        "mcpServers": {"mute": {"command": "python3", "args": ["-c", script], "timeoutMs": 300_000}},
+        // With a session at once (the script answers no server/discover).
+        "mcpServers": {"mute": {"command": "python3", "args": ["-c", script],
+            "timeoutMs": 300_000, "protocol": "sessions"}},
     });
     let log = dir.join("stderr.log");
     let stderr = std::fs::File::create(&log).unwrap();
