@@ -66,6 +66,16 @@ impl RequestId {
         }
     }
 
+    /// [`RequestId::from_value`], refusing a string longer than
+    /// [`MAX_ID_BYTES`] (also the rule for a progress token, which is
+    /// repeated in each progress notification as an id is in each answer).
+    pub fn bounded(value: &Value) -> Option<RequestId> {
+        match value {
+            Value::String(s) if s.len() > MAX_ID_BYTES => None,
+            other => RequestId::from_value(other),
+        }
+    }
+
     /// The id as JSON, exactly as it was received.
     pub fn to_value(&self) -> Value {
         match self {
@@ -555,10 +565,7 @@ fn validate_members(m: Members) -> Result<Message, ParseError> {
     } = m;
     // The id, when readable, goes into any error we send.
     let id_too_long = matches!(&raw_id, Some(Value::String(s)) if s.len() > MAX_ID_BYTES);
-    let id = raw_id
-        .as_ref()
-        .and_then(RequestId::from_value)
-        .filter(|_| !id_too_long);
+    let id = raw_id.as_ref().and_then(RequestId::bounded);
     let bad_id = |kind: &str, raw: &Value| {
         if id_too_long {
             format!("{kind} id longer than {MAX_ID_BYTES} bytes")

@@ -405,17 +405,12 @@ impl Context {
     /// when `progress` is greater than the last value sent. Returns whether
     /// a notification was sent.
     pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) -> bool {
-        // A token is a string or an integer, a string no longer than an
-        // id may be (each notification repeats it).
-        let usable = |t: &&Value| match t {
-            Value::String(s) => s.len() <= crate::jsonrpc::MAX_ID_BYTES,
-            other => other.as_i64().is_some(),
-        };
+        // A token is what an id may be (each notification repeats it).
         let Some(token) = self
             .meta
             .as_ref()
             .and_then(|m| m.get("progressToken"))
-            .filter(usable)
+            .filter(|t| RequestId::bounded(t).is_some())
         else {
             return false;
         };

@@ -18,7 +18,7 @@ pub(crate) fn connect_any(
         std::io::ErrorKind::NotFound,
         format!("{host} did not resolve"),
     );
-    let deadline = std::time::Instant::now() + timeout;
+    let deadline = crate::wait::deadline_in(timeout);
     for addr in addrs {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() {

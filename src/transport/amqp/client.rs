@@ -564,7 +564,9 @@ impl ClientLink {
             let Ok(message) = serde_json::from_slice::<Value>(&r.content) else {
                 continue;
             };
-            if message.get("method").is_some() && message.get("id").is_some() {
+            // A request: recorded as unanswered when written (as `write`
+            // tells them), published again from there.
+            if message.get("method").is_some() && request_id(&message).is_some() {
                 continue;
             }
             out.deferred.push(Deferred {

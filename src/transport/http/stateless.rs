@@ -236,7 +236,7 @@ pub(crate) fn error_response(id: Option<&jsonrpc::RequestId>, e: &ErrorObject) -
 /// the client reads too slowly), the response has a place of its own.
 struct StreamSink {
     notes: Sender<Value>,
-    end: Sender<Outgoing>,
+    end: Sender<Reply<Answer>>,
 }
 
 impl Sink for StreamSink {
@@ -248,16 +248,14 @@ impl Sink for StreamSink {
                 }
             }
             // The response happens once.
-            end @ Outgoing::Response(_) => {
-                let _ = self.end.try_send(end);
+            Outgoing::Response(reply) => {
+                let _ = self.end.try_send(reply);
             }
             // Cancelled by the server (its client cannot cancel but by
             // leaving): a request is never left without an answer.
             Outgoing::Suppressed { id } => {
                 let e = ErrorObject::internal("the request was cancelled before it was answered");
-                let _ = self
-                    .end
-                    .try_send(Outgoing::Response(Reply::Error(Some(id), e)));
+                let _ = self.end.try_send(Reply::Error(Some(id), e));
             }
             // No requests to a stateless client; SSE polling does not apply.
             Outgoing::Request(_) | Outgoing::Reconnect { .. } => {}
@@ -303,7 +301,7 @@ pub(crate) fn peer_gone(stream: &TcpStream) -> bool {
 /// What the request produced next.
 enum Next {
     Note(Value),
-    End(Outgoing),
+    End(Reply<Answer>),
     /// Nothing for a keep-alive interval.
     Idle,
     /// The client went away (or the producer vanished).
@@ -386,16 +384,12 @@ pub(crate) fn serve(
 /// The answer came first: JSON (errors always; results unless SSE only).
 fn answer_whole(
     stream: &TcpStream,
-    end: Outgoing,
+    reply: Reply<Answer>,
     headers: Vec<(String, String)>,
     framing: Framing,
     mode: ResponseMode,
     notes: &Receiver<Value>,
 ) -> bool {
-    let Outgoing::Response(reply) = end else {
-        // The sink hands over nothing else as the end.
-        return false;
-    };
     let status = match &reply {
         Reply::Error(_, e) => status_of(e.code),
         _ => 200,
@@ -471,7 +465,7 @@ fn stream_answer(
         match next(Some(Instant::now() + keepalive)) {
             Next::Idle => w.chunk(b": keep-alive\n\n")?,
             Next::Note(n) => event(&mut out, &n),
-            Next::End(Outgoing::Response(reply)) => {
+            Next::End(reply) => {
                 // Notifications sent before the response go before it.
                 for n in notes.try_iter() {
                     event(&mut out, &n);
@@ -480,7 +474,6 @@ fn stream_answer(
                 w.chunk(&out)?;
                 return Ok(w.finish()? && framing.keep_alive);
             }
-            Next::End(_) => return Ok(w.finish()? && framing.keep_alive),
             Next::Gone => return Ok(false),
         }
     }
@@ -527,7 +520,7 @@ mod tests {
         sink.send(Outgoing::Suppressed {
             id: crate::jsonrpc::RequestId::Number(7),
         });
-        let Ok(Outgoing::Response(Reply::Error(Some(id), e))) = end.try_recv() else {
+        let Ok(Reply::Error(Some(id), e)) = end.try_recv() else {
             panic!("an error response");
         };
         assert_eq!(id, crate::jsonrpc::RequestId::Number(7));
