@@ -142,12 +142,11 @@ fn a_panicking_callback_costs_one_error_answer() {
     }
 }
 
-#[test]
-fn over_http_each_calls_requests_reach_its_own_association() {
-    // Both calls are in flight before either tool asks: only the stream
-    // each request arrived on can tell them apart.
+/// A server whose `ask` tool asks the client's LLM once two calls are in
+/// flight: only what ties each request to its call can tell them apart.
+fn asking_in_pairs() -> Server {
     let barrier = Arc::new(std::sync::Barrier::new(2));
-    let server = Server::builder("outbound-http", "1")
+    Server::builder("outbound-pairs", "1")
         .tool(Tool::new(
             "ask",
             json!({"type": "object"}),
@@ -157,13 +156,18 @@ fn over_http_each_calls_requests_reach_its_own_association() {
             },
         ))
         .build()
-        .unwrap();
-    let (http, url) = common::serve_http(&server);
+        .unwrap()
+}
+
+/// Two calls in flight at once, each with its own handler for the
+/// server's requests: each gets its own handler's answer, never the
+/// client's callback.
+fn each_calls_requests_reach_its_own_association(connection: Connection) {
     let options = ClientOptions {
         sampling: Some(Arc::new(|_| Ok(sampled("unassociated")))),
         ..Default::default()
     };
-    let client = Client::connect(Connection::http(&url).unwrap(), options).unwrap();
+    let client = Client::connect(connection, options).unwrap();
     let calls: Vec<_> = ["first", "second"]
         .into_iter()
         .map(|label| {
@@ -182,7 +186,30 @@ fn over_http_each_calls_requests_reach_its_own_association() {
         let (label, result) = call.join().unwrap();
         assert_eq!(answer(&result), label);
     }
+    client.close();
+}
+
+#[test]
+fn over_http_each_calls_requests_reach_its_own_association() {
+    let server = asking_in_pairs();
+    let (http, url) = common::serve_http(&server);
+    each_calls_requests_reach_its_own_association(Connection::http(&url).unwrap());
     http.shutdown().unwrap();
+}
+
+/// Over AMQP the server's request names the call's message as its
+/// correlation id (before, the client ignored it: both went to the
+/// client's callback; seed 000 C2, the client's side).
+#[cfg(feature = "amqp")]
+#[test]
+fn over_amqp_each_calls_requests_reach_its_own_association() {
+    let config = common::amqp::config("outbound-pairs");
+    let _cleanup = common::amqp::Cleanup(config.clone());
+    let running = asking_in_pairs()
+        .start_amqp(config.clone())
+        .expect("the local RabbitMQ (see .ci/run)");
+    each_calls_requests_reach_its_own_association(Connection::amqp(&config).unwrap());
+    running.shutdown().unwrap();
 }
 
 #[test]

@@ -263,7 +263,8 @@ pub struct CallOptions {
     pub cancel: Option<CancelToken>,
     /// Answers the server's requests (sampling, elicitation, roots, ...)
     /// that belong to this call, instead of the client's callbacks: those
-    /// that arrive on this call's own response stream (HTTP), or, where the
+    /// that arrive on this call's own response stream (HTTP) or name this
+    /// call's message as their correlation id (AMQP), or, where the
     /// transport cannot tell, any that arrive while this is the only call
     /// in flight with such a handler (`ping` is always answered by the
     /// client itself). A gateway passes the downstream request's context here.

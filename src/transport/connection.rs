@@ -26,8 +26,9 @@ pub trait MessageReader: Send {
     /// The next message's bytes, or `None` at end of stream.
     fn read(&mut self) -> io::Result<Option<Vec<u8>>>;
     /// The next message and, when the transport knows it, the id of our
-    /// request whose response stream carried it (Streamable HTTP): the
-    /// server's requests made while serving that call. By default: unknown.
+    /// request it was sent for: the server's requests made while serving
+    /// that call, told by the response stream that carried it (Streamable
+    /// HTTP) or by its correlation id (AMQP). By default: unknown.
     fn read_related(&mut self) -> io::Result<Option<(Vec<u8>, Option<RequestId>)>> {
         Ok(self.read()?.map(|m| (m, None)))
     }

@@ -55,7 +55,9 @@ const CLIENT_APP_ID: &str = "mcpvisor-client";
 
 /// A message for the client: its bytes and what they parsed as (`None`
 /// at the end of the session).
-type Delivered = io::Result<Option<(Vec<u8>, Parsed)>>;
+/// A message for the client: its bytes, what they parsed as, and the
+/// request of ours it belongs to (see [`Received::Message`]).
+type Delivered = io::Result<Option<(Vec<u8>, Parsed, Option<RequestId>)>>;
 
 /// What the link thread tells the reader.
 enum Control {
@@ -163,8 +165,11 @@ fn request_id(message: &Value) -> Option<RequestId> {
 
 /// What one delivery to the client's queue is for the reader.
 enum Received {
-    /// The message, and what it parsed as.
-    Message(Vec<u8>, Parsed),
+    /// The message, what it parsed as, and for a request of the server's
+    /// the request of ours it was sent for: the one whose message id its
+    /// correlation id names (the server sends a call's own requests with
+    /// that call's sink), so the call's association answers it.
+    Message(Vec<u8>, Parsed, Option<RequestId>),
     Skip,
     /// The server no longer knows the session.
     Over,
@@ -439,6 +444,7 @@ impl Shared {
         // The owning instance answers: its queue is there.
         st.owner_missing_since = None;
         st.last_heard = Some(Instant::now());
+        let mut related = None;
         if let Parsed::Single(m) = &parsed {
             match m {
                 Message::Response(r) => {
@@ -472,11 +478,18 @@ impl Shared {
                             st.server_requests.insert(r.id().clone(), mid.clone());
                         }
                     }
+                    // Few requests wait at a time (at most `max_backlog`).
+                    related = envelope.correlation_id.and_then(|cid| {
+                        st.unanswered
+                            .iter()
+                            .find(|(_, u)| u.message_id == cid)
+                            .map(|(id, _)| id.clone())
+                    });
                 }
                 Message::Notification(_) => {}
             }
         }
-        Received::Message(body, parsed)
+        Received::Message(body, parsed, related)
     }
 }
 
@@ -806,7 +819,7 @@ impl AmqpReader {
     /// A delivery; `Some` when it is the reader's answer.
     fn delivered(&self, d: amiquip::Delivery) -> Option<Delivered> {
         match self.shared.received(d.body, &d.properties) {
-            Received::Message(body, parsed) => Some(Ok(Some((body, parsed)))),
+            Received::Message(body, parsed, related) => Some(Ok(Some((body, parsed, related)))),
             Received::Skip => None,
             Received::Over => {
                 let _ = self.shared.to_link.send(Signal::Over);
@@ -818,12 +831,20 @@ impl AmqpReader {
 
 impl MessageReader for AmqpReader {
     fn read(&mut self) -> io::Result<Option<Vec<u8>>> {
-        Ok(self.next_delivery()?.map(|(body, _)| body))
+        Ok(self.next_delivery()?.map(|(body, ..)| body))
+    }
+    fn read_related(&mut self) -> io::Result<Option<(Vec<u8>, Option<RequestId>)>> {
+        Ok(self
+            .next_delivery()?
+            .map(|(body, _, related)| (body, related)))
     }
     /// Each message is parsed once, when it arrives (its id is needed
-    /// then): that parse is what the client gets.
+    /// then): that parse is what the client gets, with the request of ours
+    /// a request of the server's belongs to.
     fn read_parsed(&mut self) -> io::Result<Option<(ParsedMessage, Option<RequestId>)>> {
-        Ok(self.next_delivery()?.map(|(_, parsed)| (Ok(parsed), None)))
+        Ok(self
+            .next_delivery()?
+            .map(|(_, parsed, related)| (Ok(parsed), related)))
     }
 }
 
