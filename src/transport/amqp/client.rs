@@ -21,10 +21,9 @@
 //! reconnects, publishes again what is owed, and watches for returned
 //! messages; what is written between connections waits for the next one.
 
-use crate::jsonrpc::RequestId;
-use crate::jsonrpc::{Message, Parsed};
+use crate::jsonrpc::{self, ErrorObject, Message, Parsed, RequestId};
 use crate::sync::{lock, FastMap};
-use crate::transport::amqp::envelope::{accept, Envelope, SessionStatus};
+use crate::transport::amqp::envelope::{accept, Envelope, Rejection, SessionStatus};
 use crate::transport::amqp::link::{self, Outcome};
 use crate::transport::amqp::{connect, topology, AmqpConfig};
 use crate::transport::connection::{Connection, MessageReader, MessageWriter, ParsedMessage};
@@ -422,6 +421,38 @@ impl Shared {
     }
 
     /// One message from the client's queue (on the reading thread).
+    /// A message that could not be taken (too large, not JSON-RPC) but
+    /// names one of our requests as its correlation id is that request's
+    /// answer: the request fails at once with why, rather than waiting for
+    /// its timeout.
+    fn unusable_answer(&self, correlation_id: Option<&str>, why: &Rejection) -> Received {
+        let Some(cid) = correlation_id else {
+            return Received::Skip;
+        };
+        let answered = {
+            let mut st = lock(&self.state);
+            let id = st
+                .unanswered
+                .iter()
+                .find(|(_, u)| u.message_id == cid)
+                .map(|(id, _)| id.clone());
+            id.inspect(|id| {
+                st.unanswered.remove(id);
+            })
+        };
+        let Some(id) = answered else {
+            return Received::Skip;
+        };
+        let error = ErrorObject::internal(format!("the server's answer was refused: {why}"));
+        let body = jsonrpc::error_response_value(Some(&id), &error)
+            .to_string()
+            .into_bytes();
+        match jsonrpc::parse(&body) {
+            Ok(parsed) => Received::Message(body, parsed, None),
+            Err(_) => Received::Skip,
+        }
+    }
+
     fn received(&self, body: Vec<u8>, props: &amiquip::AmqpProperties) -> Received {
         let envelope = Envelope::of(props);
         if envelope.status == Some(SessionStatus::NotFound) {
@@ -437,7 +468,7 @@ impl Shared {
             Ok(p) => p,
             Err(why) => {
                 log::warn!("amqp client: dropped a message from the server: {why}");
-                return Received::Skip;
+                return self.unusable_answer(envelope.correlation_id.as_deref(), &why);
             }
         };
         let mut st = lock(&self.state);
@@ -1042,5 +1073,45 @@ mod tests {
             .collect();
         // The request is published again as an unanswered one, not here.
         assert_eq!(carried, [("m2", 0, Some("c")), ("m3", 0, Some("c"))]);
+    }
+
+    #[test]
+    fn an_answer_that_cannot_be_taken_fails_its_request_at_once() {
+        let mut config = AmqpConfig::new("amqp://guest:guest@127.0.0.1:5672", "big").unwrap();
+        config.max_message_bytes = 64;
+        let (to_link, _signals) = crossbeam_channel::unbounded();
+        let shared = Shared::new(&config, to_link);
+        let (_, message_id) = shared.next_message(&mut lock(&shared.state));
+        lock(&shared.state).unanswered.insert(
+            RequestId::Number(4),
+            Unanswered {
+                order: 1,
+                message: json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call"}),
+                message_id: message_id.clone(),
+            },
+        );
+        let big = json!({"jsonrpc": "2.0", "id": 4, "result": {"text": "x".repeat(100)}});
+        let props = |cid: &str| {
+            amiquip::AmqpProperties::default()
+                .with_content_type("application/json".into())
+                .with_correlation_id(cid.into())
+        };
+        // Naming no request of ours: dropped, as before.
+        let other = shared.received(big.to_string().into_bytes(), &props("elsewhere"));
+        assert!(matches!(other, Received::Skip));
+        // Naming ours: its answer is an error saying why, at once.
+        let Received::Message(_, Parsed::Single(Message::Response(r)), None) =
+            shared.received(big.to_string().into_bytes(), &props(&message_id))
+        else {
+            panic!("not an answer");
+        };
+        assert_eq!(r.id(), Some(&RequestId::Number(4)));
+        let e = r.outcome().unwrap_err();
+        assert!(
+            e.message.contains("exceeds the limit of 64"),
+            "{}",
+            e.message
+        );
+        assert!(lock(&shared.state).unanswered.is_empty());
     }
 }
