@@ -989,6 +989,95 @@ fn a_link_restart_with_handlers_in_flight_acknowledges_nothing_twice() {
     amqp.shutdown().unwrap();
 }
 
+/// A call that runs for seconds with nothing from the server meanwhile
+/// makes the client check that the instance's queue still exists; the
+/// queue is exclusive to the instance's connection, so the broker answers
+/// RESOURCE_LOCKED (405), which means it does. Before, the client took that
+/// for a failure and reconnected every second of such a call.
+#[test]
+fn a_long_call_keeps_the_client_connected() {
+    let config = config("long-call");
+    let _cleanup = Cleanup(config.clone());
+    let server = server("a", Arc::new(AtomicUsize::new(0)));
+    server
+        .add_tool(Tool::new("slow", json!({"type":"object"}), |_, _| {
+            // The handler's own work: long enough for the client's checks.
+            std::thread::sleep(Duration::from_millis(3500));
+            Ok(ToolResult::text("done"))
+        }))
+        .unwrap();
+    let running = server.start_amqp(config.clone()).unwrap();
+    let (events_tx, events) = crossbeam_channel::unbounded();
+    let mut client_config = config.clone();
+    client_config.on_event = Some(Arc::new(move |e: &AmqpEvent| {
+        let _ = events_tx.send(e.clone());
+    }));
+    let c = client(&client_config);
+    assert_eq!(text(&c.call_tool("slow", json!({})).unwrap()), "done");
+    let seen: Vec<AmqpEvent> = events.try_iter().collect();
+    assert_eq!(seen, [AmqpEvent::Connected { generation: 1 }]);
+    c.close();
+    running.shutdown().unwrap();
+}
+
+/// An instance that loses its connection loses what its queue held or was
+/// delivering (the queue is exclusive to that connection). Connected
+/// again, it tells its sessions' clients, and they publish again what they
+/// have had no answer to. Before, such a request waited for its timeout.
+#[test]
+fn a_request_the_instance_lost_with_its_connection_is_published_again() {
+    let proxy = Proxy::start();
+    let mut config = config("resumed");
+    let _cleanup = Cleanup(config.clone());
+    let direct = config.clone();
+    config.url = AmqpUrl::parse(&proxy.url()).unwrap();
+    let (events_tx, events) = crossbeam_channel::unbounded();
+    config.on_event = Some(Arc::new(move |e: &AmqpEvent| {
+        let _ = events_tx.send(e.clone());
+    }));
+    let server = start("a", &config);
+    assert_eq!(
+        events.recv_timeout(WAIT).unwrap(),
+        AmqpEvent::Connected { generation: 1 }
+    );
+    let c = client(&direct);
+    assert_eq!(
+        text(&c.call_tool("echo", json!({"message": "before"})).unwrap()),
+        "before"
+    );
+    std::thread::scope(|s| {
+        // The instance's connection takes the request from its queue, but
+        // the proxy holds it back; then the connection is cut.
+        proxy.hold();
+        let call = s.spawn(|| {
+            let with = mcpvisor::client::CallOptions {
+                timeout: Some(WAIT),
+                ..Default::default()
+            };
+            c.call_tool_with("echo", json!({"message": "in transit"}), with)
+        });
+        common::eventually("the request on its way to the instance", || {
+            if proxy.withheld("in transit") {
+                Ok(())
+            } else {
+                Err("not yet".to_owned())
+            }
+        });
+        proxy.cut();
+        proxy.release();
+        let r = call.join().unwrap().expect("the call is answered");
+        assert_eq!(text(&r), "in transit");
+    });
+    assert!(
+        events
+            .try_iter()
+            .any(|e| matches!(e, AmqpEvent::Connected { generation } if generation > 1)),
+        "the instance connected again"
+    );
+    c.close();
+    server.shutdown().unwrap();
+}
+
 /// Polls `fact` (a sweep) while the manual clock moves on a second per
 /// round: for effects of broker events the test cannot wait on directly.
 fn eventually(clock: &supervisor::ManualClock, what: &str, mut fact: impl FnMut() -> bool) {

@@ -259,6 +259,15 @@ impl<T: Expirable> SessionTable<T> {
         next
     }
 
+    /// Every session and its id, as they are now.
+    #[cfg_attr(not(feature = "amqp"), allow(dead_code))]
+    pub(crate) fn entries(&self) -> Vec<(String, Arc<T>)> {
+        self.lock()
+            .iter()
+            .map(|(id, e)| (id.clone(), e.value.clone()))
+            .collect()
+    }
+
     /// Ends and removes every session.
     pub fn clear(&self) {
         let all: Vec<Arc<T>> = self.lock().drain().map(|(_, e)| e.value).collect();

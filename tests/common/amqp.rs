@@ -68,6 +68,8 @@ pub struct Proxy {
     conns: Arc<Mutex<Vec<TcpStream>>>,
     /// While true, bytes from the broker are not passed on.
     held: Arc<(Mutex<bool>, Condvar)>,
+    /// What the broker sent while held.
+    withheld: Arc<Mutex<Vec<u8>>>,
 }
 
 impl Proxy {
@@ -80,12 +82,14 @@ impl Proxy {
             refusing: Arc::default(),
             conns: Arc::default(),
             held: Arc::default(),
+            withheld: Arc::default(),
         };
-        let (closed, refusing, conns, held) = (
+        let (closed, refusing, conns, held, withheld) = (
             proxy.closed.clone(),
             proxy.refusing.clone(),
             proxy.conns.clone(),
             proxy.held.clone(),
+            proxy.withheld.clone(),
         );
         std::thread::spawn(move || {
             for inbound in listener.incoming() {
@@ -114,12 +118,16 @@ impl Proxy {
                     (upstream, inbound, Some(held.clone())),
                 ];
                 for (mut from, mut to, held) in pairs {
+                    let withheld = withheld.clone();
                     std::thread::spawn(move || {
                         let mut buf = [0u8; 16 * 1024];
                         while let Ok(n @ 1..) = from.read(&mut buf) {
                             if let Some(held) = &held {
                                 let (lock, released) = &**held;
                                 let mut h = lock.lock().unwrap();
+                                if *h {
+                                    withheld.lock().unwrap().extend_from_slice(&buf[..n]);
+                                }
                                 while *h {
                                     h = released.wait(h).unwrap();
                                 }
@@ -157,6 +165,12 @@ impl Proxy {
     /// From now on, what the broker sends waits in the proxy ...
     pub fn hold(&self) {
         *self.held.0.lock().unwrap() = true;
+    }
+
+    /// Whether what the broker sent while held contains `needle`.
+    pub fn withheld(&self, needle: &str) -> bool {
+        let bytes = self.withheld.lock().unwrap();
+        bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
     }
 
     /// ... until this passes it on.

@@ -8,7 +8,9 @@
 //! Two kinds of failure are told apart:
 //! - the broker or network fails: the link reconnects with backoff, declares
 //!   its queue again and publishes again every request still unanswered
-//!   (the server drops a copy of a request it is still running);
+//!   (the server drops a copy of a request it is still running); so it
+//!   does when the session's instance says it connected again (what its
+//!   queue held is gone);
 //! - the session is gone (its instance died, so the broker returns what is
 //!   sent to its queue, or the instance says it does not know the session):
 //!   the connection ends, and a client (`mcpvisor::client::Client`) with reconnection
@@ -75,6 +77,9 @@ enum Signal {
     Over,
     /// A request now waits for an answer: time the owner's probe.
     Awaiting,
+    /// The owning instance connected again ([`SessionStatus::Resumed`]):
+    /// what its old queue held is gone.
+    Resumed,
 }
 
 /// The session this connection talks to.
@@ -357,14 +362,14 @@ impl Shared {
     }
 
     /// Connection `generation` is up: publishes, in the order they were
-    /// written, the requests still unanswered (again, after a
-    /// reconnection) and what was written meanwhile; then writers publish
-    /// on `channel` themselves.
-    fn connected(&self, generation: u64, channel: Channel) -> Result<(), Outcome> {
+    /// written, the requests still unanswered (`again` after a
+    /// reconnection of either side) and what was written meanwhile; then
+    /// writers publish on `channel` themselves.
+    fn connected(&self, generation: u64, channel: Channel, again: bool) -> Result<(), Outcome> {
         let mut out = lock(&self.outbox);
         let (mut owed, target) = {
             let st = lock(&self.state);
-            if generation > 1 && !st.unanswered.is_empty() {
+            if again && !st.unanswered.is_empty() {
                 log::info!(
                     "amqp client: publishing {} unanswered request(s) again",
                     st.unanswered.len()
@@ -413,6 +418,23 @@ impl Shared {
         Ok(())
     }
 
+    /// The owning instance connected again and lost what its queue held:
+    /// the requests still unanswered are published again on connection
+    /// `generation`, in the order they were written.
+    fn publish_unanswered_again(&self, generation: u64) -> Result<(), Outcome> {
+        let channel = {
+            let mut out = lock(&self.outbox);
+            match out.publisher.take() {
+                Some((g, channel)) if g == generation => channel,
+                other => {
+                    out.publisher = other;
+                    return Ok(());
+                }
+            }
+        };
+        self.connected(generation, channel, true)
+    }
+
     /// The connection is gone: writers keep what they write for the next.
     fn disconnected(&self) {
         let channel = lock(&self.outbox).publisher.take();
@@ -455,10 +477,23 @@ impl Shared {
 
     fn received(&self, body: Vec<u8>, props: &amiquip::AmqpProperties) -> Received {
         let envelope = Envelope::of(props);
-        if envelope.status == Some(SessionStatus::NotFound) {
-            log::warn!("amqp client: the server no longer knows the session; it is over");
-            lock(&self.state).forgotten = true;
-            return Received::Over;
+        match envelope.status {
+            Some(SessionStatus::NotFound) => {
+                log::warn!("amqp client: the server no longer knows the session; it is over");
+                lock(&self.state).forgotten = true;
+                return Received::Over;
+            }
+            Some(SessionStatus::Resumed) => {
+                let ours = lock(&self.state).target.as_ref().is_some_and(|t| {
+                    envelope.session.as_ref() == Some(&t.session)
+                        && envelope.reply_to.as_ref() == Some(&t.queue)
+                });
+                if ours {
+                    let _ = self.to_link.send(Signal::Resumed);
+                }
+                return Received::Skip;
+            }
+            _ => {}
         }
         let parsed = match accept(
             &body,
@@ -658,7 +693,10 @@ impl ClientLink {
             .open_channel(None)
             .map_err(|e| Outcome::Lost(format!("probe channel: {e}")))?;
         match probe.queue_declare_passive(queue) {
-            Ok(_) => {
+            // The queue is exclusive to the instance's connection: the
+            // broker refuses another connection's declare with
+            // RESOURCE_LOCKED while it exists (and closes the channel).
+            Ok(_) | Err(amiquip::Error::ServerClosedChannel { code: 405, .. }) => {
                 let _ = probe.close();
                 lock(&self.shared.state).owner_missing_since = None;
                 Ok(())
@@ -730,7 +768,7 @@ impl ClientLink {
         if self.to_reader.send(consumed).is_err() {
             return Outcome::Stop; // nobody reads any more
         }
-        if let Err(o) = self.shared.connected(generation, publisher) {
+        if let Err(o) = self.shared.connected(generation, publisher, generation > 1) {
             return o;
         }
         up.set(true);
@@ -781,6 +819,7 @@ impl ClientLink {
                     Ok(Signal::Lost(g, why)) if g == generation => Err(Outcome::Lost(why)),
                     Ok(Signal::Lost(..)) => Ok(()), // an earlier connection's
                     Ok(Signal::Awaiting) => Ok(()),
+                    Ok(Signal::Resumed) => self.shared.publish_unanswered_again(generation),
                     Ok(Signal::Over) | Err(_) => Err(Outcome::Stop),
                 },
                 i if i == i_stop => {

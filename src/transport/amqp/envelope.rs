@@ -26,6 +26,9 @@ pub const SESSION_NOT_FOUND_CODE: i64 = -32001;
 pub const SESSION_NOT_FOUND: &str = "not-found";
 /// Value of [`SESSION_STATUS_HEADER`] for a session its client ended.
 pub const SESSION_ENDED: &str = "ended";
+/// Value of [`SESSION_STATUS_HEADER`] for a session whose instance
+/// reconnected to the broker.
+pub const SESSION_RESUMED: &str = "resumed";
 
 /// What [`SESSION_STATUS_HEADER`] says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +42,13 @@ pub enum SessionStatus {
     /// instance as it leaves: end the session now (the AMQP form of an HTTP
     /// `DELETE`), not at its idle expiry.
     Ended,
+    /// From a server, on a message with no body sent to each of its
+    /// sessions' clients after its connection to the broker was made
+    /// again: its queue was declared anew, and what the old one held (or
+    /// was delivering) is gone, so the client publishes again the requests
+    /// it has had no answer to (the server drops a copy of one it is still
+    /// running).
+    Resumed,
 }
 
 impl SessionStatus {
@@ -47,14 +57,19 @@ impl SessionStatus {
         match self {
             SessionStatus::NotFound => SESSION_NOT_FOUND,
             SessionStatus::Ended => SESSION_ENDED,
+            SessionStatus::Resumed => SESSION_RESUMED,
         }
     }
 
     /// The status a header value names; `None` for any other value.
     pub fn parse(value: &str) -> Option<SessionStatus> {
-        [SessionStatus::NotFound, SessionStatus::Ended]
-            .into_iter()
-            .find(|s| s.as_str() == value)
+        [
+            SessionStatus::NotFound,
+            SessionStatus::Ended,
+            SessionStatus::Resumed,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == value)
     }
 }
 
@@ -273,7 +288,11 @@ mod tests {
 
     #[test]
     fn a_session_status_travels_as_its_header_value() {
-        for status in [SessionStatus::NotFound, SessionStatus::Ended] {
+        for status in [
+            SessionStatus::NotFound,
+            SessionStatus::Ended,
+            SessionStatus::Resumed,
+        ] {
             let env = Envelope {
                 status: Some(status),
                 ..Default::default()

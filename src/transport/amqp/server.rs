@@ -473,6 +473,11 @@ fn serve(
             return e;
         }
     }
+    if generation > 1 {
+        if let Err(e) = link.resume_sessions() {
+            return e;
+        }
+    }
     let mut sel = Select::new();
     let i_requests = sel.recv(requests.receiver());
     let i_own = sel.recv(own.receiver());
@@ -635,6 +640,35 @@ impl Link<'_> {
                 Ok(())
             }
         }
+    }
+
+    /// After a reconnection: the instance queue was declared anew, and
+    /// what the old one held or was delivering is gone. Each session's
+    /// client is told so ([`SessionStatus::Resumed`]) and publishes again
+    /// the requests it has had no answer to; a copy of one still running
+    /// here is dropped as it arrives (see `delivered`).
+    fn resume_sessions(&mut self) -> Result<(), Outcome> {
+        let sessions = self.shared.sessions.entries();
+        log::info!(
+            "amqp: connected again; asking the clients of {} session(s) to publish again what is unanswered",
+            sessions.len()
+        );
+        for (id, route) in sessions {
+            let reply_to = lock(&route.reply_to).clone();
+            if reply_to.is_empty() {
+                continue;
+            }
+            self.perform(Work::Publish {
+                body: Vec::new(),
+                envelope: Envelope {
+                    status: Some(SessionStatus::Resumed),
+                    ..self.shared.envelope(None, Some(id))
+                },
+                reply_to,
+                ticket: None,
+            })?;
+        }
+        Ok(())
     }
 
     fn ack(&mut self, t: Ticket) -> Result<(), Outcome> {
