@@ -552,6 +552,17 @@ impl Shared {
                             .map(|(id, _)| id.clone())
                     });
                 }
+                // A request of the server's it cancelled gets no answer
+                // (the spec's rule): its correlation is not needed.
+                Message::Notification(n) if n.method() == "notifications/cancelled" => {
+                    if let Some(id) = n
+                        .params()
+                        .and_then(|p| p.get("requestId"))
+                        .and_then(RequestId::from_value)
+                    {
+                        st.server_requests.remove(&id);
+                    }
+                }
                 Message::Notification(_) => {}
             }
         }
@@ -1112,6 +1123,32 @@ mod tests {
             .collect();
         // The request is published again as an unanswered one, not here.
         assert_eq!(carried, [("m2", 0, Some("c")), ("m3", 0, Some("c"))]);
+    }
+
+    #[test]
+    fn a_request_of_the_servers_it_cancelled_leaves_no_correlation_behind() {
+        let config = AmqpConfig::new("amqp://guest:guest@127.0.0.1:5672", "cancel").unwrap();
+        let (to_link, _signals) = crossbeam_channel::unbounded();
+        let shared = Shared::new(&config, to_link);
+        let props = |mid: &str| {
+            amiquip::AmqpProperties::default()
+                .with_content_type("application/json".into())
+                .with_message_id(mid.into())
+        };
+        let ask = json!({"jsonrpc": "2.0", "id": "s1", "method": "roots/list"});
+        shared.received(ask.to_string().into_bytes(), &props("m1"));
+        let id = RequestId::String("s1".into());
+        assert_eq!(
+            lock(&shared.state)
+                .server_requests
+                .get(&id)
+                .map(String::as_str),
+            Some("m1")
+        );
+        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": "s1"}});
+        shared.received(cancel.to_string().into_bytes(), &props("m2"));
+        assert!(lock(&shared.state).server_requests.is_empty());
     }
 
     #[test]
