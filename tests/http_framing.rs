@@ -129,6 +129,70 @@ fn trailers_are_consumed_and_never_taken_for_a_request() {
     http.shutdown().unwrap();
 }
 
+/// A trailer line is a field or nothing: a bare LF, or a line with no
+/// colon, would let a proxy that reads more leniently end the body early
+/// and take what follows for a request of its own.
+#[test]
+fn a_malformed_trailer_line_is_refused() {
+    let http = server(HttpOptions::default());
+    let addr = http.local_addr();
+    let sid = initialize(addr, &[]);
+    let post = format!(
+        "POST /mcp HTTP/1.1\r\n{}Transfer-Encoding: chunked\r\n\r\n",
+        headers(&sid)
+    );
+    for trailer in [
+        "\nGET /healthz HTTP/1.1\r\n",
+        "no colon here\r\n",
+        ": x\r\n",
+    ] {
+        let bytes = format!("{post}{}{HEALTH}", chunked(PING, "\r\n", trailer));
+        let got = exchange(addr, bytes.as_bytes(), 3);
+        assert_eq!(got.len(), 1, "{trailer:?}: {got:?}");
+        assert_eq!(got[0].0, 400, "{trailer:?}: {got:?}");
+    }
+    http.shutdown().unwrap();
+}
+
+/// RFC 9112 §3.2: an HTTP/1.1 request has exactly one `Host`.
+#[test]
+fn a_request_without_exactly_one_host_is_refused() {
+    let http = server(HttpOptions::default());
+    let addr = http.local_addr();
+    for head in [
+        "GET /healthz HTTP/1.1\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n",
+    ] {
+        let got = exchange(addr, head.as_bytes(), 2);
+        assert_eq!(got.len(), 1, "{head:?}: {got:?}");
+        assert_eq!(got[0].0, 400, "{head:?}: {got:?}");
+    }
+    // HTTP/1.0 may leave it out; a server on loopback then refuses the
+    // request for another reason (403: its DNS-rebinding check needs the name).
+    let got = exchange(addr, b"GET /healthz HTTP/1.0\r\n\r\n", 1);
+    assert_eq!(got[0].0, 403, "{got:?}");
+    http.shutdown().unwrap();
+}
+
+/// RFC 9110 §8.6: a 204 (the answer to a CORS preflight) carries no
+/// `Content-Length`.
+#[test]
+fn a_204_carries_no_content_length() {
+    let http = server(HttpOptions::default());
+    let mut s = TcpStream::connect(http.local_addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"OPTIONS /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut all = String::new();
+    let _ = s.read_to_string(&mut all);
+    assert!(all.starts_with("HTTP/1.1 204 "), "{all}");
+    assert!(
+        !all.to_ascii_lowercase().contains("content-length"),
+        "{all}"
+    );
+    http.shutdown().unwrap();
+}
+
 #[test]
 fn ambiguous_framing_is_refused_and_closes_the_connection() {
     let http = server(HttpOptions::default());

@@ -408,6 +408,13 @@ impl Conn {
             req.keep_alive = false;
         }
         self.consume(head_end);
+        // RFC 9112 §3.2: exactly one `Host` in HTTP/1.1, at most one in 1.0
+        // (two could name different servers to us and to a proxy).
+        match req.headers.all("host").count() {
+            0 if req.http11 => return Err(ReadError::Reject(400, "no Host header")),
+            0 | 1 => {}
+            _ => return Err(ReadError::Reject(400, "more than one Host header")),
+        }
         req.framing = req.framing(self.limits.max_body)?;
         Ok(req)
     }
@@ -518,12 +525,30 @@ impl Conn {
             if line.is_empty() {
                 return Ok(());
             }
+            // A field or nothing: a bare LF or a line with no colon could
+            // end the body early for a proxy reading it more leniently,
+            // which would then take what follows for another request.
+            if !is_trailer_field(&line) {
+                return Err(ReadError::Reject(400, "malformed trailer field"));
+            }
             trailer += line.len() + 2;
             if trailer > self.limits.max_head {
                 return Err(ReadError::Reject(431, "trailer section too large"));
             }
         }
     }
+}
+
+/// A trailer line is `token ":" value` with no CR or LF in it (RFC 9112
+/// §7.1.2, §5).
+fn is_trailer_field(line: &[u8]) -> bool {
+    let Some(colon) = line.iter().position(|&b| b == b':') else {
+        return false;
+    };
+    let is_tchar = |b: &u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b);
+    colon > 0
+        && line[..colon].iter().all(is_tchar)
+        && !line.iter().any(|&b| b == b'\r' || b == b'\n')
 }
 
 /// The reason phrase of a status.
@@ -638,9 +663,13 @@ fn write_full(mut w: impl Write, resp: &Response, keep_alive: bool, body: bool) 
     let length = resp.body.len();
     let room = if body { length } else { 0 };
     let mut out = head(resp.status, &resp.headers, keep_alive, room);
-    out.extend_from_slice(b"Content-Length: ");
-    push_decimal(&mut out, length);
-    out.extend_from_slice(b"\r\n\r\n");
+    // RFC 9110 §8.6: never on a 1xx or 204 response.
+    if !(resp.status < 200 || resp.status == 204) {
+        out.extend_from_slice(b"Content-Length: ");
+        push_decimal(&mut out, length);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
     if body {
         out.extend_from_slice(&resp.body);
     }
@@ -844,7 +873,7 @@ mod tests {
         // #11 item 4: 1-byte chunks used to copy the whole buffer each.
         let (mut conn, mut peer) = pair();
         let n = 200_000;
-        let mut body = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+        let mut body = b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
         for _ in 0..n {
             body.extend_from_slice(b"1;ext=1\r\nx\r\n");
         }
@@ -862,12 +891,15 @@ mod tests {
         // Past the connection's buffer, a body is read in pieces straight
         // into it: by length, and as one large chunk.
         let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
-        let mut sent =
-            format!("POST / HTTP/1.1\r\nContent-Length: {}\r\n\r\n", data.len()).into_bytes();
+        let mut sent = format!(
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: {}\r\n\r\n",
+            data.len()
+        )
+        .into_bytes();
         sent.extend_from_slice(&data);
         sent.extend_from_slice(
             format!(
-                "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n",
+                "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n",
                 data.len()
             )
             .as_bytes(),
