@@ -691,6 +691,26 @@ fn socket_activation_serves_on_the_inherited_socket() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The daemon blocks SIGTERM, SIGINT and SIGHUP in its threads (one
+/// thread takes them with sigwait); its commands must not inherit that
+/// mask, or `timeout`, `kill` and the like would not work in them.
+#[test]
+fn a_command_runs_with_no_signal_blocked() {
+    let dir = scratch("sigmask");
+    let text = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "commands": {"mask": {"argv": ["grep", "^SigBlk", "/proc/self/status"]}},
+    });
+    let d = Daemon::start(configured(&dir, &text));
+    let c = Client::connect(Connection::http(&d.url).unwrap(), ClientOptions::default()).unwrap();
+    let r = c.call_tool("mask", json!({})).unwrap();
+    let mask = r["content"][0]["text"].as_str().unwrap_or_default();
+    assert_eq!(mask.trim(), "SigBlk:\t0000000000000000", "{r}");
+    c.close();
+    assert_eq!(d.stop(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_command_streams_progress_times_out_and_is_cancelled_with_its_whole_group() {
     let dir = scratch("commands");
