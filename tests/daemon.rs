@@ -93,6 +93,18 @@ fn flags_and_configuration_errors_have_their_exit_status() {
     }
     let (code, _, err) = run(&["--config", "/nonexistent/mcpvisor.json"]);
     assert_eq!(code, 78, "{err}");
+    // A listener that cannot start is named with its password hidden.
+    let (code, _, err) = run(&[
+        "--config",
+        &example(),
+        "--listen",
+        "amqp://user:s3cret@127.0.0.1:1/?name=x",
+    ]);
+    assert_eq!(code, 71, "{err}");
+    assert!(
+        err.contains("amqp://user:***@127.0.0.1:1/") && !err.contains("s3cret"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

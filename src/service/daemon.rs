@@ -14,6 +14,7 @@ use crate::protocol::{EngineOptions, Source};
 use crate::serve::ListenOptions;
 use crate::server::{Server, SkillsDir, DEFAULT_SKILLS_POLL_INTERVAL};
 use crate::sync::lock;
+use crate::transport::listen::redact;
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -699,11 +700,11 @@ impl Daemon {
     ) -> Result<Active, String> {
         let planned = listeners::plan(&[key.to_owned()], Vec::new())?
             .pop()
-            .ok_or_else(|| format!("{key}: nothing to serve"))?;
+            .ok_or_else(|| format!("{}: nothing to serve", redact(key)))?;
         let (spec, active) = self.listener(planned, config, options)?;
         root.start_child(spec)
             .map(|()| active)
-            .map_err(|e| format!("{key}: cannot start: {e}"))
+            .map_err(|e| format!("{}: cannot start: {e}", redact(key)))
     }
 
     /// Starts again the listeners a failed reload stopped to make room
@@ -716,7 +717,7 @@ impl Daemon {
                     key: old.key.clone(),
                     ..a
                 }),
-                Err(e) => log::error!("{} is not served any more: {e}", old.key),
+                Err(e) => log::error!("{} is not served any more: {e}", redact(&old.key)),
             }
         }
     }

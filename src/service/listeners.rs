@@ -8,7 +8,7 @@ use super::activation::Inherited;
 use super::config::Intensity;
 use crate::serve::{ListenOptions, Listener};
 use crate::server::Server;
-use crate::transport::listen::Listen;
+use crate::transport::listen::{redact, Listen};
 use crossbeam_channel::Sender;
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -69,7 +69,7 @@ impl Active {
 pub(crate) fn plan(listen: &[String], inherited: Vec<Inherited>) -> Result<Vec<Planned>, String> {
     let mut out: Vec<Planned> = Vec::new();
     for l in listen {
-        let parsed: Listen = l.parse().map_err(|e| format!("{l}: {e}"))?;
+        let parsed: Listen = l.parse().map_err(|e| format!("{}: {e}", redact(l)))?;
         out.push(Planned {
             key: l.clone(),
             listen: parsed,
@@ -183,7 +183,7 @@ pub(crate) fn start(
         };
         server
             .listener_with(&planned.listen, &options)
-            .map_err(|e| format!("{}: {e}", planned.key))?
+            .map_err(|e| format!("{}: {e}", redact(&planned.key)))?
     };
     let id = format!("listener {listener}");
     let mut spec = spec.named(id.clone());

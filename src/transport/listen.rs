@@ -139,8 +139,8 @@ impl FromStr for Listen {
 /// the password holds (a `/`, `?` or `@` in it included: everything up to
 /// the last `@` is taken as user information, which at worst hides more
 /// than it must). A string that is no URL shows nothing before its last
-/// `@`.
-fn redact(url: &str) -> String {
+/// `@`. Errors and logs show a configured listener string this way.
+pub(crate) fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return match url.rfind('@') {
             Some(at) => format!("***{}", &url[at..]),
