@@ -58,3 +58,33 @@ fn the_units_verify_clean_against_the_built_binary() {
     assert!(ok && text.trim().is_empty(), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The value of `key=` in the unit (the last one, as systemd reads it).
+fn setting(unit: &str, key: &str) -> Option<String> {
+    unit.lines()
+        .filter_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+        .last()
+        .map(str::to_owned)
+}
+
+#[test]
+fn restarts_never_reach_the_start_limit_and_filtered_calls_fail_with_eperm() {
+    let unit = std::fs::read_to_string(UNIT).unwrap();
+    // systemd's defaults where the unit sets none: 5 starts in 10 s.
+    let burst: u32 = setting(&unit, "StartLimitBurst").map_or(5, |v| v.parse().unwrap());
+    let interval: f64 =
+        setting(&unit, "StartLimitIntervalSec").map_or(10.0, |v| v.parse().unwrap());
+    let pause: f64 = setting(&unit, "RestartSec")
+        .expect("RestartSec")
+        .parse()
+        .unwrap();
+    assert!(
+        pause * f64::from(burst - 1) > interval,
+        "{burst} restarts {pause} s apart fit in {interval} s: the unit would stay failed"
+    );
+    // Without it, a filtered call kills the process (SIGSYS).
+    assert_eq!(
+        setting(&unit, "SystemCallErrorNumber").as_deref(),
+        Some("EPERM")
+    );
+}
