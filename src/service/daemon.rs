@@ -134,6 +134,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
     let state = Arc::new(State::new(server, runs, metrics));
     let daemon = Daemon {
         flags,
+        file: path,
         config,
         options,
         state,
@@ -146,12 +147,12 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
     daemon.serve(planned, signals)
 }
 
-/// `--config`, else the default file when it exists (asked again at
-/// every reload: it may have been created since).
+/// `--config`, else the default file unless it surely does not exist
+/// (one that cannot be looked at is read, to fail with why).
 fn config_path(flags: &Flags) -> Option<PathBuf> {
     flags.config.clone().or_else(|| {
         let default = PathBuf::from(DEFAULT_CONFIG_PATH);
-        default.exists().then_some(default)
+        (default.try_exists().ok() != Some(false)).then_some(default)
     })
 }
 
@@ -240,6 +241,9 @@ fn commands(config: &Config, runs: &Arc<Runs>) -> Result<Source, String> {
 
 struct Daemon {
     flags: Flags,
+    // The configuration file read at the start, if any: a reload reads it
+    // again (and is refused if it is gone), never falls back to defaults.
+    file: Option<PathBuf>,
     // As applied: what a reload does not change keeps its running value.
     config: Config,
     options: ListenOptions,
@@ -548,7 +552,11 @@ impl Daemon {
 
     fn apply_reload(&mut self) -> Result<String, String> {
         let activated = lock(&self.state.listeners).iter().any(|a| a.inherited);
-        let mut config = effective(&config_path(&self.flags), &self.flags, activated)?;
+        // The file read at the start, or the default one if it has been
+        // created since a start without one.
+        let file = self.file.clone().or_else(|| config_path(&self.flags));
+        let mut config = effective(&file, &self.flags, activated)?;
+        self.file = file;
         let source = commands(&config, &self.state.runs)?;
         let options = listen_options(&config)?;
         let root = self
