@@ -63,7 +63,7 @@ fn the_units_verify_clean_against_the_built_binary() {
 fn setting(unit: &str, key: &str) -> Option<String> {
     unit.lines()
         .filter_map(|l| l.strip_prefix(key)?.strip_prefix('='))
-        .last()
+        .next_back()
         .map(str::to_owned)
 }
 
