@@ -188,8 +188,9 @@ impl CommandTool {
         );
         // A process that left the group (setsid) may still hold a pipe:
         // take what arrived within a moment and go on.
-        let out = stdout.map(Capture::finish).unwrap_or_default();
-        let err = stderr.map(Capture::finish).unwrap_or_default();
+        let drained = std::time::Instant::now() + DRAIN_WAIT;
+        let out = stdout.map(|c| c.finish(drained)).unwrap_or_default();
+        let err = stderr.map(|c| c.finish(drained)).unwrap_or_default();
         self.result(ended, out, err)
     }
 
@@ -329,7 +330,8 @@ struct Captured {
     total: usize,
 }
 
-/// Longest wait for a stream's end once the command's group was killed.
+/// Longest wait for the streams' ends, both together, once the command's
+/// group was killed.
 const DRAIN_WAIT: Duration = Duration::from_secs(2);
 
 /// A stream being read on a thread of its own.
@@ -339,9 +341,9 @@ struct Capture {
 }
 
 impl Capture {
-    /// What the stream produced, waiting at most [`DRAIN_WAIT`] for its end.
-    fn finish(self) -> Captured {
-        let _ = self.ended.recv_timeout(DRAIN_WAIT);
+    /// What the stream produced, waiting until `deadline` at most for its end.
+    fn finish(self, deadline: std::time::Instant) -> Captured {
+        let _ = self.ended.recv_deadline(deadline);
         std::mem::take(&mut *crate::sync::lock(&self.got))
     }
 }
@@ -455,7 +457,8 @@ mod tests {
     #[test]
     fn the_head_of_output_and_the_tail_of_errors_are_kept() {
         let text: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
-        let head = capture(std::io::Cursor::new(text.clone()), Keep::Head(1000)).finish();
+        let head = capture(std::io::Cursor::new(text.clone()), Keep::Head(1000))
+            .finish(std::time::Instant::now() + DRAIN_WAIT);
         assert_eq!(
             (head.bytes.as_slice(), head.total),
             (&text[..1000], text.len())
@@ -464,7 +467,7 @@ mod tests {
             std::io::Cursor::new(text.clone()),
             Keep::Tail(STDERR_TAIL_BYTES),
         )
-        .finish();
+        .finish(std::time::Instant::now() + DRAIN_WAIT);
         assert_eq!(tail.total, text.len());
         assert_eq!(
             tail.bytes.as_slice(),
