@@ -699,6 +699,27 @@ fn socket_activation_serves_on_the_inherited_socket() {
         "no default listener: {s}"
     );
     c.close();
+    // A reload that configures another path on the socket's address: the
+    // new listener takes the inherited socket over (it cannot bind it).
+    let moved = url.replace("/mcp", "/v2");
+    let text = json!({"listen": [moved], "commands": {"hello": {"argv": ["echo", "hello"]}},
+        "control": control});
+    std::fs::write(&config, text.to_string()).unwrap();
+    d.signal(libc::SIGHUP);
+    let s = common::eventually("the reload", || {
+        let s = status_json(&control);
+        assert_eq!(s["reloads"]["failed"], 0, "{s}");
+        match s["listeners"][0]["url"].as_str() {
+            Some(u) if u == moved => Ok(s),
+            _ => Err(format!("{s}")),
+        }
+    });
+    assert_eq!(s["listeners"][0]["inherited"], true, "{s}");
+    assert_eq!(s["listeners"].as_array().unwrap().len(), 1, "{s}");
+    let c = Client::connect(Connection::http(&moved).unwrap(), ClientOptions::default()).unwrap();
+    let r = c.call_tool("hello", json!({})).unwrap();
+    assert_eq!(r["content"][0]["text"], "hello\n");
+    c.close();
     assert_eq!(d.stop(), Some(0));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -586,18 +586,20 @@ impl Daemon {
         // One that goes but holds the socket a new one needs (its path or
         // scheme changed; or it was configured with port 0 and the new one
         // names the port it got) stops before it, and is started again if
-        // the new ones cannot be.
+        // the new ones cannot be. A new one on an inherited socket's
+        // address takes that socket over (it could not bind it).
+        let on_socket_of = |k: &str, a: &Active| {
+            listeners::same_socket(k, &a.key) || listeners::same_socket(k, &a.url())
+        };
         let displaced: Vec<Active> = {
             let mut listeners = lock(&self.state.listeners);
             let (going, staying): (Vec<Active>, Vec<Active>) =
                 std::mem::take(&mut *listeners).into_iter().partition(|a| {
-                    !a.inherited
-                        && !config.listen.contains(&a.key)
-                        && config.listen.iter().any(|k| {
-                            !running.contains(k)
-                                && (listeners::same_socket(k, &a.key)
-                                    || listeners::same_socket(k, &a.url()))
-                        })
+                    !config.listen.contains(&a.key)
+                        && config
+                            .listen
+                            .iter()
+                            .any(|k| !running.contains(k) && on_socket_of(k, a))
                 });
             *listeners = staying;
             going
@@ -616,7 +618,11 @@ impl Daemon {
             self.restore(&root, &displaced);
         };
         for key in config.listen.iter().filter(|k| !running.contains(k)) {
-            match self.start_listener(&root, key, &config, &options) {
+            let socket = displaced
+                .iter()
+                .find(|a| on_socket_of(key, a))
+                .and_then(Active::take_over);
+            match self.start_listener(&root, key, socket, &config, &options) {
                 Ok(a) => added.push(a),
                 Err(e) => {
                     undo(&added);
@@ -697,18 +703,21 @@ impl Daemon {
         ))
     }
 
-    /// Starts the listener `key` (a `listen` string) under `root`, with
-    /// `config`'s intensity and `options`.
+    /// Starts the listener `key` (a `listen` string) under `root`, on
+    /// `socket` (an inherited one it takes over) or binding its address,
+    /// with `config`'s intensity and `options`.
     fn start_listener(
         &self,
         root: &supervisor::SupervisorRef,
         key: &str,
+        socket: Option<std::net::TcpListener>,
         config: &Config,
         options: &ListenOptions,
     ) -> Result<Active, String> {
-        let planned = listeners::plan(&[key.to_owned()], Vec::new())?
+        let mut planned = listeners::plan(&[key.to_owned()], Vec::new())?
             .pop()
             .ok_or_else(|| format!("{}: nothing to serve", redact(key)))?;
+        planned.socket = socket;
         let (spec, active) = self.listener(planned, config, options)?;
         root.start_child(spec)
             .map(|()| active)
@@ -719,7 +728,8 @@ impl Daemon {
     /// (with the configuration that runs on).
     fn restore(&self, root: &supervisor::SupervisorRef, stopped: &[Active]) {
         for old in stopped {
-            match self.start_listener(root, &old.rebound(), &self.config, &self.options) {
+            let socket = old.take_over();
+            match self.start_listener(root, &old.rebound(), socket, &self.config, &self.options) {
                 // Still the configured listener it was.
                 Ok(a) => lock(&self.state.listeners).push(Active {
                     key: old.key.clone(),

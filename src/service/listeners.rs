@@ -38,6 +38,9 @@ pub(crate) struct Active {
     /// Served on a socket the service manager passed: a reload keeps it
     /// (it could not be bound again).
     pub inherited: bool,
+    /// A copy of that socket, which a listener configured on its address
+    /// by a reload takes over.
+    pub socket: Option<TcpListener>,
 }
 
 impl Active {
@@ -46,18 +49,22 @@ impl Active {
         self.listener.to_string()
     }
 
+    /// An inherited socket's copy, for a listener that takes it over.
+    pub fn take_over(&self) -> Option<TcpListener> {
+        self.socket.as_ref()?.try_clone().ok()
+    }
+
     /// What to start to serve where it served: its configured string,
-    /// unless that asked for port 0 (its bound address then: another free
-    /// port would move it).
+    /// unless that asked for port 0 or is no listener string (`fd:NAME`):
+    /// its bound address then (another free port would move it).
     pub fn rebound(&self) -> String {
         let any_port = self
             .key
             .parse::<Listen>()
             .ok()
             .as_ref()
-            .and_then(listen_addr)
-            .is_some_and(|a| a.port() == 0);
-        if any_port {
+            .map(|l| listen_addr(l).is_some_and(|a| a.port() == 0));
+        if any_port != Some(false) {
             self.url()
         } else {
             self.key.clone()
@@ -168,6 +175,13 @@ pub(crate) fn start(
     stdin_done: &Sender<()>,
 ) -> Result<(ChildSpec, Active), String> {
     let inherited = planned.socket.is_some();
+    let socket = match &planned.socket {
+        Some(s) => Some(
+            s.try_clone()
+                .map_err(|e| format!("{}: inherited socket: {e}", redact(&planned.key)))?,
+        ),
+        None => None,
+    };
     let (spec, listener) = if planned.listen == Listen::Stdio {
         // stdout carries MCP: nothing else may be written there.
         let spec = crate::transport::stdio::worker(
@@ -197,6 +211,7 @@ pub(crate) fn start(
             id,
             listener: Arc::new(listener),
             inherited,
+            socket,
         },
     ))
 }
