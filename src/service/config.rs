@@ -377,6 +377,23 @@ impl Config {
         Config::parse(path, &text, &|name| std::env::var(name).ok())
     }
 
+    /// Only the `control` key of the file at `path`, expanded, for
+    /// `mcpvisor status`: nothing else in the file is checked or expanded
+    /// (its variables may be set in the daemon's environment only).
+    pub fn control_of(path: &Path) -> Result<Option<PathBuf>, String> {
+        let what = |e: String| format!("{}: {e}", path.display());
+        let text = std::fs::read_to_string(path).map_err(|e| what(format!("cannot read: {e}")))?;
+        let value: Value =
+            serde_json::from_str(&text).map_err(|e| what(format!("not valid JSON: {e}")))?;
+        match value.get("control") {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(c)) => expand(c, &|name| std::env::var(name).ok())
+                .map(|c| Some(PathBuf::from(c)))
+                .map_err(|e| what(format!("control: {e}"))),
+            Some(_) => Err(what("control: expected a string".into())),
+        }
+    }
+
     /// Validates `text` (named `file` in errors), expanding variables with `env`.
     pub fn parse(
         file: &Path,
@@ -1282,6 +1299,34 @@ mod tests {
     fn parse(text: &str) -> Result<Config, ConfigError> {
         let env = |name: &str| (name == "HOME_DIR").then(|| "/home/u".to_owned());
         Config::parse(Path::new("t.json"), text, &env)
+    }
+
+    #[test]
+    fn status_reads_only_the_control_key() {
+        let dir = std::env::temp_dir().join(format!("mcpvisor-ctl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("c.json");
+        let write = |text: &str| std::fs::write(&file, text).unwrap();
+        // The rest is neither checked nor expanded: an unknown key, a
+        // variable set only where the daemon runs.
+        write(
+            r#"{"control": "/run/x/ctl", "bogus": 1, "commands": {"a": {"argv": ["${NOT_SET_HERE_4711}"]}}}"#,
+        );
+        assert_eq!(
+            Config::control_of(&file).unwrap(),
+            Some(PathBuf::from("/run/x/ctl"))
+        );
+        write(r#"{"listen": []}"#);
+        assert_eq!(Config::control_of(&file).unwrap(), None);
+        write(r#"{"control": 5}"#);
+        assert!(Config::control_of(&file)
+            .unwrap_err()
+            .contains("control: expected a string"));
+        write(r#"{"control": "${NOT_SET_HERE_4711}/ctl"}"#);
+        assert!(Config::control_of(&file)
+            .unwrap_err()
+            .contains("NOT_SET_HERE_4711"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -138,12 +138,36 @@ fn ask(path: &Path, request: &str) -> std::io::Result<String> {
     writeln!(stream, "{request}")?;
     let mut reply = String::new();
     stream.read_to_string(&mut reply)?;
+    if reply.is_empty() {
+        // It took the connection and closed it: at its limit of clients,
+        // or it could not answer within its time.
+        return Err(std::io::Error::other(
+            "it closed the connection without an answer (busy?)",
+        ));
+    }
     Ok(reply)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_daemon_that_closes_without_an_answer_is_no_answer() {
+        let dir = std::env::temp_dir().join(format!("mcpvisor-mute-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("control");
+        let socket = UnixListener::bind(&path).unwrap();
+        let mute = std::thread::spawn(move || {
+            let (mut s, _) = socket.accept().unwrap();
+            let mut request = [0u8; 64];
+            let _ = s.read(&mut request);
+            // Closed with nothing written, as a busy daemon does.
+        });
+        assert_eq!(status(&path, false), EXIT_UNAVAILABLE);
+        mute.join().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn a_stale_socket_file_is_replaced_and_a_live_one_refused() {

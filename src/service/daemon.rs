@@ -53,12 +53,13 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
         return EXIT_OK;
     }
     if let Some(json) = flags.status {
-        // --control, else the control key of --config's file, else the default.
-        let file = match &flags.config {
-            Some(p) if flags.control.is_none() => match Config::load(p) {
-                Ok(c) => c.control,
+        // --control, else the control key of the file the daemon would
+        // read, else the default.
+        let file = match config_path(&flags) {
+            Some(p) if flags.control.is_none() => match Config::control_of(&p) {
+                Ok(c) => c,
                 Err(e) => {
-                    fatal(&e.to_string());
+                    fatal(&e);
                     return EXIT_CONFIG;
                 }
             },
