@@ -81,6 +81,15 @@ fn flags_and_configuration_errors_have_their_exit_status() {
             "{\"commands\": {\"x\": {\"argv\": [\"echo\", \"{a} }\"]}}}",
             "lone",
         ),
+        // Two listeners that cannot both run.
+        (
+            "{\"listen\": [\"stdio\", \"stdio\"]}",
+            "cannot both be served",
+        ),
+        (
+            "{\"listen\": [\"http://127.0.0.1:8808/mcp\", \"tcp://0.0.0.0:8808\"]}",
+            "cannot both be served",
+        ),
     ] {
         let file = dir.join("bad.json");
         std::fs::write(&file, text).unwrap();

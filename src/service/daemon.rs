@@ -95,6 +95,8 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
             return EXIT_SOFTWARE;
         }
     };
+    // Its warnings (skills left out, say) are seen with --check-config too.
+    super::journal::init(level(&flags, &config));
     // Everything the file implies (tool schemas, the token file) is checked
     // here, for --check-config too.
     let runs = Arc::new(Runs::default());
@@ -122,7 +124,6 @@ pub fn run(args: impl IntoIterator<Item = String>) -> u8 {
         );
         return EXIT_OK;
     }
-    super::journal::init(level(&flags, &config));
     let notifier = match Notifier::from_env() {
         Ok(n) => n,
         Err(e) => {
@@ -182,6 +183,10 @@ fn effective(path: &Option<PathBuf>, flags: &Flags, activated: bool) -> Result<C
     if flags.metrics.is_some() {
         config.metrics = flags.metrics.clone();
     }
+    listeners::clash(&config.listen).map_err(|e| match path {
+        Some(p) => format!("{}: {e}", p.display()),
+        None => e,
+    })?;
     Ok(config)
 }
 

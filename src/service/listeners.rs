@@ -116,6 +116,24 @@ pub(crate) fn plan(listen: &[String], inherited: Vec<Inherited>) -> Result<Vec<P
     Ok(out)
 }
 
+/// Refuses a `listen` list in which two listeners are the same or would
+/// bind the same socket (the second could not start).
+pub(crate) fn clash(listen: &[String]) -> Result<(), String> {
+    for (i, a) in listen.iter().enumerate() {
+        if let Some(b) = listen[i + 1..]
+            .iter()
+            .find(|b| *b == a || same_socket(a, b))
+        {
+            return Err(format!(
+                "listen: {} and {} cannot both be served (one address, or twice the same)",
+                redact(a),
+                redact(b)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Whether listeners `a` and `b` (configured strings) would bind the same
 /// port of one address (or of every address): the second cannot bind
 /// while the first runs. A port of 0 takes a free one and never clashes.
@@ -269,6 +287,11 @@ mod tests {
             "http://127.0.0.1:0/v1"
         ));
         assert!(!same_socket("stdio", "stdio"));
+        let list = |l: &[&str]| clash(&l.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
+        assert!(list(&["stdio", "http://127.0.0.1:8808/mcp", "tcp://127.0.0.1:8809"]).is_ok());
+        assert!(list(&["stdio", "stdio"]).is_err());
+        assert!(list(&["http://127.0.0.1:8808/mcp", "tcp://0.0.0.0:8808"]).is_err());
+        assert!(list(&["http://127.0.0.1:0/mcp", "http://127.0.0.1:0/v2"]).is_ok());
     }
 
     fn inherited(name: &str) -> (Inherited, std::net::SocketAddr) {
