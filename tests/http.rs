@@ -137,6 +137,17 @@ fn status_codes_follow_the_spec() {
         ),
         400
     );
+    // A notification with a malformed version and no session: 400 too,
+    // not taken as a stateless one (202).
+    assert_eq!(
+        status_of(
+            addr,
+            "POST",
+            &[ACCEPT_BOTH, JSON, ("MCP-Protocol-Version", "garbage")],
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#
+        ),
+        400
+    );
     assert_eq!(
         status_of(addr, "POST", &[ACCEPT_BOTH, JSON], "{not json"),
         400

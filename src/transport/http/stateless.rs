@@ -54,7 +54,10 @@ pub(crate) fn is_stateless(req: &Request, parsed: &Parsed) -> bool {
         // A session revision named in the header (or none: 2025-03-26).
         Some(_) | None if single.is_some_and(|r| r.method() == "initialize") => false,
         Some(_) => announces,
-        None => announces || req.header("mcp-protocol-version").is_some(),
+        // A revision this server does not know: a request gets the
+        // stateless answer naming those it does; anything else is refused
+        // as a malformed header (400) on the session path.
+        None => announces || (single.is_some() && req.header("mcp-protocol-version").is_some()),
     }
 }
 
