@@ -1000,3 +1000,86 @@ fn an_auto_answer_silent_for_a_keep_alive_interval_becomes_a_stream() {
     assert_eq!(quick.header("content-type"), Some("application/json"));
     http.shutdown().unwrap();
 }
+
+/// A server whose `waits` tool reports progress (when asked for), tells
+/// the test it runs, and waits to be cancelled.
+fn waiting_server(mode: ResponseMode) -> (HttpServer, crossbeam_channel::Receiver<()>) {
+    let (started_tx, started) = crossbeam_channel::unbounded();
+    let server = Server::builder("http-waits", "1")
+        .tool(Tool::new(
+            "waits",
+            json!({"type": "object"}),
+            move |_, ctx| {
+                ctx.progress(1.0, None, Some("started"));
+                let _ = started_tx.send(());
+                let _ = ctx.cancelled().recv();
+                Ok(ToolResult::text("cancelled"))
+            },
+        ))
+        .build()
+        .unwrap();
+    let http = server
+        .start_http(
+            HttpOptions::default()
+                .with_bind("127.0.0.1:0".parse().unwrap())
+                .with_response_mode(mode),
+        )
+        .unwrap();
+    (http, started)
+}
+
+/// A request cancelled before it produced anything is still answered as a
+/// request's POST must be, with an SSE stream (that ends without a
+/// response), not 202; where only JSON may be sent, 202 it is.
+#[test]
+fn a_request_cancelled_before_any_output_gets_an_empty_stream() {
+    for (mode, status) in [(ResponseMode::Auto, 200), (ResponseMode::JsonOnly, 202)] {
+        let (http, started) = waiting_server(mode);
+        let addr = http.local_addr();
+        let sid = initialize(addr, &[]);
+        let s = sid.clone();
+        let call = std::thread::spawn(move || {
+            let r = post(addr, Some(&s), &call(31, "waits", json!({})), &[]);
+            let ct = r.header("content-type").map(str::to_owned);
+            (
+                r.status,
+                ct,
+                String::from_utf8_lossy(&r.body()).into_owned(),
+            )
+        });
+        started.recv_timeout(common::WAIT).expect("the tool runs");
+        let cancel =
+            json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":31}});
+        assert_eq!(post(addr, Some(&sid), &cancel, &[]).status, 202);
+        let (got, ct, body) = call.join().unwrap();
+        assert_eq!(got, status, "{mode:?}: {body}");
+        if status == 200 {
+            assert_eq!(ct.as_deref(), Some("text/event-stream"), "{body}");
+        }
+        assert!(!body.contains("\"id\":31"), "{mode:?}: a response: {body}");
+        http.shutdown().unwrap();
+    }
+}
+
+/// JSON only: a session that ends while its request runs (after output
+/// that JSON drops) answers the request 404, not a connection closed with
+/// no response.
+#[test]
+fn json_only_a_session_ended_mid_request_is_answered_404() {
+    let (http, started) = waiting_server(ResponseMode::JsonOnly);
+    let addr = http.local_addr();
+    let sid = initialize(addr, &[]);
+    let s = sid.clone();
+    let call = std::thread::spawn(move || {
+        let mut body = call(32, "waits", json!({}));
+        body["params"]["_meta"] = json!({"progressToken": 32});
+        post(addr, Some(&s), &body, &[]).status
+    });
+    started.recv_timeout(common::WAIT).expect("the tool runs");
+    assert_eq!(
+        status_of(addr, "DELETE", &[("Mcp-Session-Id", &sid)], ""),
+        200
+    );
+    assert_eq!(call.join().unwrap(), 404);
+    http.shutdown().unwrap();
+}

@@ -448,7 +448,11 @@ impl Endpoint {
         let json_first = matches!(first, Frame::Event { last: true, .. })
             && self.opts.response_mode != ResponseMode::SseOnly;
         let json_only = self.opts.response_mode == ResponseMode::JsonOnly;
-        if json_first || json_only || matches!(first, Frame::End) {
+        // A request cancelled before it produced anything gets an SSE
+        // stream that ends without its response (a request's POST is
+        // answered with SSE or JSON, never 202), or 202 where only JSON
+        // may be sent.
+        if json_first || json_only {
             let mut frame = Some(first);
             // JSON only: wait for the response, dropping what comes before.
             loop {
@@ -471,7 +475,9 @@ impl Endpoint {
                         return ok && keep_alive;
                     }
                     Some(Frame::End) => {
-                        // Cancelled: no JSON-RPC response is ever sent.
+                        // Cancelled, where only JSON may be sent: no
+                        // JSON-RPC response is ever sent, and no body
+                        // could stand for one.
                         session.release(attached.stream, attached.token);
                         session.forget(attached.stream);
                         let ok = write_response(
@@ -490,8 +496,11 @@ impl Endpoint {
                     None => match attached.rx.recv() {
                         Ok(f) => frame = Some(f),
                         Err(_) => {
+                            // The session ended meanwhile: no head has
+                            // gone out yet, so say so.
                             session.release(attached.stream, attached.token);
-                            return false;
+                            let resp = reject(404, -32001, "Session not found");
+                            return write_response(stream, &resp, keep_alive).is_ok() && keep_alive;
                         }
                     },
                 }
