@@ -10,6 +10,36 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// How long what was written to a client may stay unacknowledged before
+/// its connection is given up (`TCP_USER_TIMEOUT`, Linux). A client that
+/// vanished without a word (a network change, a laptop put to sleep) is
+/// then noticed at the next SSE keep-alive plus this, not after the
+/// kernel's retransmissions (some 15 minutes): its standalone stream, which
+/// one connection holds at a time, is free again for the client's new one.
+pub(crate) const DEAD_PEER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Sets [`DEAD_PEER_TIMEOUT`] on `stream` (where the system has it).
+pub(crate) fn give_up_on_silent_peers(stream: &TcpStream) {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        use std::os::fd::AsRawFd;
+        let ms = libc::c_uint::try_from(DEAD_PEER_TIMEOUT.as_millis()).unwrap_or(libc::c_uint::MAX);
+        // SAFETY: setsockopt(2) on a socket we own, with a value of the
+        // size it names.
+        unsafe {
+            libc::setsockopt(
+                stream.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_USER_TIMEOUT,
+                std::ptr::addr_of!(ms).cast(),
+                std::mem::size_of::<libc::c_uint>() as libc::socklen_t,
+            );
+        }
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let _ = stream;
+}
+
 /// Answers a connection refused because of the connection cap.
 pub(crate) fn refuse(stream: &TcpStream) {
     let _ = write_response(
@@ -42,6 +72,7 @@ impl HttpConnections {
     pub(crate) fn serve_connection(&self, stream: TcpStream, peer: SocketAddr) {
         let _ = stream.set_nodelay(true);
         let _ = stream.set_write_timeout(Some(self.limits.idle_timeout));
+        give_up_on_silent_peers(&stream);
         let write_side = match stream.try_clone() {
             Ok(s) => s,
             Err(_) => return,
@@ -125,5 +156,33 @@ fn linger(stream: &TcpStream) {
             Ok(0) | Err(_) => break,
             Ok(n) => left = left.saturating_sub(n),
         }
+    }
+}
+
+#[cfg(all(test, any(target_os = "linux", target_os = "android")))]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn a_served_connection_gives_up_on_a_silent_peer() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let _peer = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (ours, _) = l.accept().unwrap();
+        give_up_on_silent_peers(&ours);
+        let mut ms: libc::c_uint = 0;
+        let mut len = std::mem::size_of::<libc::c_uint>() as libc::socklen_t;
+        // SAFETY: getsockopt(2) into a value of the size given.
+        let rc = unsafe {
+            libc::getsockopt(
+                ours.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_USER_TIMEOUT,
+                std::ptr::addr_of_mut!(ms).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(rc, 0);
+        assert_eq!(u128::from(ms), DEAD_PEER_TIMEOUT.as_millis());
     }
 }
