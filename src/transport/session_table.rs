@@ -90,7 +90,9 @@ impl<T: Expirable> SessionTable<T> {
     /// Makes a full table end its longest-idle session (one that never
     /// became operational first) for a new one, instead of refusing it
     /// (default: refuse). For transports anyone can reach (HTTP without
-    /// credentials): a flood of sessions cannot lock everyone else out.
+    /// credentials): a flood of sessions cannot lock everyone else out. A
+    /// new session with an owner (a credential) only ends one of that
+    /// owner's: one credential's holder cannot end another's sessions.
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub fn evicting(mut self) -> Self {
         self.evict = true;
@@ -116,6 +118,7 @@ impl<T: Expirable> SessionTable<T> {
             // without the table's lock, which every request's lookup needs.
             let all: Vec<(String, Arc<T>, Instant)> = entries
                 .iter()
+                .filter(|(_, e)| owner.is_none() || e.owner == owner)
                 .map(|(id, e)| (id.clone(), e.value.clone(), e.last_seen))
                 .collect();
             drop(entries);
@@ -432,6 +435,29 @@ mod tests {
         t.insert("f".into(), Arc::new(S::default()), None).unwrap();
         assert!(!a.ended.load(Ordering::SeqCst), "busy sessions stay");
         assert!(d.ended.load(Ordering::SeqCst), "d was the longest idle");
+        // With credentials, a full table makes room among the new
+        // session's owner's own sessions only.
+        let t = SessionTable::new(2, Duration::from_secs(60), Arc::new(clock.clone())).evicting();
+        let (alice, bob) = (Some([1u8; 32]), Some([2u8; 32]));
+        let bobs = Arc::new(S::default());
+        t.insert("bob".into(), bobs.clone(), bob).unwrap();
+        clock.advance(Duration::from_secs(1));
+        let alices = Arc::new(S::default());
+        t.insert("alice".into(), alices.clone(), alice).unwrap();
+        t.insert("alice2".into(), Arc::new(S::default()), alice)
+            .unwrap();
+        assert!(alices.ended.load(Ordering::SeqCst), "alice made room");
+        assert!(
+            !bobs.ended.load(Ordering::SeqCst),
+            "bob's longer idle one stays"
+        );
+        let carol = Some([3u8; 32]);
+        assert_eq!(
+            t.insert("carol".into(), Arc::new(S::default()), carol),
+            Err(Full),
+            "no session of carol's to end"
+        );
+        assert!(!bobs.ended.load(Ordering::SeqCst));
         // Everyone busy: refused.
         let t = SessionTable::new(1, Duration::from_secs(60), Arc::new(clock.clone())).evicting();
         t.insert("x".into(), a.clone(), None).unwrap();
