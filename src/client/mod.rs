@@ -178,8 +178,9 @@ pub struct ClientOptions {
     /// Receives every notification other than progress and cancellation
     /// (log messages, list changes, resource updates). Default: logged.
     pub on_notification: Option<NotificationHandler>,
-    /// Sends `ping` this often and closes the connection when one is not
-    /// answered in time (default off).
+    /// Sends `ping` (statelessly `server/discover`) this often and closes
+    /// the connection when one is not answered in time; any answer, an
+    /// error too, counts (default off).
     pub heartbeat: Option<Duration>,
     /// Reconnect after the connection is lost (needs [`Client::connect_with`];
     /// default off). Never after an intentional [`Client::close`]. The new
@@ -683,10 +684,17 @@ impl Client {
 
     /// `ping` (a stateless server has none: `server/discover` stands in).
     pub fn ping(&self) -> Result<(), ClientError> {
+        self.request(self.liveness_method(), json!({})).map(drop)
+    }
+
+    /// What asks whether the server is there: `ping`, or statelessly
+    /// `server/discover` (2026-07-28 has no `ping`).
+    fn liveness_method(&self) -> &'static str {
         if self.is_stateless() {
-            return self.request("server/discover", json!({})).map(drop);
+            "server/discover"
+        } else {
+            "ping"
         }
-        self.request("ping", json!({})).map(drop)
     }
 
     /// A list's pages, followed by cursor; a cursor given again (a server
@@ -1113,15 +1121,30 @@ fn connection_lost(shared: &Arc<Shared>, why: ClientError) {
             on_close,
             ..
         } = conn;
-        let old = {
+        let (old, closed_meanwhile) = {
             let mut w = lock(&shared.writer);
             w.close();
             *w = writer;
             shared.epoch.fetch_add(1, Ordering::SeqCst);
-            std::mem::replace(&mut *lock(&shared.on_close), on_close)
+            let old = std::mem::replace(&mut *lock(&shared.on_close), on_close);
+            // A close while this connection was being made found the old
+            // one: this one is ended here (its child stopped and reaped),
+            // or nothing would ever end it.
+            let closed = shared.closed.load(Ordering::SeqCst);
+            if closed {
+                w.close();
+            }
+            (old, closed)
         };
         if let Some(old) = old {
             old();
+        }
+        if closed_meanwhile {
+            let on_close = lock(&shared.on_close).take();
+            if let Some(f) = on_close {
+                f();
+            }
+            return;
         }
         let Ok(reader_ended) = spawn_reader(shared, reader) else {
             continue;
@@ -1202,16 +1225,19 @@ fn dispatch(shared: &Arc<Shared>, message: Message, related: Option<&RequestId>)
         // While notification or progress callbacks of earlier messages are
         // still queued, the answer waits behind them: when a call returns,
         // everything the server sent before its answer has been handled.
-        Message::Response(r)
-            if shared.queued_notices.load(Ordering::SeqCst) > 0 && shared.outbound.ordered(&r) =>
-        {
-            let answering = shared.clone();
-            let answer: Notice = Box::new(move || {
-                answering.outbound.answer(r, "client");
-            });
-            // Not queued (a full queue): answer now rather than lose it.
-            if let Err(answer) = notify(shared, answer) {
-                answer();
+        Message::Response(r) if shared.queued_notices.load(Ordering::SeqCst) > 0 => {
+            match shared.outbound.defer_answer(r) {
+                Ok(id) => {
+                    let answering = shared.clone();
+                    let answer: Notice = Box::new(move || answering.outbound.deliver(&id));
+                    // Not queued (a full queue): answer now rather than lose it.
+                    if let Err(answer) = notify(shared, answer) {
+                        answer();
+                    }
+                }
+                Err(r) => {
+                    shared.outbound.answer(r, "client");
+                }
             }
         }
         Message::Response(r) => {
@@ -1462,9 +1488,15 @@ fn heartbeat(shared: std::sync::Weak<Shared>, every: Duration) {
             ..Default::default()
         };
         let epoch = shared.epoch.load(Ordering::SeqCst);
-        if let Err(e) = client.send_request("ping", json!({}), opts) {
+        let method = client.liveness_method();
+        let answered = match client.send_request(method, json!({}), opts) {
+            // Any answer, an error too, says the server is there.
+            Ok(_) | Err(ClientError::Rpc(_) | ClientError::Protocol(_)) => Ok(()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = answered {
             let why = ClientError::transport(format!(
-                "heartbeat: ping not answered within {every:?} ({e})"
+                "heartbeat: {method} not answered within {every:?} ({e})"
             ));
             if shared.options.reconnect.is_none() {
                 give_up(&shared, why);

@@ -42,7 +42,7 @@ pub(crate) struct Wait {
     /// The `reason` of `notifications/cancelled` when the caller cancels.
     pub(crate) cancel_reason: &'static str,
     /// The answer must wait for the peer's messages that came before it
-    /// to be handled (see [`Outbound::ordered`]).
+    /// to be handled (see [`Outbound::defer_answer`]).
     pub(crate) ordered: bool,
 }
 
@@ -73,6 +73,10 @@ struct Pending {
     association: Option<PeerRequestHandler>,
     #[cfg_attr(not(feature = "client"), allow(dead_code))]
     ordered: bool,
+    /// Its answer, come and kept until the peer's earlier messages are
+    /// handled ([`Outbound::defer_answer`]); a call whose time runs out
+    /// meanwhile takes it at once.
+    arrived: Option<Answer>,
 }
 
 /// How long after a call with an association was given up (it timed out,
@@ -145,6 +149,7 @@ impl Outbound {
                     progress: wait.progress.clone(),
                     association: wait.association.clone(),
                     ordered: wait.ordered,
+                    arrived: None,
                 },
             );
         }
@@ -155,7 +160,13 @@ impl Outbound {
         }
         let outcome = waiting(&id, &rx, &ticks, &wait);
         if let Err(e @ (CallError::Timeout(..) | CallError::Cancelled)) = &outcome {
-            self.forget(&id);
+            if !self.give_up(&id) {
+                // Answered as the wait ended: its answer is on its way
+                // (taken from the table, not sent yet, or waiting for the
+                // peer's earlier messages to be handled). It is the
+                // outcome, and there is nothing to cancel.
+                return outcome_of(rx.recv());
+            }
             if wait.association.is_some() {
                 let mut abandoned = lock(&self.abandoned);
                 abandoned.retain(|_, at| at.elapsed() < ABANDONED_CALL_GRACE);
@@ -182,6 +193,21 @@ impl Outbound {
         lock(&self.pending).remove(id);
     }
 
+    /// Takes the call `id` out of the table; false when its answer came
+    /// first (then it is in the call's channel, or on its way there).
+    fn give_up(&self, id: &RequestId) -> bool {
+        let Some(p) = lock(&self.pending).remove(id) else {
+            return false;
+        };
+        match p.arrived {
+            Some(answer) => {
+                let _ = p.tx.send(answer);
+                false
+            }
+            None => true,
+        }
+    }
+
     /// Hands a response to its waiting call; false (and logged) when nobody
     /// waits for it any more (a late answer).
     pub(crate) fn answer(&self, response: Response, who: &str) -> bool {
@@ -205,14 +231,42 @@ impl Outbound {
         }
     }
 
-    /// Whether the call a response answers asked for its answer to come
-    /// after the peer's earlier messages are handled.
+    /// Keeps the answer of a call that asked for it to come after the
+    /// peer's earlier messages are handled, and returns the call's id, to
+    /// be given to [`deliver`](Self::deliver) once they are; any other
+    /// response comes back, to be answered now. A kept answer is not lost
+    /// to the call's timeout: a call whose time runs out takes it.
     #[cfg_attr(not(feature = "client"), allow(dead_code))]
-    pub(crate) fn ordered(&self, response: &Response) -> bool {
-        response
-            .id()
-            .and_then(|id| lock(&self.pending).get(id).map(|p| p.ordered))
-            .unwrap_or(false)
+    pub(crate) fn defer_answer(&self, response: Response) -> Result<RequestId, Response> {
+        let Some(id) = response.id().cloned() else {
+            return Err(response);
+        };
+        let mut pending = lock(&self.pending);
+        match pending.get_mut(&id) {
+            Some(p) if p.ordered && p.arrived.is_none() => {
+                p.arrived = Some(response.into_outcome());
+                Ok(id)
+            }
+            _ => Err(response),
+        }
+    }
+
+    /// Hands the call `id` its kept answer ([`defer_answer`](Self::defer_answer)),
+    /// unless the call took it already.
+    #[cfg_attr(not(feature = "client"), allow(dead_code))]
+    pub(crate) fn deliver(&self, id: &RequestId) {
+        let mut pending = lock(&self.pending);
+        if pending.get(id).is_some_and(|p| p.arrived.is_some()) {
+            if let Some(Pending {
+                tx,
+                arrived: Some(answer),
+                ..
+            }) = pending.remove(id)
+            {
+                drop(pending);
+                let _ = tx.send(answer);
+            }
+        }
     }
 
     /// Routes `notifications/progress`: restarts the call's timeout at once
@@ -299,6 +353,15 @@ impl Outbound {
     }
 }
 
+/// A call's outcome from what its answer channel gave.
+fn outcome_of(answer: Result<Answer, crossbeam_channel::RecvError>) -> Result<Value, CallError> {
+    match answer {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(CallError::Rpc(e)),
+        Err(_) => Err(CallError::Closed),
+    }
+}
+
 fn waiting(
     id: &RequestId,
     rx: &Receiver<Answer>,
@@ -313,11 +376,7 @@ fn waiting(
         let until = hard.map_or(deadline, |h| h.min(deadline));
         let left = until.saturating_duration_since(Instant::now());
         crossbeam_channel::select! {
-            recv(rx) -> answer => return match answer {
-                Ok(Ok(v)) => Ok(v),
-                Ok(Err(e)) => Err(CallError::Rpc(e)),
-                Err(_) => Err(CallError::Closed),
-            },
+            recv(rx) -> answer => return outcome_of(answer),
             recv(ticks) -> _ => deadline = crate::wait::deadline_in(wait.timeout),
             recv(cancel) -> _ => return Err(CallError::Cancelled),
             default(left) => return Err(CallError::Timeout(id.clone(), wait.timeout)),
@@ -337,6 +396,42 @@ mod tests {
             Ok(crate::jsonrpc::Parsed::Single(crate::jsonrpc::Message::Response(r))) => r,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_kept_answer_is_the_outcome_of_a_call_whose_time_runs_out() {
+        // The answer came but waits behind notification callbacks that do
+        // not end: the call's time runs out, and it takes its answer
+        // rather than fail and tell the peer to cancel what it answered.
+        let out = Arc::new(Outbound::default());
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let (o, s) = (out.clone(), sent.clone());
+        let send = move |m: Outgoing| -> Result<(), String> {
+            if let Outgoing::Request(r) = &m {
+                let id = r["id"].as_i64().unwrap_or_default();
+                assert_eq!(
+                    o.defer_answer(response(id)).ok(),
+                    Some(RequestId::Number(id))
+                );
+            }
+            lock(&s).push(m);
+            Ok(())
+        };
+        let wait = Wait {
+            timeout: Duration::from_millis(20),
+            ordered: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            out.call("a", json!({}), wait, &send),
+            Ok(json!({"ok": true}))
+        );
+        assert_eq!(lock(&sent).len(), 1, "no cancellation: {:?}", lock(&sent));
+        // Delivered later, it finds the call gone: nothing happens.
+        out.deliver(&RequestId::Number(1));
+        // An unordered call's answer is not kept.
+        let other = out.defer_answer(response(9)).unwrap_err();
+        assert_eq!(other.id(), Some(&RequestId::Number(9)));
     }
 
     #[test]
@@ -459,6 +554,7 @@ mod tests {
             progress: None,
             association,
             ordered: false,
+            arrived: None,
         };
         lock(&out.pending).insert(RequestId::Number(id), pending);
         (rx, ticks)

@@ -111,7 +111,7 @@ impl CommandTool {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
-        crate::transport::connection::with_no_signal_blocked(&mut cmd);
+        crate::transport::child_exit::with_no_signal_blocked(&mut cmd);
         for name in &self.env_allow {
             if let Some(v) = std::env::var_os(name) {
                 cmd.env(name, v);

@@ -1,7 +1,8 @@
-//! Waiting for a child process to exit without reaping it: while it is a
-//! zombie its process id (and the group and session it leads) are still
-//! its own, so they can be signalled with no risk of reaching a process
-//! that took the id since.
+//! Child processes: waiting for one to exit without reaping it (while it
+//! is a zombie its process id, and the group and session it leads, are
+//! still its own, so they can be signalled with no risk of reaching a
+//! process that took the id since), and starting one with no signal
+//! blocked.
 
 use std::io;
 
@@ -47,9 +48,58 @@ fn wait_exit(pid: libc::pid_t, flags: libc::c_int) -> io::Result<bool> {
     Ok(unsafe { info.si_pid() } != 0)
 }
 
+/// Clears the signal mask in the child of `command` before it runs its
+/// program. A mask survives exec, std does not reset it, and a process
+/// that takes its signals with sigwait(2) (the daemon) blocks them in
+/// every thread: without this its children would not die of SIGTERM,
+/// SIGINT or SIGHUP (`timeout`, `kill`, the stop of an upstream, the
+/// parent-death signal).
+#[cfg(unix)]
+pub(crate) fn with_no_signal_blocked(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: sigemptyset(3) and pthread_sigmask(3) on a local set are
+    // async-signal-safe, as code between fork and exec must be.
+    unsafe {
+        command.pre_exec(|| {
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{exited_unreaped, has_exited};
+    #[test]
+    fn a_child_starts_with_no_signal_blocked_whatever_its_parent_blocks() {
+        let mask_of = |clear: bool| {
+            // On a thread of its own, which blocks SIGHUP as the daemon does.
+            std::thread::spawn(move || {
+                // SAFETY: sigset(3) and pthread_sigmask(3) on a local set.
+                unsafe {
+                    let mut set: libc::sigset_t = std::mem::zeroed();
+                    libc::sigemptyset(&mut set);
+                    libc::sigaddset(&mut set, libc::SIGHUP);
+                    libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+                }
+                let mut cmd = std::process::Command::new("grep");
+                cmd.args(["^SigBlk", "/proc/self/status"]);
+                if clear {
+                    with_no_signal_blocked(&mut cmd);
+                }
+                let out = cmd.output().unwrap();
+                String::from_utf8(out.stdout).unwrap().trim().to_owned()
+            })
+            .join()
+            .unwrap()
+        };
+        // std passes the mask on: what the helper is for.
+        assert_eq!(mask_of(false), "SigBlk:\t0000000000000001");
+        assert_eq!(mask_of(true), "SigBlk:\t0000000000000000");
+    }
+
+    use super::{exited_unreaped, has_exited, with_no_signal_blocked};
 
     #[test]
     fn an_exited_child_stays_a_zombie_until_reaped() {

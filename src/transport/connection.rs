@@ -119,7 +119,7 @@ impl Connection {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        with_no_signal_blocked(&mut command);
+        super::child_exit::with_no_signal_blocked(&mut command);
         let mut child = spawn_child(command)?;
         let stdin = child
             .stdin
@@ -478,27 +478,6 @@ impl Drop for TcpOut {
     }
 }
 
-/// Clears the signal mask in the child of `command` before it runs its
-/// program. A mask survives exec, std does not reset it, and a process
-/// that takes its signals with sigwait(2) (the daemon) blocks them in
-/// every thread: without this its children would not die of SIGTERM,
-/// SIGINT or SIGHUP (`timeout`, `kill`, the stop of an upstream, the
-/// parent-death signal).
-#[cfg(unix)]
-pub(crate) fn with_no_signal_blocked(command: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: sigemptyset(3) and pthread_sigmask(3) on a local set are
-    // async-signal-safe, as code between fork and exec must be.
-    unsafe {
-        command.pre_exec(|| {
-            let mut none: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut none);
-            libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-            Ok(())
-        });
-    }
-}
-
 /// Spawns children from one long-lived thread with `PR_SET_PDEATHSIG`, so
 /// they get SIGTERM if this process dies without closing them (no orphans).
 /// Linux sends that signal when the *thread* that forked exits, which is why
@@ -548,34 +527,6 @@ fn spawn_child(mut command: Command) -> io::Result<Child> {
 mod tests {
     use super::*;
     use crate::jsonrpc::{Message, PARSE_ERROR};
-
-    #[test]
-    fn a_child_starts_with_no_signal_blocked_whatever_its_parent_blocks() {
-        let mask_of = |clear: bool| {
-            // On a thread of its own, which blocks SIGHUP as the daemon does.
-            std::thread::spawn(move || {
-                // SAFETY: sigset(3) and pthread_sigmask(3) on a local set.
-                unsafe {
-                    let mut set: libc::sigset_t = std::mem::zeroed();
-                    libc::sigemptyset(&mut set);
-                    libc::sigaddset(&mut set, libc::SIGHUP);
-                    libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-                }
-                let mut cmd = Command::new("grep");
-                cmd.args(["^SigBlk", "/proc/self/status"]);
-                if clear {
-                    with_no_signal_blocked(&mut cmd);
-                }
-                let out = cmd.output().unwrap();
-                String::from_utf8(out.stdout).unwrap().trim().to_owned()
-            })
-            .join()
-            .unwrap()
-        };
-        // std passes the mask on: what the helper is for.
-        assert_eq!(mask_of(false), "SigBlk:\t0000000000000001");
-        assert_eq!(mask_of(true), "SigBlk:\t0000000000000000");
-    }
 
     #[test]
     fn a_child_s_stderr_is_read_to_its_end_whatever_it_carries() {
