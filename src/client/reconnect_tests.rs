@@ -330,3 +330,48 @@ fn a_close_while_reconnecting_ends_the_connection_being_made() {
         .recv_timeout(WAIT)
         .expect("the connection made after the close was ended");
 }
+
+/// A task that asks a new question at every poll still ends the wait, at
+/// its time limit or its cap on questions (before, answering skipped the
+/// limit and the cancellation checks: the wait never ended).
+#[test]
+fn a_task_that_keeps_asking_is_given_up_at_its_limit() {
+    let (conn, peer, _) = connection(None);
+    let options = ClientOptions {
+        elicitation: Some(Arc::new(|_: Value| {
+            Ok(json!({"action": "accept", "content": {}}))
+        })),
+        ..Default::default()
+    };
+    let client = std::thread::spawn(move || Client::connect(conn, options));
+    peer.initialize();
+    let client = client.join().unwrap().expect("initialized");
+    let task = client.task("t1");
+    let waiting = std::thread::spawn(move || task.wait(Some(Duration::from_millis(200))));
+    let mut asked = 0;
+    loop {
+        let m = peer.written.recv_timeout(WAIT).expect("the client writes");
+        let result = match m["method"].as_str() {
+            Some("tasks/get") => {
+                asked += 1;
+                assert!(asked < 100_000, "the wait never ends");
+                json!({"taskId": "t1", "status": "input_required", "inputRequests": {
+                    format!("q{asked}"): {"method": "elicitation/create",
+                        "params": {"message": "?", "requestedSchema": {"type": "object", "properties": {}}}}}})
+            }
+            Some("tasks/update") => json!({}),
+            Some("tasks/cancel") => {
+                peer.send(json!({"jsonrpc": "2.0", "id": m["id"], "result": {}}));
+                break;
+            }
+            _ => continue,
+        };
+        peer.send(json!({"jsonrpc": "2.0", "id": m["id"], "result": result}));
+    }
+    // At the time limit, or at the cap on questions, whichever is first.
+    let e = waiting.join().unwrap().unwrap_err().to_string();
+    assert!(
+        e.contains("did not end within") || e.contains("more than 1024 questions"),
+        "{e}"
+    );
+}

@@ -17,6 +17,10 @@ pub const MIN_TASK_POLL: Duration = Duration::from_millis(20);
 /// Polling is never slower than this, whatever the server suggests (a
 /// huge `pollIntervalMs` would otherwise put the caller to sleep for good).
 pub const MAX_TASK_POLL: Duration = Duration::from_secs(30);
+/// Most questions one wait answers for a task: past it the task is
+/// cancelled (a server asking ever new questions would keep the caller,
+/// and what it remembers of them, for good).
+pub const MAX_TASK_QUESTIONS: usize = 1024;
 
 /// How a `tools/call` was answered.
 #[derive(Clone)]
@@ -130,6 +134,7 @@ impl TaskHandle {
         let mut poll = self.poll;
         loop {
             let task = self.get()?;
+            let mut answered_now = false;
             if task.get("pollIntervalMs").is_some() {
                 // The interval may change over the task's life.
                 poll = poll_of(&task);
@@ -149,7 +154,7 @@ impl TaskHandle {
                     let responses = self.answers(&task, &mut answered, on_request);
                     if !responses.is_empty() {
                         self.update(responses)?;
-                        continue;
+                        answered_now = true;
                     }
                 }
                 Some("working") => {}
@@ -167,6 +172,12 @@ impl TaskHandle {
             if cancel.is_some_and(CancelToken::is_cancelled) {
                 return stop(ClientError::Cancelled);
             }
+            if answered.len() > MAX_TASK_QUESTIONS {
+                return stop(ClientError::Protocol(format!(
+                    "task {} asked more than {MAX_TASK_QUESTIONS} questions; cancelled",
+                    self.id
+                )));
+            }
             let mut wait = poll;
             if let Some(d) = deadline {
                 let left = d.saturating_duration_since(Instant::now());
@@ -177,6 +188,10 @@ impl TaskHandle {
                     )));
                 }
                 wait = wait.min(left);
+            }
+            if answered_now {
+                // The answers may have let it go on: look again at once.
+                continue;
             }
             match cancel {
                 Some(c) => {
