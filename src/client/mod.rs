@@ -444,8 +444,12 @@ impl Client {
             tools_listed: AtomicBool::new(false),
             kept: Mutex::default(),
         });
-        spawn_reader(&shared, reader)?;
         let client = Client::internal(&shared);
+        if let Err(e) = spawn_reader(&shared, reader) {
+            // The connection is ended (its child stopped and reaped).
+            client.close();
+            return Err(e);
+        }
         let (result, version) = match client.establish() {
             Ok(r) => r,
             Err(e) => {

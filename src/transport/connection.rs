@@ -121,29 +121,40 @@ impl Connection {
             .stderr(Stdio::piped());
         super::child_exit::with_no_signal_blocked(&mut command);
         let mut child = spawn_child(command)?;
-        let stdin = child
-            .stdin
-            .take()
-            .ok_or_else(|| io::Error::other("no stdin"))?;
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| io::Error::other("no stdout"))?;
-        if let Some(stderr) = child.stderr.take() {
-            let pid = child.id();
-            let label = label.to_owned();
-            std::thread::Builder::new()
-                .name("mcpvisor-child-stderr".into())
-                .spawn(move || {
-                    each_stderr_line(stderr, |line| log::info!("{label} {pid}: {line}"))
-                })?;
-        }
         let reaped = std::sync::Arc::new(std::sync::Mutex::new(false));
+        let pipes = (|| {
+            let stdin = child
+                .stdin
+                .take()
+                .ok_or_else(|| io::Error::other("no stdin"))?;
+            let stdout = child
+                .stdout
+                .take()
+                .ok_or_else(|| io::Error::other("no stdout"))?;
+            if let Some(stderr) = child.stderr.take() {
+                let pid = child.id();
+                let label = label.to_owned();
+                std::thread::Builder::new()
+                    .name("mcpvisor-child-stderr".into())
+                    .spawn(move || {
+                        each_stderr_line(stderr, |line| log::info!("{label} {pid}: {line}"))
+                    })?;
+            }
+            Ok((stdout, PipeOut::new(stdin)?))
+        })();
+        let (stdout, stdin) = match pipes {
+            Ok(p) => p,
+            Err(e) => {
+                // Not left running, nor a zombie.
+                reap(child, &reaped);
+                return Err(e);
+            }
+        };
         if let Err(e) = watch_exit(child.id() as libc::pid_t, reaped.clone()) {
             // Its exit is then seen when its stdout closes, as before.
             log::warn!("{label} {}: cannot watch for its exit: {e}", child.id());
         }
-        let mut conn = Connection::lines(stdout, PipeOut::new(stdin)?);
+        let mut conn = Connection::lines(stdout, stdin);
         conn.pid = Some(child.id());
         conn.on_close = Some(Box::new(move || reap(child, &reaped)));
         Ok(conn)
