@@ -614,6 +614,15 @@ impl Reader<'_> {
                 .into_iter()
                 .map(PathBuf::from)
                 .collect();
+            // Each directory is watched by a child named after it.
+            for (i, dir) in c.skills.iter().enumerate() {
+                if c.skills[..i].contains(dir) {
+                    return Err(self.error(
+                        &format!("skills[{i}]"),
+                        format!("{} is named twice", dir.display()),
+                    ));
+                }
+            }
         }
         if let Some(t) = o.get("tasks") {
             c.tasks = self.tasks(t)?;
@@ -1299,6 +1308,13 @@ mod tests {
     fn parse(text: &str) -> Result<Config, ConfigError> {
         let env = |name: &str| (name == "HOME_DIR").then(|| "/home/u".to_owned());
         Config::parse(Path::new("t.json"), text, &env)
+    }
+
+    #[test]
+    fn a_skills_directory_named_twice_is_refused() {
+        let e = parse(r#"{"skills": ["/srv/skills", "/srv/other", "/srv/skills"]}"#).unwrap_err();
+        assert_eq!(e.path, "skills[2]", "{e}");
+        assert!(e.to_string().contains("named twice"), "{e}");
     }
 
     #[test]

@@ -71,7 +71,7 @@ pub use event::{Event, EventHook, EventKind};
 pub use snapshot::{ChildCounts, ChildInfo, ChildSnapshot, ChildState, TreeSnapshot};
 pub use spec::{
     Backoff, ChildKind, ChildSpec, Restart, Shutdown, Strategy, SupervisorSpec, WorkerFn,
-    WorkerResult, DEFAULT_MAX_RESTARTS, DEFAULT_PERIOD, DEFAULT_WORKER_SHUTDOWN,
+    WorkerResult, DEFAULT_MAX_RESTARTS, DEFAULT_PERIOD, DEFAULT_WORKER_SHUTDOWN, MIN_PERIOD,
 };
 pub use supervisor::{
     run, ChildError, ShutdownReport, Supervisor, SupervisorError, SupervisorRef,

@@ -354,7 +354,8 @@ struct Sup {
     // Keeps the command channel open even when every handle is dropped.
     _commands: Sender<Command>,
     next_generation: u64,
-    detached: Vec<String>,
+    // Child threads detached and not seen to exit since: id, generation.
+    detached: Vec<(String, u64)>,
     rng: u64,
     // Its step count (see `SupervisorRef::progress`).
     progress: Arc<AtomicU64>,
@@ -421,6 +422,18 @@ impl Sup {
     }
 
     fn start_all(&mut self) -> Result<(), SupervisorError> {
+        // Ids name children in every command and exit (OTP refuses a
+        // duplicate at init): a second child of one id would never be
+        // restarted, stopped or seen to exit.
+        for (i, c) in self.children.iter().enumerate() {
+            if self.children[..i].iter().any(|d| d.spec.id == c.spec.id) {
+                return Err(SupervisorError::StartFailed {
+                    supervisor: self.id.clone(),
+                    child: c.spec.id.clone(),
+                    reason: "another child has the same id".into(),
+                });
+            }
+        }
         for i in 0..self.children.len() {
             if let Err(reason) = self.start_child(i) {
                 let child = self.children[i].spec.id.clone();
@@ -548,6 +561,7 @@ impl Sup {
     /// exit reason, or `None` if the thread was detached.
     fn stop_running(&mut self, spec: &ChildSpec, run: Running) -> Option<ExitReason> {
         let Running {
+            generation,
             stop,
             hooks,
             done,
@@ -567,7 +581,7 @@ impl Sup {
                 Some(r)
             }
             None => {
-                self.detached.push(spec.id.clone());
+                self.detached.push((spec.id.clone(), generation));
                 self.emit(EventKind::Detached {
                     child: spec.id.clone(),
                 });
@@ -605,7 +619,10 @@ impl Sup {
         }
         ShutdownReport {
             stopped,
-            detached: self.detached[before..].to_vec(),
+            detached: self.detached[before..]
+                .iter()
+                .map(|(id, _)| id.clone())
+                .collect(),
         }
     }
 
@@ -631,6 +648,11 @@ impl Sup {
     ) -> Result<(), String> {
         loop {
             self.progress.fetch_add(1, Ordering::Relaxed);
+            // Exits before commands, as OTP's mailbox orders them: a crash
+            // that came before a terminate_child is counted as a crash.
+            while let Ok(exit) = self.exits_rx.try_recv() {
+                self.handle_exit(exit)?;
+            }
             let wait = self.next_due().map_or(IDLE_WAIT, |due| {
                 due.saturating_duration_since(Instant::now())
             });
@@ -663,12 +685,16 @@ impl Sup {
     }
 
     fn handle_exit(&mut self, exit: Exit) -> Result<(), String> {
-        let Some(i) = self.index(&exit.id) else {
+        let current = self.index(&exit.id).filter(|&i| {
+            self.children[i].run.as_ref().map(|r| r.generation) == Some(exit.generation)
+        });
+        let Some(i) = current else {
+            // A thread we already stopped, or gave up on: one detached has
+            // ended at last.
+            self.detached
+                .retain(|(id, g)| !(*id == exit.id && *g == exit.generation));
             return Ok(());
         };
-        if self.children[i].run.as_ref().map(|r| r.generation) != Some(exit.generation) {
-            return Ok(()); // a thread we already stopped or gave up on
-        }
         let run = self.children[i].run.take().expect("checked above");
         let ran_for = self.clock.now().saturating_duration_since(run.started);
         let _ = run.thread.join();
@@ -854,7 +880,7 @@ impl Sup {
                         .and_then(|n| n.ask(Command::Snapshot, Some(SNAPSHOT_TIMEOUT))),
                 })
                 .collect(),
-            detached: self.detached.clone(),
+            detached: self.detached.iter().map(|(id, _)| id.clone()).collect(),
         }
     }
 

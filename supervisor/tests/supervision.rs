@@ -712,3 +712,75 @@ fn ended_tells_a_select_that_the_supervisor_gave_up() {
     assert!(ended.recv_timeout(WAIT).is_err_and(|e| e.is_disconnected()));
     assert!(matches!(sup.wait(), Err(SupervisorError::Escalated { .. })));
 }
+
+/// OTP refuses two children of one id at init: the second would never be
+/// restarted, stopped or seen to exit (its exits were taken for the
+/// first's stale ones).
+#[test]
+fn two_children_of_one_id_are_refused() {
+    let live = Live::default();
+    let (a, _) = worker("w", &live);
+    let (b, _) = worker("w", &live);
+    let spec = SupervisorSpec::new("dup", Strategy::OneForOne)
+        .child(a)
+        .child(b);
+    match Supervisor::start(spec) {
+        Err(SupervisorError::StartFailed { child, reason, .. }) => {
+            assert_eq!(child, "w");
+            assert!(reason.contains("same id"), "{reason}");
+        }
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("started with two children named w"),
+    }
+}
+
+/// A detached thread that ends at last is no longer reported as detached
+/// (before, the list only grew: every snapshot and `mcpvisor status`
+/// kept naming threads long gone).
+#[test]
+fn a_detached_thread_that_ends_leaves_the_report() {
+    let (release_tx, release_rx) = crossbeam_channel::bounded::<()>(1);
+    let spec = SupervisorSpec::new("root", Strategy::OneForOne).child(
+        ChildSpec::worker("stubborn", move |_| {
+            let _ = release_rx.recv(); // ignores the stop signal
+            Ok(())
+        })
+        .shutdown(Shutdown::Brutal),
+    );
+    let sup = Supervisor::start(spec).unwrap();
+    let handle = sup.handle();
+    handle.terminate_child("stubborn").unwrap();
+    assert_eq!(handle.snapshot().unwrap().detached, ["stubborn"]);
+    release_tx.send(()).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !handle.snapshot().unwrap().detached.is_empty() {
+        assert!(std::time::Instant::now() < deadline, "still reported");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    sup.shutdown().unwrap();
+}
+
+/// A period of zero is taken as MIN_PERIOD: a child that cannot start
+/// makes the supervisor give up instead of being retried for ever.
+#[test]
+fn a_zero_period_still_escalates() {
+    let tries = Arc::new(AtomicUsize::new(0));
+    let t = tries.clone();
+    let spec = SupervisorSpec::new("zero", Strategy::OneForOne)
+        .intensity(3, Duration::ZERO)
+        .child(ChildSpec::worker("crashes", move |_| {
+            t.fetch_add(1, Ordering::SeqCst);
+            panic!("at once")
+        }));
+    let sup = Supervisor::start(spec).unwrap();
+    let handle = sup.handle();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while handle.snapshot().is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still restarting after {} tries",
+            tries.load(Ordering::SeqCst)
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
