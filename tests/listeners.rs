@@ -205,3 +205,29 @@ fn dropping_a_started_listener_stops_it() {
         );
     }
 }
+
+/// A TCP listener that is shut down ends its open connections too: each
+/// session ends as at its peer's end of input (its answers written). Before,
+/// they went on being served for as long as their clients talked.
+#[test]
+fn shutting_a_tcp_listener_down_ends_its_connections() {
+    let server = echo();
+    let tcp = server
+        .start_tcp(TcpOptions::default().with_bind("127.0.0.1:0".parse().unwrap()))
+        .unwrap();
+    let client = Client::connect(
+        Connection::tcp(tcp.local_addr()).unwrap(),
+        ClientOptions::default(),
+    )
+    .unwrap();
+    let r = client
+        .call_tool("echo", json!({"message": "before"}))
+        .unwrap();
+    assert_eq!(r["content"][0]["text"], "before");
+    // Its input ended before shutdown returned: the request is never read,
+    // and the connection closes.
+    tcp.shutdown().unwrap();
+    let after = client.call_tool("echo", json!({"message": "after"}));
+    assert!(after.is_err(), "still served after shutdown: {after:?}");
+    client.close();
+}

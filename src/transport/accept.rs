@@ -12,7 +12,7 @@ use crate::wait::Waker;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -48,12 +48,20 @@ pub(crate) struct Acceptor {
     /// Wakes the running accept loop (stop, [`Acceptor::stop_accepting`],
     /// the test hook); made by the first run, kept for the restarts.
     waker: Mutex<Option<Arc<Waker>>>,
+    /// The open connections, by number, when a stop ends them
+    /// ([`Acceptor::end_connections_on_stop`]).
+    open: Option<Mutex<crate::sync::FastMap<u64, TcpStream>>>,
+    next_connection: AtomicU64,
 }
 
-/// Decrements the connection count however a connection thread ends.
-struct Slot(Arc<Acceptor>);
+/// Decrements the connection count however a connection thread ends,
+/// and forgets its stream.
+struct Slot(Arc<Acceptor>, u64);
 impl Drop for Slot {
     fn drop(&mut self) {
+        if let Some(open) = &self.0.open {
+            lock(open).remove(&self.1);
+        }
         self.0.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -81,6 +89,29 @@ impl Acceptor {
             closed: AtomicBool::new(false),
             panic_next: AtomicBool::new(false),
             waker: Mutex::new(None),
+            open: None,
+            next_connection: AtomicU64::new(0),
+        }
+    }
+
+    /// A stop (not [`Acceptor::stop_accepting`], nor a restart after a
+    /// failure) ends the open connections' input: each session then ends
+    /// as at its peer's end of input, its work in flight given its grace
+    /// and its answers written. For transports whose connections are their
+    /// sessions (TCP): a listener shut down or removed by a reload serves
+    /// no one any more.
+    pub(crate) fn end_connections_on_stop(mut self) -> Self {
+        self.open = Some(Mutex::default());
+        self
+    }
+
+    /// Ends the input of every open connection (see
+    /// [`end_connections_on_stop`](Self::end_connections_on_stop)).
+    fn end_connections(&self) {
+        if let Some(open) = &self.open {
+            for stream in lock(open).values() {
+                let _ = stream.shutdown(std::net::Shutdown::Read);
+            }
         }
     }
 
@@ -146,7 +177,11 @@ impl Acceptor {
             (self.refuse)(&stream);
             return;
         }
-        let slot = Slot(self.clone());
+        let number = self.next_connection.fetch_add(1, Ordering::Relaxed);
+        if let (Some(open), Ok(kept)) = (&self.open, stream.try_clone()) {
+            lock(open).insert(number, kept);
+        }
+        let slot = Slot(self.clone(), number);
         let name = self.name;
         let spawned = thread::Builder::new()
             .name(format!("mcpvisor-{name}-conn"))
@@ -210,6 +245,9 @@ impl Acceptor {
                 // connections. (After `stop_accepting` they wait in the
                 // backlog instead; a passed-in socket stays its owner's.)
                 lock(&acceptor.socket).take();
+            }
+            if stopped {
+                acceptor.end_connections();
             }
             Ok(())
         })

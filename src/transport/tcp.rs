@@ -179,13 +179,16 @@ impl super::tree::Tree<TcpListenerHandle> {
                 log::debug!("tcp: {peer}: {e}");
             }
         });
-        let acceptor = Arc::new(Acceptor::new(
-            "tcp",
-            serve,
-            |_| {},
-            options.max_connections,
-            Default::default(),
-        ));
+        let acceptor = Arc::new(
+            Acceptor::new(
+                "tcp",
+                serve,
+                |_| {},
+                options.max_connections,
+                Default::default(),
+            )
+            .end_connections_on_stop(),
+        );
         if options.listener.is_some() {
             acceptor.keep_socket();
         }
