@@ -100,6 +100,7 @@ impl Acceptor {
     /// and its answers written. For transports whose connections are their
     /// sessions (TCP): a listener shut down or removed by a reload serves
     /// no one any more.
+    #[cfg_attr(not(feature = "tcp"), allow(dead_code))]
     pub(crate) fn end_connections_on_stop(mut self) -> Self {
         self.open = Some(Mutex::default());
         self
