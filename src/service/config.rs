@@ -1135,6 +1135,29 @@ fn steps(path: &str) -> Vec<Step> {
     out
 }
 
+/// How many of the leading key steps the object key `name` stands for:
+/// one, or several when it holds dots (a tool named `a.b` is the steps
+/// `a` and `b` of its path); `None` when it is none of them.
+fn key_steps(name: &[u8], steps: &[Step]) -> Option<usize> {
+    let mut joined = Vec::new();
+    for (n, step) in steps.iter().enumerate() {
+        let Step::Key(k) = step else {
+            return None;
+        };
+        if n > 0 {
+            joined.push(b'.');
+        }
+        joined.extend_from_slice(k.as_bytes());
+        if joined == name {
+            return Some(n + 1);
+        }
+        if joined.len() >= name.len() {
+            return None;
+        }
+    }
+    None
+}
+
 struct Scan<'a> {
     b: &'a [u8],
     i: usize,
@@ -1260,7 +1283,7 @@ impl Scan<'_> {
             return Some(self.i);
         };
         match (step, *self.b.get(self.i)?) {
-            (Step::Key(key), b'{') => {
+            (Step::Key(_), b'{') => {
                 self.i += 1;
                 loop {
                     self.ws();
@@ -1272,7 +1295,8 @@ impl Scan<'_> {
                             let (from, to) = self.string()?;
                             self.ws();
                             self.i += 1; // ':'
-                            if &self.b[from..to] == key.as_bytes() {
+                            if let Some(taken) = key_steps(&self.b[from..to], steps) {
+                                let rest = &steps[taken..];
                                 return if rest.is_empty() {
                                     Some(at)
                                 } else {
@@ -1308,6 +1332,14 @@ mod tests {
     fn parse(text: &str) -> Result<Config, ConfigError> {
         let env = |name: &str| (name == "HOME_DIR").then(|| "/home/u".to_owned());
         Config::parse(Path::new("t.json"), text, &env)
+    }
+
+    #[test]
+    fn an_error_under_a_name_with_dots_has_its_position() {
+        let e = parse("{\"commands\": {\"a.b\": {\"argv\": [\"x\"],\n \"timeoutMs\": \"soon\"}}}")
+            .unwrap_err();
+        assert_eq!(e.path, "commands.a.b.timeoutMs", "{e}");
+        assert_eq!((e.line, e.column), (2, 2), "{e}");
     }
 
     #[test]
