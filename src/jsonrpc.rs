@@ -94,6 +94,10 @@ impl fmt::Display for RequestId {
     }
 }
 
+/// The member of an error's `data` that marks an error made by this side's
+/// transport ([`ErrorObject::transport_failure`]).
+pub const TRANSPORT_FAILURE: &str = "io.mcpvisor/transportFailure";
+
 /// A JSON-RPC error object (`code`, `message`, optional `data`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ErrorObject {
@@ -132,6 +136,26 @@ impl ErrorObject {
     /// -32603 with a message.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(INTERNAL_ERROR, message)
+    }
+    /// -32603 made by this side's transport for a request that could get
+    /// no answer (the HTTP request failed: a 502 from a proxy, a reset):
+    /// its `data` says so ([`TRANSPORT_FAILURE`]), so that it is never
+    /// taken for the peer's own answer ([`is_transport_failure`](Self::is_transport_failure)).
+    pub fn transport_failure(message: impl Into<String>) -> Self {
+        ErrorObject {
+            data: Some(serde_json::json!({ TRANSPORT_FAILURE: true })),
+            ..Self::internal(message)
+        }
+    }
+    /// Whether this error was made by this side's transport
+    /// ([`transport_failure`](Self::transport_failure)), not sent by the peer.
+    pub fn is_transport_failure(&self) -> bool {
+        self.code == INTERNAL_ERROR
+            && self
+                .data
+                .as_ref()
+                .and_then(|d| d.get(TRANSPORT_FAILURE))
+                .is_some_and(|v| v == true)
     }
     /// -32020: an HTTP header disagrees with the body (or is missing).
     pub fn header_mismatch(message: impl Into<String>) -> Self {
@@ -724,6 +748,22 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_transport_failure_is_told_from_the_peer_s_errors() {
+        let made = ErrorObject::transport_failure("the HTTP request failed: 502");
+        assert_eq!(made.code, INTERNAL_ERROR);
+        assert!(made.is_transport_failure());
+        // Through the wire and back, as the client reads it.
+        let back = ErrorObject::from_value(&serde_json::to_value(&made).unwrap()).unwrap();
+        assert!(back.is_transport_failure());
+        assert!(!ErrorObject::internal("the peer's own").is_transport_failure());
+        let other_data = ErrorObject {
+            data: Some(serde_json::json!({"detail": 1})),
+            ..ErrorObject::internal("x")
+        };
+        assert!(!other_data.is_transport_failure());
+    }
 
     #[test]
     fn a_request_is_never_taken_for_something_else() {

@@ -1494,7 +1494,9 @@ fn heartbeat(shared: std::sync::Weak<Shared>, every: Duration) {
         let epoch = shared.epoch.load(Ordering::SeqCst);
         let method = client.liveness_method();
         let answered = match client.send_request(method, json!({}), opts) {
-            // Any answer, an error too, says the server is there.
+            // Any answer, an error too, says the server is there; not
+            // one the transport made for want of an answer.
+            Err(ClientError::Rpc(e)) if e.is_transport_failure() => Err(ClientError::Rpc(e)),
             Ok(_) | Err(ClientError::Rpc(_) | ClientError::Protocol(_)) => Ok(()),
             Err(e) => Err(e),
         };

@@ -594,8 +594,11 @@ impl Daemon {
         // names the port it got) stops before it, and is started again if
         // the new ones cannot be. A new one on an inherited socket's
         // address takes that socket over (it could not bind it).
-        let on_socket_of = |k: &str, a: &Active| {
-            listeners::same_socket(k, &a.key) || listeners::same_socket(k, &a.url())
+        // An inherited socket only to a listener on exactly its address, as
+        // at the start (one on [::] is no loopback listener).
+        let on_socket_of = |k: &str, a: &Active| match &a.socket {
+            Some(socket) => listeners::bound_to(k, socket),
+            None => listeners::same_socket(k, &a.key) || listeners::same_socket(k, &a.url()),
         };
         let displaced: Vec<Active> = {
             let mut listeners = lock(&self.state.listeners);

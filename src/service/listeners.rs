@@ -134,6 +134,13 @@ pub(crate) fn clash(listen: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether listener `listen` (a configured string) names exactly the
+/// address `socket` is bound to.
+pub(crate) fn bound_to(listen: &str, socket: &TcpListener) -> bool {
+    let addr = listen.parse::<Listen>().ok().as_ref().and_then(listen_addr);
+    addr.is_some() && addr == socket.local_addr().ok()
+}
+
 /// Whether listeners `a` and `b` (configured strings) would bind the same
 /// port of one address (or of every address): the second cannot bind
 /// while the first runs. A port of 0 takes a free one and never clashes.
@@ -292,6 +299,14 @@ mod tests {
         assert!(list(&["stdio", "stdio"]).is_err());
         assert!(list(&["http://127.0.0.1:8808/mcp", "tcp://0.0.0.0:8808"]).is_err());
         assert!(list(&["http://127.0.0.1:0/mcp", "http://127.0.0.1:0/v2"]).is_ok());
+        // An inherited socket is taken over by a listener on exactly its
+        // address only.
+        let socket = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = socket.local_addr().unwrap().port();
+        assert!(bound_to(&format!("http://127.0.0.1:{port}/v2"), &socket));
+        assert!(bound_to(&format!("tcp://127.0.0.1:{port}"), &socket));
+        assert!(!bound_to(&format!("http://0.0.0.0:{port}/mcp"), &socket));
+        assert!(!bound_to("stdio", &socket));
     }
 
     fn inherited(name: &str) -> (Inherited, std::net::SocketAddr) {

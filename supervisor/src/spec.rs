@@ -11,8 +11,9 @@ use std::time::Duration;
 pub const DEFAULT_MAX_RESTARTS: u32 = 1;
 /// ... within this period.
 pub const DEFAULT_PERIOD: Duration = Duration::from_secs(5);
-/// The shortest restart period: a shorter one (zero) is taken as this.
-pub const MIN_PERIOD: Duration = Duration::from_millis(1);
+/// The shortest restart period, OTP's (whole seconds, at least one): a
+/// shorter one is taken as this.
+pub const MIN_PERIOD: Duration = Duration::from_secs(1);
 /// OTP's default shutdown timeout of a worker.
 pub const DEFAULT_WORKER_SHUTDOWN: Duration = Duration::from_secs(5);
 
@@ -272,9 +273,9 @@ impl SupervisorSpec {
     }
     /// More than `max_restarts` restarts within `period` make the supervisor
     /// stop its children and fail ("reached max restart intensity"). A
-    /// period under [`MIN_PERIOD`] is taken as that (OTP requires one
-    /// above zero: with none, no two restarts ever share a window, and a
-    /// child that cannot start is retried for ever at full speed).
+    /// period under [`MIN_PERIOD`] is taken as that (OTP's is at least a
+    /// second: in a shorter one, few restarts share a window, and a child
+    /// that cannot start is retried for ever at full speed).
     pub fn intensity(mut self, max_restarts: u32, period: Duration) -> Self {
         self.max_restarts = max_restarts;
         self.period = period.max(MIN_PERIOD);

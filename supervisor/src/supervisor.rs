@@ -668,7 +668,13 @@ impl Sup {
                         let _ = reply.send(report);
                         return Ok(());
                     }
-                    Ok(cmd) => self.command(cmd)?,
+                    Ok(cmd) => {
+                        // Exits that came with it go first (see above).
+                        while let Ok(exit) = self.exits_rx.try_recv() {
+                            self.handle_exit(exit)?;
+                        }
+                        self.command(cmd)?
+                    }
                     Err(_) => unreachable!("the supervisor holds a sender of its own command channel"),
                 },
                 recv(parent_stop) -> _ => {
@@ -773,7 +779,7 @@ impl Sup {
 
     /// Records a restart; more than `max_restarts` within `period` is
     /// failure. A restart exactly `period` old still counts (as in OTP),
-    /// and the one being recorded always does (also with a zero period).
+    /// and the one being recorded always does.
     fn count_restart(&mut self) -> Result<(), String> {
         let now = self.clock.now();
         self.restarts.push_back(now);

@@ -119,20 +119,31 @@ impl Proxy {
                 ];
                 for (mut from, mut to, held) in pairs {
                     let withheld = withheld.clone();
+                    // Read on, whatever is held: what comes while held is
+                    // recorded and queued, and written once released.
+                    let (chunks_tx, chunks) = crossbeam_channel::unbounded::<Vec<u8>>();
+                    let gate = held.clone();
                     std::thread::spawn(move || {
                         let mut buf = [0u8; 16 * 1024];
                         while let Ok(n @ 1..) = from.read(&mut buf) {
+                            if gate.as_ref().is_some_and(|g| *g.0.lock().unwrap()) {
+                                withheld.lock().unwrap().extend_from_slice(&buf[..n]);
+                            }
+                            if chunks_tx.send(buf[..n].to_vec()).is_err() {
+                                break;
+                            }
+                        }
+                    });
+                    std::thread::spawn(move || {
+                        for chunk in chunks {
                             if let Some(held) = &held {
                                 let (lock, released) = &**held;
                                 let mut h = lock.lock().unwrap();
-                                if *h {
-                                    withheld.lock().unwrap().extend_from_slice(&buf[..n]);
-                                }
                                 while *h {
                                     h = released.wait(h).unwrap();
                                 }
                             }
-                            if to.write_all(&buf[..n]).is_err() {
+                            if to.write_all(&chunk).is_err() {
                                 break;
                             }
                         }

@@ -131,6 +131,16 @@ struct State {
 }
 
 impl State {
+    /// The request of ours published as `message_id`, if it waits for its
+    /// answer (a scan: the server's requests and unusable answers, which
+    /// ask this, are rare, and the hot path keeps no second map).
+    fn request_sent_as(&self, message_id: &str) -> Option<RequestId> {
+        self.unanswered
+            .iter()
+            .find(|(_, u)| u.message_id == message_id)
+            .map(|(id, _)| id.clone())
+    }
+
     /// A request waits for an answer from a known owner: the link thread
     /// must time its probe.
     fn wake_link(&mut self, to_link: &Sender<Signal>) {
@@ -165,6 +175,34 @@ struct Shared {
 
 fn request_id(message: &Value) -> Option<RequestId> {
     message.get("id").and_then(RequestId::from_value)
+}
+
+/// Whether `body` is a JSON-RPC response (no `method`; a `result` or an
+/// `error`), read without building it: it may be far over the size limit.
+fn looks_like_a_response(body: &[u8]) -> bool {
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+    struct Shape;
+    impl<'de> Visitor<'de> for Shape {
+        type Value = bool;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+            let (mut method, mut answer) = (false, false);
+            while let Some(key) = map.next_key::<String>()? {
+                match key.as_str() {
+                    "method" => method = true,
+                    "result" | "error" => answer = true,
+                    _ => {}
+                }
+                map.next_value::<IgnoredAny>()?;
+            }
+            Ok(answer && !method)
+        }
+    }
+    serde_json::Deserializer::from_slice(body)
+        .deserialize_map(Shape)
+        .unwrap_or(false)
 }
 
 /// What one delivery to the client's queue is for the reader.
@@ -447,17 +485,10 @@ impl Shared {
     /// names one of our requests as its correlation id is that request's
     /// answer: the request fails at once with why, rather than waiting for
     /// its timeout.
-    fn unusable_answer(&self, correlation_id: Option<&str>, why: &Rejection) -> Received {
-        let Some(cid) = correlation_id else {
-            return Received::Skip;
-        };
+    fn unusable_answer(&self, correlation_id: &str, why: &Rejection) -> Received {
         let answered = {
             let mut st = lock(&self.state);
-            let id = st
-                .unanswered
-                .iter()
-                .find(|(_, u)| u.message_id == cid)
-                .map(|(id, _)| id.clone());
+            let id = st.request_sent_as(correlation_id);
             id.inspect(|id| {
                 st.unanswered.remove(id);
             })
@@ -503,7 +534,12 @@ impl Shared {
             Ok(p) => p,
             Err(why) => {
                 log::warn!("amqp client: dropped a message from the server: {why}");
-                return self.unusable_answer(envelope.correlation_id.as_deref(), &why);
+                // Only a response answers: the server sends a call's
+                // progress, logs and questions with its correlation id too.
+                return match envelope.correlation_id.as_deref() {
+                    Some(cid) if looks_like_a_response(&body) => self.unusable_answer(cid, &why),
+                    _ => Received::Skip,
+                };
             }
         };
         let mut st = lock(&self.state);
@@ -544,13 +580,9 @@ impl Shared {
                             st.server_requests.insert(r.id().clone(), mid.clone());
                         }
                     }
-                    // Few requests wait at a time (at most `max_backlog`).
-                    related = envelope.correlation_id.and_then(|cid| {
-                        st.unanswered
-                            .iter()
-                            .find(|(_, u)| u.message_id == cid)
-                            .map(|(id, _)| id.clone())
-                    });
+                    related = envelope
+                        .correlation_id
+                        .and_then(|cid| st.request_sent_as(&cid));
                 }
                 // A request of the server's it cancelled gets no answer
                 // (the spec's rule): its correlation is not needed.
@@ -1175,6 +1207,13 @@ mod tests {
         // Naming no request of ours: dropped, as before.
         let other = shared.received(big.to_string().into_bytes(), &props("elsewhere"));
         assert!(matches!(other, Received::Skip));
+        // A progress or log message of the call's, too big: dropped; the
+        // call goes on.
+        let log = json!({"jsonrpc": "2.0", "method": "notifications/message",
+            "params": {"level": "info", "data": "x".repeat(100)}});
+        let skipped = shared.received(log.to_string().into_bytes(), &props(&message_id));
+        assert!(matches!(skipped, Received::Skip));
+        assert_eq!(lock(&shared.state).unanswered.len(), 1);
         // Naming ours: its answer is an error saying why, at once.
         let Received::Message(_, Parsed::Single(Message::Response(r)), None) =
             shared.received(big.to_string().into_bytes(), &props(&message_id))

@@ -418,7 +418,7 @@ impl Target {
     /// Answers our request `id` with an error: it can get no other answer.
     pub(super) fn fail(&self, id: &RequestId, why: &str) {
         log::warn!("client: request {id} failed: {why}");
-        let error = ErrorObject::internal(format!("the HTTP request failed: {why}"));
+        let error = ErrorObject::transport_failure(format!("the HTTP request failed: {why}"));
         let answer = Reply::error(Some(id.clone()), error);
         self.deliver(crate::jsonrpc::to_text(&answer).into_bytes(), None);
     }
