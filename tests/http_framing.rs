@@ -86,15 +86,20 @@ fn chunked(data: &str, after_data: &str, trailer: &str) -> String {
     format!("{:x}\r\n{data}{after_data}0\r\n{trailer}\r\n", data.len())
 }
 
+/// The head of a chunked POST in a new session.
+fn chunked_post(addr: SocketAddr) -> String {
+    let sid = initialize(addr, &[]);
+    format!(
+        "POST /mcp HTTP/1.1\r\n{}Transfer-Encoding: chunked\r\n\r\n",
+        headers(&sid)
+    )
+}
+
 #[test]
 fn trailers_are_consumed_and_never_taken_for_a_request() {
     let http = server(HttpOptions::default());
     let addr = http.local_addr();
-    let sid = initialize(addr, &[]);
-    let post = format!(
-        "POST /mcp HTTP/1.1\r\n{}Transfer-Encoding: chunked\r\n\r\n",
-        headers(&sid)
-    );
+    let post = chunked_post(addr);
     // A plain chunked body, then a pipelined request: two answers.
     let plain = format!("{post}{}{HEALTH}", chunked(PING, "\r\n", ""));
     let got = exchange(addr, plain.as_bytes(), 3);
@@ -136,11 +141,7 @@ fn trailers_are_consumed_and_never_taken_for_a_request() {
 fn a_malformed_trailer_line_is_refused() {
     let http = server(HttpOptions::default());
     let addr = http.local_addr();
-    let sid = initialize(addr, &[]);
-    let post = format!(
-        "POST /mcp HTTP/1.1\r\n{}Transfer-Encoding: chunked\r\n\r\n",
-        headers(&sid)
-    );
+    let post = chunked_post(addr);
     for trailer in [
         "\nGET /healthz HTTP/1.1\r\n",
         "no colon here\r\n",
