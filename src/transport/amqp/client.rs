@@ -54,10 +54,9 @@ pub const OWNER_PROBE_INTERVAL: Duration = Duration::from_secs(1);
 /// The `app_id` of what a client publishes.
 const CLIENT_APP_ID: &str = "mcpvisor-client";
 
-/// A message for the client: its bytes and what they parsed as (`None`
-/// at the end of the session).
 /// A message for the client: its bytes, what they parsed as, and the
-/// request of ours it belongs to (see [`Received::Message`]).
+/// request of ours it belongs to (see [`Received::Message`]); `None` at the
+/// end of the session.
 type Delivered = io::Result<Option<(Vec<u8>, Parsed, Option<RequestId>)>>;
 
 /// What the link thread tells the reader.
@@ -480,7 +479,6 @@ impl Shared {
         drop(channel);
     }
 
-    /// One message from the client's queue (on the reading thread).
     /// A message that could not be taken (too large, not JSON-RPC) but
     /// names one of our requests as its correlation id is that request's
     /// answer: the request fails at once with why, rather than waiting for
@@ -506,6 +504,7 @@ impl Shared {
         }
     }
 
+    /// One message from the client's queue (on the reading thread).
     fn received(&self, body: Vec<u8>, props: &amiquip::AmqpProperties) -> Received {
         let envelope = Envelope::of(props);
         match envelope.status {
