@@ -179,8 +179,9 @@ pub struct ClientOptions {
     /// (log messages, list changes, resource updates). Default: logged.
     pub on_notification: Option<NotificationHandler>,
     /// Sends `ping` (statelessly `server/discover`) this often and closes
-    /// the connection when one is not answered in time; any answer, an
-    /// error too, counts (default off).
+    /// the connection when one is not answered in time; any answer of the
+    /// server's, an error too, counts, but not an error the transport made
+    /// for want of one (default off).
     pub heartbeat: Option<Duration>,
     /// Reconnect after the connection is lost (needs [`Client::connect_with`];
     /// default off). Never after an intentional [`Client::close`]. The new
