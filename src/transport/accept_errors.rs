@@ -4,15 +4,22 @@
 use std::io;
 
 /// Accept errors worth riding out rather than restarting the listener:
-/// running out of descriptors or memory, and the network errors of one
+/// running out of descriptors or memory, the network errors of one
 /// pending connection that accept(2) says to retry like `EAGAIN` (and
-/// `EPERM`, a firewall's refusal of one connection).
+/// `EPERM`, a firewall's refusal of one connection), and those it says
+/// various Linux kernels return besides (`ENOSR`, `ESOCKTNOSUPPORT`,
+/// `EPROTONOSUPPORT`, `ETIMEDOUT`).
 pub(crate) fn transient(e: &io::Error) -> bool {
     use libc::{
         ECONNABORTED, EHOSTDOWN, EHOSTUNREACH, EINTR, EMFILE, ENETDOWN, ENETUNREACH, ENFILE,
-        ENOBUFS, ENOMEM, ENONET, ENOPROTOOPT, EOPNOTSUPP, EPERM, EPROTO,
+        ENOBUFS, ENOMEM, ENONET, ENOPROTOOPT, ENOSR, EOPNOTSUPP, EPERM, EPROTO, EPROTONOSUPPORT,
+        ESOCKTNOSUPPORT, ETIMEDOUT,
     };
-    const RETRIED: [i32; 15] = [
+    const RETRIED: [i32; 19] = [
+        ENOSR,
+        ESOCKTNOSUPPORT,
+        EPROTONOSUPPORT,
+        ETIMEDOUT,
         EINTR,
         ENOMEM,
         ENFILE,
@@ -48,6 +55,8 @@ mod tests {
             libc::ENETUNREACH,
             libc::EHOSTDOWN,
             libc::EPERM,
+            libc::ETIMEDOUT,
+            libc::ENOSR,
         ] {
             assert!(transient(&io::Error::from_raw_os_error(code)), "{code}");
         }
