@@ -154,11 +154,10 @@ impl Acceptor {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) if super::accept_errors::transient(&e) => {
                     log::warn!("{}: accept failed ({e}); retrying in {pause:?}", self.name);
-                    // Out of descriptors: wait for connections to close. The
-                    // stop signal ends the wait early.
-                    if stop.recv_timeout(pause).is_err_and(|e| e.is_disconnected()) {
-                        return Ok(());
-                    }
+                    // Out of descriptors: wait for connections to close. A
+                    // stop, or `stop_accepting`, wakes the wait early (both
+                    // wake the waker); the loop's top then sees it.
+                    waker.sleep(pause);
                     pause = (pause * 2).min(Duration::from_millis(500));
                 }
                 Err(e) => return Err(e),
