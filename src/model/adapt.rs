@@ -86,12 +86,16 @@ pub fn result(method: &str, version: ProtocolVersion, mut result: Value) -> Valu
 }
 
 /// A `serverInfo` (`Implementation`) for a client speaking `version`:
-/// `icons`, `description` and `websiteUrl` are 2025-11-25's.
+/// `icons`, `description` and `websiteUrl` are 2025-11-25's, `title`
+/// 2025-06-18's.
 pub fn implementation(version: ProtocolVersion, mut info: Value) -> Value {
     if version < V2025_11_25 {
         for key in ["icons", "description", "websiteUrl"] {
             remove(&mut info, key);
         }
+    }
+    if version < V2025_06_18 {
+        remove(&mut info, "title");
     }
     info
 }
@@ -216,6 +220,19 @@ mod tests {
         let get = json!({"messages": [{"role": "user", "content": {"type": "audio", "data": "", "mimeType": "audio/ogg"}}]});
         let old = result("prompts/get", V2024_11_05, get);
         assert_eq!(old["messages"][0]["content"]["type"], "text");
+    }
+
+    #[test]
+    fn server_info_keeps_only_what_the_revision_has() {
+        let info = json!({"name": "s", "version": "1", "title": "S", "websiteUrl": "https://s"});
+        let old = implementation(ProtocolVersion::V2025_03_26, info.clone());
+        assert_eq!(old, json!({"name": "s", "version": "1"}));
+        let mid = implementation(ProtocolVersion::V2025_06_18, info.clone());
+        assert_eq!(mid, json!({"name": "s", "version": "1", "title": "S"}));
+        assert_eq!(
+            implementation(ProtocolVersion::V2025_11_25, info.clone()),
+            info
+        );
     }
 
     #[test]

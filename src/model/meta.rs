@@ -162,7 +162,13 @@ impl Annotations {
             let roles: Vec<Value> = self.audience.iter().map(|r| r.as_str().into()).collect();
             m.insert("audience".into(), Value::Array(roles));
         }
-        if let Some(p) = self.priority.and_then(serde_json::Number::from_f64) {
+        // The schema's range is 0 to 1 (the field is public: a value set
+        // outside it is brought in).
+        if let Some(p) = self
+            .priority
+            .map(|p| p.clamp(0.0, 1.0))
+            .and_then(serde_json::Number::from_f64)
+        {
             m.insert("priority".into(), Value::Number(p));
         }
         insert_opt(&mut m, "lastModified", &self.last_modified);
@@ -294,6 +300,15 @@ pub(crate) use decoration_builders;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_priority_out_of_range_is_brought_in() {
+        let a = Annotations {
+            priority: Some(7.0),
+            ..Default::default()
+        };
+        assert_eq!(a.to_value()["priority"], serde_json::json!(1.0));
+    }
     use serde_json::json;
 
     #[test]

@@ -43,6 +43,12 @@ pub(crate) trait Exchange: Send + Sync {
     /// exchange is a session with a client that stays (not a stateless
     /// request).
     fn handle(&self) -> Option<super::SessionHandle>;
+    /// Whether the client was told at `initialize` that the server offers
+    /// `capability` (it then stays offered for the session's life). A
+    /// stateless request was told nothing: `server/discover` answers anew.
+    fn was_told(&self, _capability: &str) -> bool {
+        false
+    }
 }
 
 /// Default timeout of a server-to-client request made through [`Context`].
@@ -377,6 +383,10 @@ impl Context {
     /// The session's id (visible ASCII, cryptographically random).
     pub fn session_id(&self) -> &str {
         self.exchange.id()
+    }
+    /// See [`Exchange::was_told`].
+    pub(crate) fn was_told(&self, capability: &str) -> bool {
+        self.exchange.was_told(capability)
     }
     /// The request's `_meta`, if any.
     pub fn meta(&self) -> Option<&Map<String, Value>> {

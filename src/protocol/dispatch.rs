@@ -128,9 +128,11 @@ pub(crate) fn cursor(req: &Request) -> Result<Option<&str>, ErrorObject> {
     }
 }
 
-/// Rejects a method whose capability the server does not offer.
-fn offered(engine: &Engine, capability: &str, method: &str) -> Result<(), ErrorObject> {
-    if engine.catalog.has_capability(capability) {
+/// Rejects a method whose capability the server does not offer, and
+/// never told the client (`told`) it offers: a list declared at
+/// `initialize` stays served when it empties.
+fn offered(engine: &Engine, told: bool, capability: &str, method: &str) -> Result<(), ErrorObject> {
+    if told || engine.catalog.has_capability(capability) {
         Ok(())
     } else {
         Err(ErrorObject::method_not_found(method))
@@ -220,7 +222,12 @@ fn listing(
     key: &str,
     select: impl FnOnce(&View, Option<&str>, usize) -> Result<(Vec<Value>, Option<String>), ErrorObject>,
 ) -> Result<Value, ErrorObject> {
-    offered(&session.engine, capability, req.method())?;
+    offered(
+        &session.engine,
+        session.was_told(capability),
+        capability,
+        req.method(),
+    )?;
     let size = session.engine.options.page_size;
     let (items, next) = select(&session.engine.catalog.view(), cursor(req)?, size)?;
     Ok(paged(key, items, next))
@@ -255,7 +262,8 @@ fn list_prompts(session: &Arc<Session>, req: &Request) -> Result<Value, ErrorObj
 }
 
 fn subscription(session: &Arc<Session>, req: &Request, on: bool) -> Result<Value, ErrorObject> {
-    offered(&session.engine, "resources", req.method())?;
+    let told = session.was_told("resources");
+    offered(&session.engine, told, "resources", req.method())?;
     session.subscribe(required_str(params(req), "uri")?, on)?;
     Ok(json!({}))
 }
@@ -392,7 +400,12 @@ fn get_prompt(ctx: &Context, req: Request) -> Result<Value, ErrorObject> {
 }
 
 fn complete(ctx: &Context, req: Request) -> Result<Value, ErrorObject> {
-    offered(ctx.engine(), "completions", req.method())?;
+    offered(
+        ctx.engine(),
+        ctx.was_told("completions"),
+        "completions",
+        req.method(),
+    )?;
     let p = params(&req);
     let r = p
         .get("ref")
@@ -422,7 +435,17 @@ fn complete(ctx: &Context, req: Request) -> Result<Value, ErrorObject> {
     let view = ctx.engine().catalog.view();
     if let Some(e) = view.completions.get(&reference).cloned() {
         drop(view);
-        return e.complete(&reference, &request, ctx);
+        // A provider of any kind (a gateway's upstream, a source of the
+        // caller's) is held to the spec's 100 values, as local ones are.
+        return e.complete(&reference, &request, ctx).map(|mut result| {
+            if let Some(c) = result
+                .get("completion")
+                .and_then(crate::model::Completion::from_value)
+            {
+                result["completion"] = c.to_value();
+            }
+            result
+        });
     }
     // Something served without a provider completes to nothing; what is
     // not served at all is an invalid reference (the spec's -32602).

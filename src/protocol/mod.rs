@@ -603,7 +603,7 @@ impl Engine {
         for s in self
             .live_sessions()
             .into_iter()
-            .filter(|s| s.is_subscribed(uri))
+            .filter(|s| s.phase() == Phase::Operating && s.is_subscribed(uri))
         {
             s.sink().send(Outgoing::Notification(jsonrpc::notification(
                 "notifications/resources/updated",

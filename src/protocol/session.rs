@@ -30,6 +30,9 @@ pub const MAX_SUBSCRIPTION_URI_BYTES: usize = 8 * 1024;
 /// Largest `capabilities` plus `clientInfo` of an `initialize`, as JSON:
 /// a session keeps them for its life.
 pub const MAX_CLIENT_DESCRIPTION_BYTES: usize = 64 * 1024;
+/// The bit of `lists_told` that says `completions` was declared (the
+/// list kinds take the low bits).
+const COMPLETIONS_TOLD: u8 = 1 << 7;
 
 /// The lifecycle phase.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -140,11 +143,29 @@ impl Session {
     /// Remembers which lists the `capabilities` its initialize result
     /// declares (see [`told_of`](Self::told_of)).
     pub(crate) fn told_capabilities(&self, capabilities: &Value) {
-        let bits = ListKind::ALL
+        let lists = ListKind::ALL
             .iter()
             .filter(|k| capabilities.get(k.capability()).is_some())
             .fold(0, |bits, k| bits | k.bit());
-        self.lists_told.store(bits, Ordering::SeqCst);
+        let completions = if capabilities.get("completions").is_some() {
+            COMPLETIONS_TOLD
+        } else {
+            0
+        };
+        self.lists_told.store(lists | completions, Ordering::SeqCst);
+    }
+
+    /// Whether its initialize result declared `capability` (a list, or
+    /// `completions`): what a client was told is offered stays offered,
+    /// however the catalog changes (an empty list is still a list).
+    pub(crate) fn was_told(&self, capability: &str) -> bool {
+        let bits = self.lists_told.load(Ordering::SeqCst);
+        match capability {
+            "completions" => bits & COMPLETIONS_TOLD != 0,
+            other => ListKind::ALL
+                .iter()
+                .any(|k| k.capability() == other && bits & k.bit() != 0),
+        }
     }
 
     /// Whether the session was told the server has `kind` (so may be told
@@ -749,6 +770,9 @@ impl Session {
 impl Exchange for Session {
     fn id(&self) -> &str {
         &self.id
+    }
+    fn was_told(&self, capability: &str) -> bool {
+        Session::was_told(self, capability)
     }
     fn engine(&self) -> &Arc<Engine> {
         &self.engine

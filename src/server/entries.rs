@@ -47,6 +47,11 @@ impl LocalTool {
             ));
         }
         let input = object_schema(&tool.name, "inputSchema", &tool.input_schema)?;
+        // A tool whose x-mcp-header declarations break the rules would be
+        // dropped by 2026-07-28 clients and have none of its headers
+        // checked: a mistake of the program's, said at build.
+        crate::model::param_headers(&tool.input_schema)
+            .map_err(|e| format!("tool {}: inputSchema: {e}", tool.name))?;
         let output = match &tool.output_schema {
             // structuredContent is an object: so is what describes it.
             Some(s) => Some(object_schema(&tool.name, "outputSchema", s)?),

@@ -277,7 +277,8 @@ impl Tool {
 #[derive(Debug)]
 pub enum BuildError {
     /// A tool's name breaks SEP-986, its input or output schema is not a
-    /// valid JSON Schema object schema, or it is both `quick` and
+    /// valid JSON Schema object schema, its `x-mcp-header` declarations
+    /// break SEP-2243's rules, or it is both `quick` and
     /// `detach_in_handler`.
     Schema(String),
     /// Two entries of one kind share a name (a URI for resources).

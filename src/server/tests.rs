@@ -755,3 +755,61 @@ fn a_cancelled_request_waiting_for_its_session_s_share_leaves_at_once() {
     );
     assert_eq!(text(&third).as_deref(), Some("done"));
 }
+
+/// A list declared at `initialize` stays served when it empties: the
+/// client told of tools (and then of their change) gets an empty list,
+/// not -32601; a server that never had any still refuses the method.
+#[test]
+fn a_list_declared_at_initialize_is_served_when_it_empties() {
+    let server = server_with(vec![tool("only", |_| ToolResult::text(""))], 2);
+    let mut c = Client::new(&server);
+    assert!(server.remove_tool("only"));
+    let r = c.call(1, "tools/list", json!({}));
+    assert_eq!(r["result"]["tools"], json!([]), "{r}");
+    let r = c.call(2, "prompts/list", json!({}));
+    assert_eq!(r["error"]["code"], -32601, "{r}");
+}
+
+/// A session subscribed before its `initialized` is sent no update until
+/// then (the spec: nothing but pings and logs before `initialized`).
+#[test]
+fn no_resource_update_before_initialized() {
+    let server = Server::builder("t", "0")
+        .resource(Resource::new("r://x", "x", |u, _| {
+            Ok(vec![ResourceContents::text(u, "text/plain", "x")])
+        }))
+        .build()
+        .unwrap();
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let sink: Arc<dyn Sink> = Arc::new(Chan(tx));
+    let session = server.engine().open_session(sink.clone());
+    let mut c = Client { session, sink, rx };
+    c.send(json!({"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}));
+    assert!(c.recv()["result"].is_object());
+    assert_eq!(
+        c.call(1, "resources/subscribe", json!({"uri": "r://x"}))["result"],
+        json!({})
+    );
+    server.notify_resource_updated("r://x");
+    assert!(c.rx.try_recv().is_err(), "an update before initialized");
+    c.send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    server.notify_resource_updated("r://x");
+    assert_eq!(c.recv()["method"], "notifications/resources/updated");
+}
+
+/// A tool whose `x-mcp-header` declarations break SEP-2243's rules is
+/// refused at build (2026-07-28 clients would drop it, and none of its
+/// headers would be checked).
+#[test]
+fn a_tool_with_a_broken_header_declaration_is_refused_at_build() {
+    let schema = json!({"type": "object", "properties": {
+        "n": {"type": "number", "x-mcp-header": "N"}}});
+    let built = Server::builder("t", "0")
+        .tool(Tool::new("bad", schema, |_, _| Ok(ToolResult::text(""))))
+        .build();
+    match built {
+        Err(crate::server::BuildError::Schema(e)) => assert!(e.contains("tool bad"), "{e}"),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("built"),
+    }
+}

@@ -271,18 +271,21 @@ impl Task {
             }
             return Err(e);
         }
-        let mut out = Vec::with_capacity(keys.len());
-        for (q, key) in questions.iter().zip(&keys) {
-            let answer = st.answers.remove(key).unwrap_or(Value::Null);
-            if let Err(why) = check_answer(q.method, &answer) {
+        // Every answer of the round is taken, a bad one's siblings too
+        // (none is kept until the task expires).
+        let answers: Vec<Value> = keys
+            .iter()
+            .map(|key| st.answers.remove(key).unwrap_or(Value::Null))
+            .collect();
+        for ((q, key), answer) in questions.iter().zip(&keys).zip(&answers) {
+            if let Err(why) = check_answer(q.method, answer) {
                 return Err(PeerError::Rpc(ErrorObject::invalid_params(format!(
                     "inputResponses[{key:?}] is not a {} result: {why}",
                     q.method
                 ))));
             }
-            out.push(answer);
         }
-        Ok(out)
+        Ok(answers)
     }
 
     /// `tasks/update`: answers open questions; keys not open are ignored.
