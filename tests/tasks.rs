@@ -345,3 +345,51 @@ fn a_call_cancelled_before_it_detaches_leaves_no_task_behind() {
         ToolCall::Task(_)
     ));
 }
+
+/// With bearer tokens a task is followed only with the token it was made
+/// with (the tasks extension's rule where there is an authorization
+/// context): another token's `tasks/get` or `tasks/cancel` finds none.
+#[cfg(feature = "http")]
+#[test]
+fn a_task_is_followed_only_with_the_token_it_was_made_with() {
+    use mcpvisor::transport::http::HttpOptions;
+    let s = server(TaskOptions::default(), Arc::new(AtomicBool::new(false)));
+    let http = s
+        .start_http(
+            HttpOptions::default()
+                .with_bind("127.0.0.1:0".parse().unwrap())
+                .with_bearer_tokens(vec!["alpha".into(), "beta".into()]),
+        )
+        .unwrap();
+    let url = format!("http://{}/mcp", http.local_addr());
+    for generation in BOTH {
+        let connect = |token: &str| {
+            let options = ClientOptions {
+                generation,
+                tasks: true,
+                ..Default::default()
+            };
+            Client::connect(
+                mcpvisor::client::Connection::http_bearer(&url, token).unwrap(),
+                options,
+            )
+            .unwrap()
+        };
+        let (a, b) = (connect("alpha"), connect("beta"));
+        let ToolCall::Task(t) = a.call_tool_as_task("wait", json!({})).unwrap() else {
+            panic!("a task was expected");
+        };
+        let theirs = b.task(t.id());
+        let e = theirs.get().unwrap_err();
+        assert!(
+            e.to_string().contains("Task not found"),
+            "{generation:?}: {e}"
+        );
+        assert!(theirs.cancel().is_err(), "{generation:?}");
+        assert_eq!(t.get().unwrap()["status"], "working", "{generation:?}");
+        t.cancel().unwrap();
+        a.close();
+        b.close();
+    }
+    http.shutdown().unwrap();
+}

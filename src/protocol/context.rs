@@ -49,6 +49,11 @@ pub(crate) trait Exchange: Send + Sync {
     fn was_told(&self, _capability: &str) -> bool {
         false
     }
+    /// The credential (a bearer token's digest) the transport bound the
+    /// exchange to, if any ([`Session::bind_credential`](super::Session::bind_credential)).
+    fn credential(&self) -> Option<[u8; 32]> {
+        None
+    }
 }
 
 /// Default timeout of a server-to-client request made through [`Context`].
@@ -319,7 +324,7 @@ impl Context {
         {
             return false;
         }
-        let Some(task) = self.engine().tasks.create() else {
+        let Some(task) = self.engine().tasks.create(self.credential()) else {
             return false;
         };
         let mut state = lock(&self.state);
@@ -387,6 +392,10 @@ impl Context {
     /// See [`Exchange::was_told`].
     pub(crate) fn was_told(&self, capability: &str) -> bool {
         self.exchange.was_told(capability)
+    }
+    /// See [`Exchange::credential`].
+    pub(crate) fn credential(&self) -> Option<[u8; 32]> {
+        self.exchange.credential()
     }
     /// The request's `_meta`, if any.
     pub fn meta(&self) -> Option<&Map<String, Value>> {

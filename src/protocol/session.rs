@@ -85,6 +85,8 @@ pub struct Session {
     // The lists whose capability its initialize result declared (a bit
     // each, by `ListKind`): only their changes are told to it.
     lists_told: std::sync::atomic::AtomicU8,
+    /// The credential the transport bound it to (a bearer token's digest).
+    credential: std::sync::OnceLock<[u8; 32]>,
 }
 
 /// A session's handler jobs: at most [`Session::running_cap`] run on the
@@ -137,6 +139,7 @@ impl Session {
             opened: AtomicBool::new(false),
             running: Mutex::default(),
             lists_told: std::sync::atomic::AtomicU8::new(0),
+            credential: std::sync::OnceLock::new(),
         }
     }
 
@@ -153,6 +156,19 @@ impl Session {
             0
         };
         self.lists_told.store(lists | completions, Ordering::SeqCst);
+    }
+
+    /// Binds the session to the credential its requests came with (a
+    /// bearer token's digest): the tasks its requests make may then be
+    /// followed only by requests with the same one (the tasks extension's
+    /// rule where there is an authorization context). Set once.
+    pub(crate) fn bind_credential(&self, digest: [u8; 32]) {
+        let _ = self.credential.set(digest);
+    }
+
+    /// See [`bind_credential`](Self::bind_credential).
+    pub(crate) fn credential(&self) -> Option<[u8; 32]> {
+        self.credential.get().copied()
     }
 
     /// Whether its initialize result declared `capability` (a list, or
@@ -773,6 +789,9 @@ impl Exchange for Session {
     }
     fn was_told(&self, capability: &str) -> bool {
         Session::was_told(self, capability)
+    }
+    fn credential(&self) -> Option<[u8; 32]> {
+        Session::credential(self)
     }
     fn engine(&self) -> &Arc<Engine> {
         &self.engine

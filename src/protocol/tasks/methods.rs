@@ -20,7 +20,9 @@ fn named(session: &Arc<Session>, req: &Request) -> Result<Arc<Task>, ErrorObject
         return Err(ErrorObject::missing_client_extension(TASKS_EXTENSION));
     }
     let id = required_str(params(req), "taskId")?;
-    session.engine.tasks.get(id).ok_or_else(|| {
+    // Another credential's task is as unknown as one that never was.
+    let mine = |t: &Arc<Task>| t.credential == session.credential();
+    session.engine.tasks.get(id).filter(mine).ok_or_else(|| {
         ErrorObject::invalid_params(format!(
             "Task not found: {} (unknown, or expired)",
             crate::jsonrpc::excerpt(id)

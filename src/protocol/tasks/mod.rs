@@ -156,7 +156,7 @@ impl Tasks {
 
     /// A new working task, stored before anyone learns its id; `None` when
     /// storage is full even after dropping expired tasks.
-    pub(crate) fn create(&self) -> Option<Arc<Task>> {
+    pub(crate) fn create(&self, credential: Option<[u8; 32]>) -> Option<Arc<Task>> {
         let mut map = lock(&self.map);
         if map.len() >= self.options.max_tasks {
             expire(&mut map, Instant::now());
@@ -166,6 +166,7 @@ impl Tasks {
         }
         let task = Arc::new(Task::new(
             new_session_id(),
+            credential,
             self.options.ttl,
             self.options.poll_interval,
         ));
@@ -270,7 +271,7 @@ pub(crate) fn start(
     let engine = ctx.engine().clone();
     // Counted before the task exists: a full house makes no task.
     let place = engine.tasks.thread_place()?;
-    let Some(task) = engine.tasks.create() else {
+    let Some(task) = engine.tasks.create(ctx.credential()) else {
         drop(place);
         return None;
     };
@@ -319,9 +320,9 @@ mod tests {
         });
         let (due, first) = tasks.next_expiry();
         assert!(due.try_recv().is_err() && first.try_recv().is_err());
-        let task = tasks.create().unwrap();
+        let task = tasks.create(None).unwrap();
         assert!(first.try_recv().is_ok(), "the first task wakes the sweeper");
-        tasks.create().unwrap();
+        tasks.create(None).unwrap();
         assert!(first.try_recv().is_err(), "a second one does not");
         let (due, _) = tasks.next_expiry();
         due.recv_timeout(Duration::from_secs(10)).unwrap();
@@ -341,7 +342,7 @@ mod tests {
             SupervisorSpec::new("t", Strategy::OneForOne).child(engine.task_sweeper()),
         )
         .unwrap();
-        let task = engine.tasks.create().unwrap();
+        let task = engine.tasks.create(None).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         while lock(&engine.tasks.map).contains_key(&task.id) {
             assert!(Instant::now() < deadline, "the sweeper dropped the task");

@@ -56,6 +56,9 @@ impl TaskStatus {
 
 pub(crate) struct Task {
     pub(crate) id: String,
+    /// The credential (a bearer token's digest) of the request that made
+    /// it, if any: only a request with the same one may follow it.
+    pub(crate) credential: Option<[u8; 32]>,
     created: SystemTime,
     created_at: Instant,
     ttl: Duration,
@@ -83,10 +86,16 @@ struct State {
 }
 
 impl Task {
-    pub(crate) fn new(id: String, ttl: Duration, poll: Duration) -> Task {
+    pub(crate) fn new(
+        id: String,
+        credential: Option<[u8; 32]>,
+        ttl: Duration,
+        poll: Duration,
+    ) -> Task {
         let now = SystemTime::now();
         Task {
             id,
+            credential,
             created: now,
             created_at: Instant::now(),
             ttl,

@@ -8,7 +8,7 @@ use super::streams::{Attached, EventId, Frame, ResumeError, SessionStreams, STAN
 use super::wire::{write_head_response, write_response, ChunkedWriter, Framing, Request, Response};
 use super::{AllowList, HttpOptions, ResponseMode};
 use crate::jsonrpc::{self, ErrorObject, Message, Parsed};
-use crate::protocol::{Engine, ProtocolVersion};
+use crate::protocol::{Engine, ProtocolVersion, Session};
 use crate::sync::read;
 use crate::transport::session_table::{Owner, SessionTable};
 use crossbeam_channel::RecvTimeoutError;
@@ -210,7 +210,7 @@ impl Endpoint {
         // The head passed `check_head` before the body was read.
         let parsed = jsonrpc::parse(&req.body).map_err(refused)?;
         if req.header("mcp-session-id").is_none() && stateless::is_stateless(&req, &parsed) {
-            return Ok(self.stateless(req, parsed, stream, cors));
+            return Ok(self.stateless(req, parsed, owner, stream, cors));
         }
         if req.header("mcp-session-id").is_none() {
             checks::protocol_version(&req)?;
@@ -232,7 +232,7 @@ impl Endpoint {
                     self.opts.event_log_capacity,
                     self.opts.event_log_bytes,
                     json_only,
-                    move |sink| engine.open_session(sink),
+                    move |sink| bound(engine.open_session(sink), owner),
                 );
                 let sid = s.mcp().id().to_owned();
                 self.sessions
@@ -286,6 +286,7 @@ impl Endpoint {
         &self,
         req: Request,
         parsed: Parsed,
+        owner: Owner,
         stream: &TcpStream,
         cors: &[(String, String)],
     ) -> Reply {
@@ -298,8 +299,9 @@ impl Endpoint {
                 return Reply::Full(stateless::error_response(Some(r.id()), &e));
             }
         }
+        let open = |sink| bound(self.engine.open_stateless(sink), owner);
         let keep_alive = stateless::serve(
-            &self.engine,
+            open,
             &req,
             parsed,
             stream,
@@ -610,6 +612,15 @@ impl Endpoint {
         }
         matches!(ok, Ok(true)) && framing.keep_alive
     }
+}
+
+/// `session` bound to the credential its requests come with, if any: the
+/// tasks they make are then followed only with that credential.
+fn bound(session: Arc<Session>, owner: Owner) -> Arc<Session> {
+    if let Some(digest) = owner {
+        session.bind_credential(digest);
+    }
+    session
 }
 
 /// A POST body that cannot be accepted: 400 with the JSON-RPC error.

@@ -20,7 +20,7 @@ use super::ResponseMode;
 use crate::jsonrpc::{self, ErrorObject, Message, Parsed, Reply};
 use crate::model::{self, base64_decode, Answer};
 use crate::protocol::stateless::{announces, name_field, Envelope, META_PROTOCOL_VERSION};
-use crate::protocol::{Engine, Outgoing, Sink};
+use crate::protocol::{Engine, Outgoing, Session, Sink};
 use crossbeam_channel::{select, Receiver, Sender, TrySendError};
 use serde_json::Value;
 use std::io;
@@ -311,10 +311,11 @@ enum Next {
     Gone,
 }
 
-/// Serves one stateless request on a session of its own and writes its
-/// answer. Returns whether the connection may serve another request.
+/// Serves one stateless request on a session of its own (`open` opens it,
+/// bound to the request's credential) and writes its answer. Returns
+/// whether the connection may serve another request.
 pub(crate) fn serve(
-    engine: &Arc<Engine>,
+    open: impl FnOnce(Arc<dyn Sink>) -> Arc<Session>,
     req: &Request,
     parsed: Parsed,
     stream: &TcpStream,
@@ -332,7 +333,7 @@ pub(crate) fn serve(
     // JSON only: the notifications on the way are dropped (a listen
     // stream is nothing but notifications: SSE whatever the mode).
     let drop_notes = mode == ResponseMode::JsonOnly && !crate::protocol::is_listen(&parsed);
-    let session = engine.open_stateless(sink.clone());
+    let session = open(sink.clone());
     session.receive_parsed(parsed, &sink);
     let polled = std::cell::Cell::new(false);
     let next = |deadline: Option<Instant>| -> Next {
