@@ -162,6 +162,7 @@ impl Session {
     /// bearer token's digest): the tasks its requests make may then be
     /// followed only by requests with the same one (the tasks extension's
     /// rule where there is an authorization context). Set once.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn bind_credential(&self, digest: [u8; 32]) {
         let _ = self.credential.set(digest);
     }

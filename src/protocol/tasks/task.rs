@@ -341,6 +341,7 @@ mod tests {
     fn task() -> Arc<Task> {
         Arc::new(Task::new(
             "t".into(),
+            None,
             Duration::from_secs(60),
             Duration::from_millis(250),
         ))
