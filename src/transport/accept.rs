@@ -21,8 +21,10 @@ use supervisor::{ChildSpec, Restart, Shutdown};
 /// Stack size of a connection thread: they parse and copy, nothing deep.
 pub const CONNECTION_STACK: usize = 256 * 1024;
 
-/// Serves one accepted connection until it ends.
-pub(crate) type ServeFn = dyn Fn(TcpStream, SocketAddr) + Send + Sync;
+/// Serves one accepted connection until it ends; the flag is set when a
+/// stop ends the connection ([`Acceptor::end_connections_on_stop`]): from
+/// then on, nothing more is to be read from it.
+pub(crate) type ServeFn = dyn Fn(TcpStream, SocketAddr, Arc<AtomicBool>) + Send + Sync;
 
 /// Accepts connections and hands each to `serve` on its own thread.
 pub(crate) struct Acceptor {
@@ -49,8 +51,8 @@ pub(crate) struct Acceptor {
     /// the test hook); made by the first run, kept for the restarts.
     waker: Mutex<Option<Arc<Waker>>>,
     /// The open connections, by number, when a stop ends them
-    /// ([`Acceptor::end_connections_on_stop`]).
-    open: Option<Mutex<crate::sync::FastMap<u64, TcpStream>>>,
+    /// ([`Acceptor::end_connections_on_stop`]), with each one's flag.
+    open: Option<Mutex<crate::sync::FastMap<u64, (TcpStream, Arc<AtomicBool>)>>>,
     next_connection: AtomicU64,
 }
 
@@ -110,7 +112,11 @@ impl Acceptor {
     /// [`end_connections_on_stop`](Self::end_connections_on_stop)).
     fn end_connections(&self) {
         if let Some(open) = &self.open {
-            for stream in lock(open).values() {
+            for (stream, ended) in lock(open).values() {
+                // The flag first: a read under way when the shutdown comes
+                // returns what arrived, which is then not taken (a socket
+                // shut for reading still takes in what arrives later).
+                ended.store(true, Ordering::SeqCst);
                 let _ = stream.shutdown(std::net::Shutdown::Read);
             }
         }
@@ -178,8 +184,9 @@ impl Acceptor {
             return;
         }
         let number = self.next_connection.fetch_add(1, Ordering::Relaxed);
+        let ended = Arc::new(AtomicBool::new(false));
         if let (Some(open), Ok(kept)) = (&self.open, stream.try_clone()) {
-            lock(open).insert(number, kept);
+            lock(open).insert(number, (kept, ended.clone()));
         }
         let slot = Slot(self.clone(), number);
         let name = self.name;
@@ -189,7 +196,7 @@ impl Acceptor {
             .spawn(move || {
                 let serve = slot.0.serve.clone();
                 let _slot = slot;
-                if catch_unwind(AssertUnwindSafe(|| serve(stream, peer))).is_err() {
+                if catch_unwind(AssertUnwindSafe(|| serve(stream, peer, ended))).is_err() {
                     log::error!("{name}: connection thread for {peer} panicked; connection closed");
                 }
             });

@@ -8,7 +8,9 @@ use super::lines::LineBudget;
 use super::stdio::{serve_lines, EndFn, Output, StdioOptions};
 use crate::protocol::Engine;
 use std::io;
-use std::net::{SocketAddr, TcpListener};
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use supervisor::{ChildSpec, Strategy, SupervisorSpec};
@@ -128,6 +130,27 @@ impl TcpListenerHandle {
 /// A TCP transport running under a supervision tree of its own.
 pub type TcpServer = super::tree::Tree<TcpListenerHandle>;
 
+/// A connection's input that ends (reads nothing more) once its listener
+/// was stopped: the flag [`Acceptor::end_connections_on_stop`] sets.
+struct Ending {
+    stream: TcpStream,
+    ended: Arc<AtomicBool>,
+}
+
+impl Read for Ending {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.ended.load(Ordering::SeqCst) {
+            return Ok(0);
+        }
+        let n = self.stream.read(buf)?;
+        // What a read under way returned as the stop came is not taken.
+        if self.ended.load(Ordering::SeqCst) {
+            return Ok(0);
+        }
+        Ok(n)
+    }
+}
+
 impl super::tree::Tree<TcpListenerHandle> {
     /// Binds (or takes `options.listener`) and returns the listener as a
     /// child spec (a supervisor over its accept loop) for a tree of yours.
@@ -152,7 +175,7 @@ impl super::tree::Tree<TcpListenerHandle> {
         let (idle, lines) = (options.idle_timeout, options.lines.clone());
         let write_timeout = options.write_timeout;
         let budget = LineBudget::new(options.line_budget);
-        let serve: Arc<ServeFn> = Arc::new(move |stream, peer| {
+        let serve: Arc<ServeFn> = Arc::new(move |stream, peer, ended| {
             let _ = stream.set_nodelay(true);
             let _ = stream.set_read_timeout(Some(idle));
             let _ = stream.set_write_timeout(Some(write_timeout));
@@ -169,7 +192,7 @@ impl super::tree::Tree<TcpListenerHandle> {
             let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
             if let Err(e) = serve_lines(
                 &engine,
-                stream,
+                Ending { stream, ended },
                 Output::Buffered(writer),
                 lines.clone(),
                 Some(end),

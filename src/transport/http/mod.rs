@@ -376,7 +376,7 @@ impl crate::transport::tree::Tree<HttpListener> {
         });
         let acceptor = Arc::new(Acceptor::new(
             "http",
-            Arc::new(move |stream, peer| connections.serve_connection(stream, peer)),
+            Arc::new(move |stream, peer, _| connections.serve_connection(stream, peer)),
             listener::refuse,
             options.max_connections,
             stopping,
