@@ -26,6 +26,9 @@ pub const CONNECTION_STACK: usize = 256 * 1024;
 /// then on, nothing more is to be read from it.
 pub(crate) type ServeFn = dyn Fn(TcpStream, SocketAddr, Arc<AtomicBool>) + Send + Sync;
 
+/// Open connections by number: a copy of each one's stream, and its flag.
+type OpenConnections = crate::sync::FastMap<u64, (TcpStream, Arc<AtomicBool>)>;
+
 /// Accepts connections and hands each to `serve` on its own thread.
 pub(crate) struct Acceptor {
     name: &'static str,
@@ -52,7 +55,7 @@ pub(crate) struct Acceptor {
     waker: Mutex<Option<Arc<Waker>>>,
     /// The open connections, by number, when a stop ends them
     /// ([`Acceptor::end_connections_on_stop`]), with each one's flag.
-    open: Option<Mutex<crate::sync::FastMap<u64, (TcpStream, Arc<AtomicBool>)>>>,
+    open: Option<Mutex<OpenConnections>>,
     next_connection: AtomicU64,
 }
 
