@@ -182,7 +182,10 @@ impl Annotations {
                 .and_then(Value::as_array)
                 .map(|a| a.iter().filter_map(|r| Role::parse(r.as_str()?)).collect())
                 .unwrap_or_default(),
-            priority: v.get("priority").and_then(Value::as_f64),
+            priority: v
+                .get("priority")
+                .and_then(Value::as_f64)
+                .map(|p| p.clamp(0.0, 1.0)),
             last_modified: string(v, "lastModified"),
         }
     }
