@@ -27,13 +27,18 @@ struct Client {
 
 impl Client {
     fn new(server: &Server) -> Client {
+        let mut c = Client::initializing(server);
+        c.send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+        c
+    }
+    /// A client whose `initialize` was answered, `initialized` not sent yet.
+    fn initializing(server: &Server) -> Client {
         let (tx, rx) = crossbeam_channel::unbounded();
         let sink: Arc<dyn Sink> = Arc::new(Chan(tx));
         let session = server.engine().open_session(sink.clone());
         let mut c = Client { session, sink, rx };
         c.send(json!({"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}));
         assert!(c.recv()["result"].is_object());
-        c.send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
         c
     }
     fn send(&mut self, v: Value) {
@@ -250,14 +255,19 @@ fn registry_changes_at_run_time_notify_operating_sessions() {
         .is_err());
 }
 
-#[test]
-fn resource_updates_reach_only_subscribers() {
-    let server = Server::builder("t", "0")
+/// A server with one resource, `r://x`.
+fn one_resource_server() -> Server {
+    Server::builder("t", "0")
         .resource(Resource::new("r://x", "x", |u, _| {
             Ok(vec![ResourceContents::text(u, "text/plain", "x")])
         }))
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn resource_updates_reach_only_subscribers() {
+    let server = one_resource_server();
     let mut sub = Client::new(&server);
     let other = Client::new(&server);
     assert_eq!(
@@ -282,12 +292,7 @@ fn per_session_state_is_bounded() {
     use crate::protocol::{
         MAX_CLIENT_DESCRIPTION_BYTES, MAX_SUBSCRIPTIONS, MAX_SUBSCRIPTION_URI_BYTES,
     };
-    let server = Server::builder("t", "0")
-        .resource(Resource::new("r://x", "x", |u, _| {
-            Ok(vec![ResourceContents::text(u, "text/plain", "x")])
-        }))
-        .build()
-        .unwrap();
+    let server = one_resource_server();
     let mut c = Client::new(&server);
     for i in 0..MAX_SUBSCRIPTIONS {
         let r = c.call(
@@ -774,18 +779,8 @@ fn a_list_declared_at_initialize_is_served_when_it_empties() {
 /// then (the spec: nothing but pings and logs before `initialized`).
 #[test]
 fn no_resource_update_before_initialized() {
-    let server = Server::builder("t", "0")
-        .resource(Resource::new("r://x", "x", |u, _| {
-            Ok(vec![ResourceContents::text(u, "text/plain", "x")])
-        }))
-        .build()
-        .unwrap();
-    let (tx, rx) = crossbeam_channel::unbounded();
-    let sink: Arc<dyn Sink> = Arc::new(Chan(tx));
-    let session = server.engine().open_session(sink.clone());
-    let mut c = Client { session, sink, rx };
-    c.send(json!({"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}));
-    assert!(c.recv()["result"].is_object());
+    let server = one_resource_server();
+    let mut c = Client::initializing(&server);
     assert_eq!(
         c.call(1, "resources/subscribe", json!({"uri": "r://x"}))["result"],
         json!({})
