@@ -77,6 +77,8 @@ struct Pending {
     /// handled ([`Outbound::defer_answer`]); a call whose time runs out
     /// meanwhile takes it at once.
     arrived: Option<Answer>,
+    /// The last progress passed on: only a greater one restarts the timeout.
+    last_progress: Option<f64>,
 }
 
 /// How long after a call with an association was given up (it timed out,
@@ -123,6 +125,15 @@ impl Outbound {
                 "{method}: a quick tool cannot wait for an answer (it runs on the thread that reads them); declare it without Tool::quick"
             ))));
         }
+        // Given up before it was sent (a question of a call cancelled while
+        // it waited for a thread): the peer never sees it.
+        if wait
+            .cancel
+            .as_ref()
+            .is_some_and(|c| !matches!(c.try_recv(), Err(crossbeam_channel::TryRecvError::Empty)))
+        {
+            return Err(CallError::Cancelled);
+        }
         let id = RequestId::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
         if wait.progress.is_some() {
             if let Some(p) = params.as_object_mut() {
@@ -150,6 +161,7 @@ impl Outbound {
                     association: wait.association.clone(),
                     ordered: wait.ordered,
                     arrived: None,
+                    last_progress: None,
                 },
             );
         }
@@ -277,16 +289,22 @@ impl Outbound {
         let id = params
             .get("progressToken")
             .and_then(RequestId::from_value)?;
+        let progress = params.get("progress").and_then(Value::as_f64)?;
         let callback = {
-            let pending = lock(&self.pending);
-            let p = pending.get(&id)?;
+            let mut pending = lock(&self.pending);
+            let p = pending.get_mut(&id)?;
             // Only a call that gave a token: the id of one that did not is
-            // no token, and must not keep it from timing out.
+            // no token, and must not keep it from timing out. Progress
+            // must increase: a peer repeating a value makes none, and
+            // must not keep the call from timing out either.
             let callback = p.progress.clone()?;
+            if p.last_progress.is_some_and(|last| progress <= last) {
+                return None;
+            }
+            p.last_progress = Some(progress);
             let _ = p.tick.try_send(());
             callback
         };
-        let progress = params.get("progress").and_then(Value::as_f64)?;
         let total = params.get("total").and_then(Value::as_f64);
         let message = params
             .get("message")
@@ -342,14 +360,26 @@ impl Outbound {
     /// new calls may follow.
     #[cfg_attr(not(feature = "client"), allow(dead_code))]
     pub(crate) fn fail_all(&self) {
-        lock(&self.pending).clear();
+        end_all(&mut lock(&self.pending));
     }
 
     /// Fails every waiting call and refuses new ones.
     pub(crate) fn close(&self) {
         let mut pending = lock(&self.pending);
         self.closed.store(true, Ordering::SeqCst);
-        pending.clear();
+        end_all(&mut pending);
+    }
+}
+
+/// Ends every call in the table: `Closed`, except a call whose answer came
+/// and waits for the peer's earlier messages ([`Outbound::defer_answer`]),
+/// which gets that answer (a peer that answers and exits did answer).
+fn end_all(pending: &mut FastMap<RequestId, Pending>) {
+    for (_, p) in pending.drain() {
+        if let Some(answer) = p.arrived {
+            // Never blocks: the channel holds one answer and had none.
+            let _ = p.tx.send(answer);
+        }
     }
 }
 
@@ -540,6 +570,75 @@ mod tests {
         assert!(ticks.try_recv().is_err(), "the timeout was not restarted");
     }
 
+    #[test]
+    fn only_increasing_progress_restarts_the_timeout() {
+        let out = Outbound::default();
+        let (_rx, ticks) = waiting_call(&out, 1, None);
+        lock(&out.pending)
+            .get_mut(&RequestId::Number(1))
+            .unwrap()
+            .progress = Some(Arc::new(|_, _, _| {}));
+        let report = |progress: Value| {
+            let p = json!({"progressToken": 1, "progress": progress});
+            out.progress(p.as_object().unwrap()).is_some()
+        };
+        assert!(report(json!(1)));
+        assert!(!report(json!(1)), "a repeated value");
+        assert!(!report(json!(0.5)), "a smaller one");
+        assert!(!report(json!("2")), "not a number");
+        assert!(report(json!(2)));
+        assert_eq!(ticks.try_iter().count(), 2, "two restarts");
+    }
+
+    #[test]
+    fn a_kept_answer_outlives_the_connection_that_brought_it() {
+        // The peer answered, then its connection ended before the answer's
+        // turn came: the call has the answer, not `Closed`.
+        for close in [false, true] {
+            let out = Arc::new(Outbound::default());
+            let o = out.clone();
+            let send = move |m: Outgoing| -> Result<(), String> {
+                if let Outgoing::Request(r) = &m {
+                    let id = r["id"].as_i64().unwrap_or_default();
+                    assert!(o.defer_answer(response(id)).is_ok());
+                    if close {
+                        o.close();
+                    } else {
+                        o.fail_all();
+                    }
+                }
+                Ok(())
+            };
+            let wait = Wait {
+                timeout: Duration::from_secs(10),
+                ordered: true,
+                ..Default::default()
+            };
+            assert_eq!(
+                out.call("a", json!({}), wait, &send),
+                Ok(json!({"ok": true}))
+            );
+        }
+    }
+
+    #[test]
+    fn a_call_cancelled_before_it_is_sent_is_not_sent() {
+        let out = Outbound::default();
+        let (given_up, cancel) = crossbeam_channel::bounded(1);
+        drop(given_up);
+        let wait = Wait {
+            timeout: Duration::from_secs(10),
+            cancel: Some(cancel),
+            ..Default::default()
+        };
+        let send = |_: Outgoing| -> Result<(), String> { panic!("sent") };
+        assert_eq!(
+            out.call("a", json!({}), wait, &send),
+            Err(CallError::Cancelled)
+        );
+        assert!(lock(&out.pending).is_empty());
+    }
+
     /// Puts a call with id `id` in flight; keep the receiver to keep it.
     fn waiting_call(
         out: &Outbound,
@@ -555,6 +654,7 @@ mod tests {
             association,
             ordered: false,
             arrived: None,
+            last_progress: None,
         };
         lock(&out.pending).insert(RequestId::Number(id), pending);
         (rx, ticks)
