@@ -44,7 +44,8 @@ pub(crate) struct Route {
 }
 
 impl Route {
-    fn relay(&self, method: &str, params: Value, ctx: &Context) -> Result<Value, Relay> {
+    fn relay(&self, method: &str, mut params: Value, ctx: &Context) -> Result<Value, Relay> {
+        pass_meta(&mut params, ctx.meta());
         match &self.sessions {
             // A stateless (2026-07-28) request has no session to give a
             // connection of its own, and the shared one must not mix what
@@ -104,7 +105,8 @@ enum Relay {
 
 impl Link {
     /// `method` with `params` on the upstream, on behalf of `ctx`.
-    fn relay(&self, method: &str, params: Value, ctx: &Context) -> Result<Value, Relay> {
+    fn relay(&self, method: &str, mut params: Value, ctx: &Context) -> Result<Value, Relay> {
+        pass_meta(&mut params, ctx.meta());
         // One copy of the context serves both callbacks. What the upstream
         // asks the client during the call ends with the call (or with the
         // caller's cancellation, which ends the call), or when the upstream
@@ -174,6 +176,32 @@ impl Link {
             ClientError::Rpc(e) => Relay::Rpc(e),
             other => Relay::Failed(format!("upstream {}: {other}", self.name)),
         })
+    }
+}
+
+/// Copies the downstream request's `_meta` into the relayed `params`:
+/// what a client adds (trace context, its own keys) reaches the upstream,
+/// as the upstream's `_meta` comes back. Not the progress token (the
+/// upstream client gives its own), nor keys of a prefix MCP reserves (a
+/// label `modelcontextprotocol` or `mcp`): those belong to one hop.
+fn pass_meta(params: &mut Value, meta: Option<&Map<String, Value>>) {
+    let (Some(meta), Some(params)) = (meta, params.as_object_mut()) else {
+        return;
+    };
+    let reserved = |key: &str| {
+        key.split_once('/').is_some_and(|(prefix, _)| {
+            prefix
+                .split('.')
+                .any(|label| label == "modelcontextprotocol" || label == "mcp")
+        })
+    };
+    let passed: Map<String, Value> = meta
+        .iter()
+        .filter(|(k, _)| k.as_str() != "progressToken" && !reserved(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if !passed.is_empty() {
+        params.insert("_meta".into(), Value::Object(passed));
     }
 }
 
@@ -362,6 +390,16 @@ pub(crate) struct Completions {
     pub route: Arc<Route>,
 }
 
+impl Completions {
+    /// Completes `original` on the upstream of `route`.
+    pub fn of(original: CompletionRef, route: &Arc<Route>) -> Arc<Completions> {
+        Arc::new(Completions {
+            original,
+            route: route.clone(),
+        })
+    }
+}
+
 impl CompletionEntry for Completions {
     fn complete(
         &self,
@@ -462,5 +500,26 @@ mod tests {
             upstream_marks_removed(own_meta),
             json!({"content": [], "_meta": {"x": 1}})
         );
+    }
+
+    #[test]
+    fn a_request_s_own_meta_is_relayed_but_not_what_belongs_to_one_hop() {
+        let meta = json!({
+            "traceparent": "00-1-2-01",
+            "com.example/k": 1,
+            "progressToken": 7,
+            "io.modelcontextprotocol/clientInfo": {},
+            "mcp.dev/x": 2,
+            "example.mcpish.com/y": 3,
+        });
+        let mut params = json!({"name": "t"});
+        pass_meta(&mut params, meta.as_object());
+        assert_eq!(
+            params["_meta"],
+            json!({"traceparent": "00-1-2-01", "com.example/k": 1, "example.mcpish.com/y": 3})
+        );
+        let mut bare = json!({"name": "t"});
+        pass_meta(&mut bare, Some(&Map::new()));
+        assert_eq!(bare, json!({"name": "t"}));
     }
 }

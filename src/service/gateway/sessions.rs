@@ -178,7 +178,9 @@ impl Sessions {
         let (server, name) = (self.server.clone(), self.cfg.name.clone());
         let options = ClientOptions {
             sampling: refuse("sampling"),
+            sampling_tools: theirs.client_supports("sampling.tools"),
             elicitation: refuse("elicitation"),
+            elicitation_url: theirs.client_supports("elicitation.url"),
             roots,
             // Its lists come from the shared connection; its logs are this
             // session's.

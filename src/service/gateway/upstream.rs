@@ -560,6 +560,9 @@ fn fetch(
     let client = &route.shared.client;
     let caps = client.server_capabilities().clone();
     let has = |c: &str| caps.get(c).is_some_and(|v| !v.is_null());
+    // Completions are asked of an upstream that declared them; for the
+    // rest the engine answers its own empty completion.
+    let completes = has("completions");
     let mut source = Source::new();
     let mut uris = BTreeSet::new();
     // Per kind (a tool and a prompt may share a name): a second original
@@ -618,19 +621,17 @@ fn fetch(
             };
             let public = names::public_name(&cfg.namespace, original, max_name);
             if unique(&mut emitted, &public, original) {
-                source = source
-                    .prompt(Arc::new(proxy::Prompt {
-                        definition: renamed(&def, "name", public.clone().into()),
-                        original: original.to_owned(),
-                        route: route.clone(),
-                    }))
-                    .completion(
+                source = source.prompt(Arc::new(proxy::Prompt {
+                    definition: renamed(&def, "name", public.clone().into()),
+                    original: original.to_owned(),
+                    route: route.clone(),
+                }));
+                if completes {
+                    source = source.completion(
                         CompletionRef::Prompt(public),
-                        Arc::new(proxy::Completions {
-                            original: CompletionRef::Prompt(original.to_owned()),
-                            route: route.clone(),
-                        }),
+                        proxy::Completions::of(CompletionRef::Prompt(original.to_owned()), route),
                     );
+                }
             }
         }
     }
@@ -652,18 +653,16 @@ fn fetch(
                 continue;
             };
             let public = names::public_uri(&cfg.namespace, original);
-            source = source
-                .template(Arc::new(proxy::Template {
-                    definition: renamed(&def, "uriTemplate", public.clone().into()),
-                    route: route.clone(),
-                }))
-                .completion(
+            source = source.template(Arc::new(proxy::Template {
+                definition: renamed(&def, "uriTemplate", public.clone().into()),
+                route: route.clone(),
+            }));
+            if completes {
+                source = source.completion(
                     CompletionRef::Resource(public),
-                    Arc::new(proxy::Completions {
-                        original: CompletionRef::Resource(original.to_owned()),
-                        route: route.clone(),
-                    }),
+                    proxy::Completions::of(CompletionRef::Resource(original.to_owned()), route),
                 );
+            }
         }
     }
     Ok((source, uris))
