@@ -593,6 +593,12 @@ fn validate_members(m: Members) -> Result<Message, ParseError> {
     let bad_id = |kind: &str, raw: &Value| {
         if id_too_long {
             format!("{kind} id longer than {MAX_ID_BYTES} bytes")
+        } else if raw.is_u64() {
+            // An integer, but beyond what ids can be here (i64).
+            format!(
+                "{kind} id {raw} is out of range: integer ids are taken up to {}",
+                i64::MAX
+            )
         } else {
             format!(
                 "{kind} id must be a string or an integer, got {}",
@@ -822,6 +828,14 @@ mod tests {
                 .as_bytes()
         )
         .is_ok());
+    }
+
+    #[test]
+    fn an_integer_id_beyond_i64_is_refused_as_out_of_range() {
+        let e =
+            parse(br#"{"jsonrpc":"2.0","id":9223372036854775808,"method":"ping"}"#).unwrap_err();
+        assert_eq!(e.code, INVALID_REQUEST);
+        assert!(e.message.contains("out of range"), "{}", e.message);
     }
 
     #[test]

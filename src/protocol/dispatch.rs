@@ -12,7 +12,7 @@ use super::pagination::{page, paged};
 use super::session::Session;
 use super::tasks;
 use super::Engine;
-use crate::jsonrpc::{ErrorObject, Request, INVALID_PARAMS, RESOURCE_NOT_FOUND};
+use crate::jsonrpc::{excerpt, ErrorObject, Request, INVALID_PARAMS, RESOURCE_NOT_FOUND};
 use crate::model::{Answer, CompletionRef, CompletionRequest, LogLevel, ProtocolVersion};
 use serde_json::{json, Map, Value};
 use std::borrow::Cow;
@@ -209,8 +209,12 @@ fn fallback(ctx: &Context, req: Request) -> Result<Value, ErrorObject> {
 
 fn set_level(session: &Arc<Session>, req: &Request) -> Result<Value, ErrorObject> {
     let name = required_str(params(req), "level")?;
-    let level = LogLevel::parse(name)
-        .ok_or_else(|| ErrorObject::invalid_params(format!("unknown log level {name:?}")))?;
+    let level = LogLevel::parse(name).ok_or_else(|| {
+        ErrorObject::invalid_params(format!(
+            "unknown log level {}",
+            excerpt(format!("{name:?}"))
+        ))
+    })?;
     session.set_log_level(level);
     Ok(json!({}))
 }
@@ -298,7 +302,8 @@ fn call_tool(ctx: &Context, req: Request) -> Result<Answer, ErrorObject> {
     let p = params(&req);
     let name = required_str(p, "name")?;
     let tool = ctx.engine().catalog.view().tools.get(name).cloned();
-    let tool = tool.ok_or_else(|| ErrorObject::invalid_params(format!("Unknown tool: {name}")))?;
+    let tool = tool
+        .ok_or_else(|| ErrorObject::invalid_params(format!("Unknown tool: {}", excerpt(name))))?;
     // The arguments are handed to the tool, not copied; taken out in place
     // (removing the entry shifts the ones after it: 100 instructions more).
     let taken = req
@@ -360,8 +365,10 @@ fn read_resource(ctx: &Context, req: Request) -> Result<Value, ErrorObject> {
     };
     match view.templates.values().find(|t| t.entry.matches(uri)) {
         Some(t) => t.entry.read(uri, ctx),
-        None => Err(ErrorObject::new(code, format!("Resource not found: {uri}"))
-            .with_data(json!({"uri": uri}))),
+        None => Err(
+            ErrorObject::new(code, format!("Resource not found: {}", excerpt(uri)))
+                .with_data(json!({"uri": uri})),
+        ),
     }
 }
 
@@ -388,8 +395,8 @@ fn get_prompt(ctx: &Context, req: Request) -> Result<Value, ErrorObject> {
     let p = params(&req);
     let name = required_str(p, "name")?;
     let prompt = ctx.engine().catalog.view().prompts.get(name).cloned();
-    let prompt =
-        prompt.ok_or_else(|| ErrorObject::invalid_params(format!("Unknown prompt: {name}")))?;
+    let prompt = prompt
+        .ok_or_else(|| ErrorObject::invalid_params(format!("Unknown prompt: {}", excerpt(name))))?;
     string_map(p.get("arguments"), "params.arguments")?;
     let empty = Value::Object(Map::new());
     let arguments = match p.get("arguments") {
@@ -416,7 +423,8 @@ fn complete(ctx: &Context, req: Request) -> Result<Value, ErrorObject> {
         "ref/resource" => CompletionRef::Resource(required_str(r, "uri")?.to_owned()),
         other => {
             return Err(ErrorObject::invalid_params(format!(
-                "unknown ref type {other:?}"
+                "unknown ref type {}",
+                excerpt(format!("{other:?}"))
             )))
         }
     };
@@ -457,8 +465,10 @@ fn complete(ctx: &Context, req: Request) -> Result<Value, ErrorObject> {
     };
     if !known {
         return Err(ErrorObject::invalid_params(match &reference {
-            CompletionRef::Prompt(name) => format!("Unknown prompt: {name}"),
-            CompletionRef::Resource(uri) => format!("Unknown resource or template: {uri}"),
+            CompletionRef::Prompt(name) => format!("Unknown prompt: {}", excerpt(name)),
+            CompletionRef::Resource(uri) => {
+                format!("Unknown resource or template: {}", excerpt(uri))
+            }
         }));
     }
     Ok(json!({"completion": crate::model::Completion::default().to_value()}))

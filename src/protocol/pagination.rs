@@ -29,10 +29,12 @@ pub(crate) fn page<'a, V>(
 ) -> Result<(Vec<&'a V>, Option<String>), ErrorObject> {
     let start = match cursor {
         None => Bound::Unbounded,
-        Some(c) => Bound::Excluded(
-            decode(c)
-                .ok_or_else(|| ErrorObject::invalid_params(format!("invalid cursor: {c:?}")))?,
-        ),
+        Some(c) => Bound::Excluded(decode(c).ok_or_else(|| {
+            ErrorObject::invalid_params(format!(
+                "invalid cursor: {}",
+                crate::jsonrpc::excerpt(format!("{c:?}"))
+            ))
+        })?),
     };
     let mut it = map.range::<String, _>((start, Bound::Unbounded));
     let mut items = Vec::new();

@@ -374,13 +374,17 @@ impl Session {
             "ping" => Route::Inline(dispatch::ping),
             method if self.phase() == Phase::AwaitingInitialize => {
                 let e = ErrorObject::invalid_request(format!(
-                    "{method} received before initialize: only initialize and ping are accepted until the session is initialized"
+                    "{} received before initialize: only initialize and ping are accepted until the session is initialized",
+                    jsonrpc::excerpt(method)
                 ));
                 return respond(sink, request.id(), Err(e));
             }
             method => dispatch::route(self, method),
         };
         match route {
+            Route::Inline(_) if lock(&self.inflight).contains_key(request.id()) => {
+                self.refuse_duplicate(request.id(), sink)
+            }
             Route::Inline(f) => {
                 let version = self.version().unwrap_or(ProtocolVersion::LATEST_SESSION);
                 let outcome = f(self, &request).map(|v| {
@@ -447,6 +451,17 @@ impl Session {
         }
     }
 
+    /// Refuses a request whose id a request in flight has. The error goes
+    /// with `id: null`: with the id, the client would take it for the
+    /// answer to the request in flight, and that one's answer for a stray.
+    fn refuse_duplicate(&self, id: &RequestId, sink: &Arc<dyn Sink>) {
+        let e = ErrorObject::invalid_request(format!(
+            "request id {id} is already in use by a request in flight"
+        ));
+        log::warn!("session {}: {}; refused", self.log_name(), e.message);
+        sink.send(Outgoing::Response(Reply::Error(None, e)));
+    }
+
     fn spawn(
         self: &Arc<Self>,
         request: Request,
@@ -477,10 +492,7 @@ impl Session {
             }
             if inflight.contains_key(&id) {
                 drop(inflight);
-                let e = ErrorObject::invalid_request(format!(
-                    "request id {id} is already in use by a request in flight"
-                ));
-                return respond(&sink, &id, Err(e));
+                return self.refuse_duplicate(&id, &sink);
             }
             let limit = self.engine.options.max_inflight_per_session;
             // Answered requests still waiting to leave the table do not

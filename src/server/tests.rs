@@ -201,9 +201,19 @@ fn duplicate_ids_in_flight_are_rejected() {
     let mut c = Client::new(&server);
     c.send(json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"wait"}}));
     c.send(json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"wait"}}));
-    assert_eq!(c.recv()["error"]["code"], json!(-32600));
+    // Refused with id null: the client must not take it for the answer to
+    // the call in flight. The same for a request answered inline.
+    let refused = c.recv();
+    assert_eq!(refused["error"]["code"], json!(-32600));
+    assert_eq!(refused["id"], Value::Null);
+    c.send(json!({"jsonrpc":"2.0","id":1,"method":"ping"}));
+    let refused = c.recv();
+    assert_eq!(refused["error"]["code"], json!(-32600), "{refused}");
+    assert_eq!(refused["id"], Value::Null);
     release_tx.send(()).unwrap();
-    assert_eq!(c.recv()["result"]["content"][0]["text"], "done");
+    let done = c.recv();
+    assert_eq!(done["id"], json!(1));
+    assert_eq!(done["result"]["content"][0]["text"], "done");
 }
 
 #[test]
