@@ -17,6 +17,10 @@ pub const DEFAULT_DEAD_LETTER_EXCHANGE: &str = "mcp.dlx";
 pub const DEFAULT_PREFETCH: u16 = 64;
 /// Default largest accepted message body: 1 MiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1024 * 1024;
+/// Default largest body a server instance publishes: 16 MiB, RabbitMQ
+/// 4's default `max_message_size` (a broker closes the channel of a
+/// larger message, which would reset every session of the instance).
+pub const DEFAULT_MAX_PUBLISH_BYTES: usize = 16 * 1024 * 1024;
 /// Default idle expiry of a session owned by an instance.
 pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(30 * 60);
 /// Default time a session lives on after the broker returned a message to
@@ -289,6 +293,14 @@ pub struct AmqpConfig {
     pub prefetch: u16,
     /// Largest accepted body (default [`DEFAULT_MAX_MESSAGE_BYTES`]).
     pub max_message_bytes: usize,
+    /// Largest body a server instance publishes (default
+    /// [`DEFAULT_MAX_PUBLISH_BYTES`]); set it to the broker's
+    /// `max_message_size` when that is lower. The broker closes the
+    /// channel on a larger message (resetting the link of every session),
+    /// so a response over it is replaced by an error response to the same
+    /// request (-32603, naming the size), and a larger notification or
+    /// server-to-client request is dropped with a log line.
+    pub max_publish_bytes: usize,
     /// Session idle expiry (default [`DEFAULT_SESSION_IDLE`]).
     pub session_idle: Duration,
     /// Most sessions one instance owns (default [`DEFAULT_MAX_SESSIONS`]).
@@ -323,6 +335,7 @@ impl fmt::Debug for AmqpConfig {
             .field("dead_letter_exchange", &self.dead_letter_exchange)
             .field("prefetch", &self.prefetch)
             .field("max_message_bytes", &self.max_message_bytes)
+            .field("max_publish_bytes", &self.max_publish_bytes)
             .finish_non_exhaustive()
     }
 }
@@ -345,6 +358,7 @@ impl AmqpConfig {
             dead_letter_queue: DEFAULT_DEAD_LETTER_QUEUE.into(),
             prefetch: DEFAULT_PREFETCH,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            max_publish_bytes: DEFAULT_MAX_PUBLISH_BYTES,
             session_idle: DEFAULT_SESSION_IDLE,
             max_sessions: DEFAULT_MAX_SESSIONS,
             client_gone_grace: DEFAULT_CLIENT_GONE_GRACE,
@@ -469,6 +483,14 @@ mod tests {
             let e = AmqpUrl::parse(bad).unwrap_err().to_string();
             assert!(e.contains("cacertfile"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn the_publish_limit_defaults_to_the_brokers_message_size_limit() {
+        let c = AmqpConfig::new("amqp://h", "x").unwrap();
+        assert_eq!(c.max_publish_bytes, DEFAULT_MAX_PUBLISH_BYTES);
+        assert_eq!(c.max_publish_bytes, 16 * 1024 * 1024);
+        assert!(format!("{c:?}").contains("max_publish_bytes"));
     }
 
     #[test]

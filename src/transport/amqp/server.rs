@@ -9,7 +9,10 @@
 //! engine's handler threads produce (they queue it through a per-delivery
 //! [`Sink`]). A request is acknowledged only once the broker confirmed its
 //! response (at-least-once); a lost connection leaves it unacknowledged, so
-//! the broker delivers it again — handlers must tolerate that. The shared
+//! the broker delivers it again — handlers must tolerate that; a response
+//! the broker refuses sends its request round once more, not for ever
+//! ([`AfterConfirm`]), and one larger than the broker takes is replaced by
+//! an error ([`Bounded`]). The shared
 //! queue's consumer takes `prefetch` deliveries at most; the instance
 //! queue's takes as many as the engine lets its sessions run
 //! ([`instance_prefetch`]), so calls that run long never hold back the
@@ -27,12 +30,13 @@ use super::envelope::{
 };
 use super::link::{self, Outcome};
 use super::topology;
-use crate::jsonrpc::{self, ErrorObject, Message, Parsed};
+use crate::jsonrpc::{self, ErrorObject, Message, Parsed, RequestId};
 use crate::protocol::{Engine, Outgoing, Session, Sink};
 use crate::sync::lock;
 use crate::transport::session_table::{Expirable, SessionTable};
 use amiquip::{Channel, Confirm, ConsumerMessage, ConsumerOptions, Delivery, Publish};
 use crossbeam_channel::{Receiver, Select, Sender};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -180,17 +184,28 @@ impl Sink for Reply {
             }
             return;
         };
-        if self.opened && matches!(&out, Outgoing::Response(r) if r.is_error()) {
-            if let Some(id) = &self.session_id {
-                self.shared.sessions.remove(id, &None);
-            }
-        }
         if ticket.is_none() && self.shared.work.len() >= self.shared.config.max_backlog {
             log::warn!("amqp: publish backlog full; a notification was dropped");
             return;
         }
         // Serialized only now: not for a notification the backlog drops.
         let body = out.to_text().unwrap_or_default().into_bytes();
+        let (body, replaced) = match bounded(&out, body, self.shared.config.max_publish_bytes) {
+            Bounded::Whole(body) => (body, false),
+            Bounded::Replaced(body) => (body, true),
+            Bounded::Dropped => {
+                if let Some(t) = ticket {
+                    let _ = self.shared.work.send(Work::Ack(t));
+                }
+                return;
+            }
+        };
+        let failed = replaced || matches!(&out, Outgoing::Response(r) if r.is_error());
+        if self.opened && failed {
+            if let Some(id) = &self.session_id {
+                self.shared.sessions.remove(id, &None);
+            }
+        }
         let _ = self.shared.work.send(Work::Publish {
             body,
             envelope: self.envelope(),
@@ -198,6 +213,67 @@ impl Sink for Reply {
             ticket,
         });
     }
+}
+
+/// What is published for an outgoing message, given the largest body the
+/// broker takes ([`AmqpConfig::max_publish_bytes`]): a broker closes the
+/// channel on a larger one, which would reset every session's link and,
+/// the request being delivered again, do so again.
+#[derive(Debug, PartialEq)]
+enum Bounded {
+    /// Within the limit: the message as it is.
+    Whole(Vec<u8>),
+    /// A response over the limit, replaced by an error response (-32603)
+    /// to the same request (for a batch, to each of its requests).
+    Replaced(Vec<u8>),
+    /// A notification or request over the limit: nothing is published.
+    Dropped,
+}
+
+/// Holds `out`, whose JSON text is `body`, to `limit` bytes; what goes
+/// over it is logged once, here.
+fn bounded(out: &Outgoing, body: Vec<u8>, limit: usize) -> Bounded {
+    let size = body.len();
+    if size <= limit {
+        return Bounded::Whole(body);
+    }
+    let reply = match out {
+        Outgoing::Response(reply) => reply,
+        Outgoing::Notification(m) | Outgoing::Request(m) => {
+            let kind = if matches!(out, Outgoing::Request(_)) {
+                "request"
+            } else {
+                "notification"
+            };
+            log::warn!(
+                "amqp: a {kind} ({}) of {size} bytes is over max_publish_bytes ({limit}); it was dropped",
+                m.get("method").and_then(Value::as_str).unwrap_or("?")
+            );
+            return Bounded::Dropped;
+        }
+        Outgoing::Suppressed { .. } | Outgoing::Reconnect { .. } => return Bounded::Dropped,
+    };
+    let error = ErrorObject::internal(format!(
+        "the response was {size} bytes, over the limit of {limit} bytes this server \
+         publishes over AMQP (max_publish_bytes)"
+    ));
+    let replacement: jsonrpc::Reply = match reply {
+        jsonrpc::Reply::Batch(items) => jsonrpc::Reply::Batch(
+            items
+                .iter()
+                .map(|item| {
+                    let id = item.get("id").and_then(RequestId::from_value);
+                    jsonrpc::error_response_value(id.as_ref(), &error)
+                })
+                .collect(),
+        ),
+        single => jsonrpc::Reply::error(single.id().cloned(), error),
+    };
+    log::warn!(
+        "amqp: a response of {size} bytes is over max_publish_bytes ({limit}); \
+         its request is answered with an error instead"
+    );
+    Bounded::Replaced(jsonrpc::to_text(&replacement).into_bytes())
 }
 
 impl Drop for Reply {
@@ -559,6 +635,30 @@ fn serve(
     }
 }
 
+/// What becomes of a request once the broker confirmed or refused the
+/// publish of its response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AfterConfirm {
+    /// The response is with the broker: acknowledge the request.
+    Ack,
+    /// The broker refused the response: deliver the request again, to run
+    /// once more.
+    Requeue,
+    /// Refused again for a request delivered before (a reply queue that
+    /// takes nothing, say): acknowledge it, so that it does not run for
+    /// ever.
+    GiveUp,
+}
+
+/// See [`AfterConfirm`]: a refused response's request is run again once.
+fn after_confirm(confirmed: bool, redelivered: bool) -> AfterConfirm {
+    match (confirmed, redelivered) {
+        (true, _) => AfterConfirm::Ack,
+        (false, false) => AfterConfirm::Requeue,
+        (false, true) => AfterConfirm::GiveUp,
+    }
+}
+
 /// The link thread's view of one connection.
 struct Link<'a> {
     shared: &'a Arc<Shared>,
@@ -759,15 +859,33 @@ impl Link<'_> {
             let Some(Some(ticket)) = self.pending.confirms.remove(&tag) else {
                 continue;
             };
-            if ok {
-                self.ack(ticket)?;
-            } else if ticket.generation == self.generation {
-                // The broker lost the response: run the request again.
-                log::warn!("amqp: a response was nacked by the broker; requeueing its request");
-                ticket
-                    .delivery
-                    .nack(self.channel, true)
-                    .map_err(|e| Outcome::Lost(format!("nack: {e}")))?;
+            if ticket.generation != self.generation {
+                continue; // the broker already requeued it with its connection
+            }
+            match after_confirm(ok, ticket.delivery.redelivered) {
+                AfterConfirm::Ack => self.ack(ticket)?,
+                AfterConfirm::Requeue => {
+                    // The broker lost the response: run the request again.
+                    log::warn!("amqp: a response was nacked by the broker; requeueing its request");
+                    ticket
+                        .delivery
+                        .nack(self.channel, true)
+                        .map_err(|e| Outcome::Lost(format!("nack: {e}")))?;
+                }
+                AfterConfirm::GiveUp => {
+                    log::warn!(
+                        "amqp: the broker refused the response to request {:?} (routing key {:?}) \
+                         twice; the request is dropped",
+                        ticket
+                            .delivery
+                            .properties
+                            .message_id()
+                            .as_deref()
+                            .unwrap_or("-"),
+                        ticket.delivery.routing_key
+                    );
+                    self.ack(ticket)?;
+                }
             }
         }
         Ok(())
@@ -788,6 +906,15 @@ impl Link<'_> {
             Ok(p) => p,
             Err(rejection) => return self.reject(delivery, &envelope, correlation_id, rejection),
         };
+        // Its answer could go nowhere: it is not run (nor a session opened).
+        if envelope.session.is_none() && reply_address(&envelope).is_none() && owes_answer(&parsed)
+        {
+            return self.dead_letter(
+                delivery,
+                &envelope,
+                "a request without reply_to that names no session: nowhere to answer",
+            );
+        }
         let ticket = Ticket {
             generation: self.generation,
             delivery,
@@ -817,7 +944,19 @@ impl Link<'_> {
             },
             None if is_initialize(&parsed) => match self.open_session() {
                 Some(s) => (Some(s), true),
+                // Another instance may have room: back to the queue, once.
+                None if !ticket.delivery.redelivered => {
+                    log::debug!(
+                        "amqp: session limit reached; an initialize goes back to the queue \
+                         for another instance"
+                    );
+                    return ticket
+                        .delivery
+                        .nack(self.channel, true)
+                        .map_err(|e| Outcome::Lost(format!("nack: {e}")));
+                }
                 None => {
+                    log::warn!("amqp: session limit reached; initialize refused");
                     let full = ErrorObject::internal(
                         "this server instance is at its session limit; retry later",
                     );
@@ -927,7 +1066,8 @@ impl Link<'_> {
         })
     }
 
-    /// A session for an `initialize`: its id is the engine session's id.
+    /// A session for an `initialize`: its id is the engine session's id;
+    /// `None` when this instance is at its session limit.
     fn open_session(&mut self) -> Option<Arc<SessionRoute>> {
         let shared = self.shared;
         let id_holder = Arc::new(Mutex::new(String::new()));
@@ -957,15 +1097,13 @@ impl Link<'_> {
             .insert(mcp.id().to_owned(), session.clone(), None)
         {
             Ok(()) => Some(session),
-            Err(_) => {
-                log::warn!("amqp: session limit reached; initialize refused");
-                None
-            }
+            Err(_) => None,
         }
     }
 
-    /// Answers a request with `error` without involving the engine (the
-    /// session is unknown or cannot be opened); anything else is just
+    /// Answers a request, or each request of a batch, with `error`
+    /// without involving the engine (the session is unknown or cannot be
+    /// opened; see [`error_answer`]); what owes no answer is just
     /// acknowledged.
     fn answer_error(
         &mut self,
@@ -976,12 +1114,12 @@ impl Link<'_> {
         error: ErrorObject,
         status: Option<SessionStatus>,
     ) -> Result<(), Outcome> {
-        let (Parsed::Single(Message::Request(r)), Some(reply_to)) = (parsed, &envelope.reply_to)
+        let (Some(answer), Some(reply_to)) =
+            (error_answer(parsed, &error), reply_address(envelope))
         else {
             return self.ack(ticket);
         };
-        let body =
-            jsonrpc::to_text(&jsonrpc::Reply::error(Some(r.id().clone()), error)).into_bytes();
+        let body = jsonrpc::to_text(&answer).into_bytes();
         self.perform(Work::Publish {
             body,
             envelope: Envelope {
@@ -990,7 +1128,7 @@ impl Link<'_> {
                     .shared
                     .envelope(correlation_id, envelope.session.clone())
             },
-            reply_to: reply_to.clone(),
+            reply_to: reply_to.to_owned(),
             ticket: Some(ticket),
         })
     }
@@ -1004,11 +1142,6 @@ impl Link<'_> {
         correlation_id: Option<String>,
         why: Rejection,
     ) -> Result<(), Outcome> {
-        log::warn!(
-            "amqp: rejected a message (routing key {:?}, app {:?}) to the dead-letter exchange: {why}",
-            delivery.routing_key,
-            envelope.app_id
-        );
         if let (Some(reply), Some(reply_to)) = (why.reply(), &envelope.reply_to) {
             self.perform(Work::Publish {
                 body: jsonrpc::to_text(&reply).into_bytes(),
@@ -1019,12 +1152,227 @@ impl Link<'_> {
                 ticket: None,
             })?;
         }
+        self.dead_letter(delivery, envelope, why)
+    }
+
+    /// Rejects a delivery without requeue (to the dead-letter exchange)
+    /// and logs the reason once.
+    fn dead_letter(
+        &mut self,
+        delivery: Delivery,
+        envelope: &Envelope,
+        why: impl std::fmt::Display,
+    ) -> Result<(), Outcome> {
+        log::warn!(
+            "amqp: rejected a message (routing key {:?}, app {:?}) to the dead-letter exchange: {why}",
+            delivery.routing_key,
+            envelope.app_id
+        );
         delivery
             .reject(self.channel, false)
             .map_err(|e| Outcome::Lost(format!("reject: {e}")))
     }
 }
 
+/// The sender's reply queue, when it named one.
+fn reply_address(envelope: &Envelope) -> Option<&str> {
+    envelope.reply_to.as_deref().filter(|r| !r.is_empty())
+}
+
+/// Whether anything in `parsed` is owed an answer: a request, or (in a
+/// batch) a request or an unreadable one that would be answered.
+fn owes_answer(parsed: &Parsed) -> bool {
+    match parsed {
+        Parsed::Single(m) => matches!(m, Message::Request(_)),
+        Parsed::Batch(items) => items.iter().any(|item| match item {
+            Ok(m) => matches!(m, Message::Request(_)),
+            Err(e) => e.answerable,
+        }),
+    }
+}
+
+/// The answer to `parsed` when each of its requests gets `error`: an
+/// error response for a request; for a batch, the array of one per
+/// request (an unreadable one gets its own error, as the engine would
+/// give it); `None` when nothing in it is owed an answer.
+fn error_answer(parsed: &Parsed, error: &ErrorObject) -> Option<jsonrpc::Reply> {
+    match parsed {
+        Parsed::Single(Message::Request(r)) => {
+            Some(jsonrpc::Reply::error(Some(r.id().clone()), error.clone()))
+        }
+        Parsed::Single(_) => None,
+        Parsed::Batch(items) => {
+            let answers: Vec<Value> = items
+                .iter()
+                .filter_map(|item| match item {
+                    Ok(Message::Request(r)) => {
+                        Some(jsonrpc::error_response_value(Some(r.id()), error))
+                    }
+                    Ok(_) => None,
+                    Err(e) => e.response(),
+                })
+                .collect();
+            if answers.is_empty() {
+                None
+            } else {
+                Some(jsonrpc::Reply::Batch(answers))
+            }
+        }
+    }
+}
+
 fn is_initialize(parsed: &Parsed) -> bool {
     matches!(parsed, Parsed::Single(Message::Request(r)) if r.method() == "initialize")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Answer;
+    use serde_json::json;
+
+    fn parse(text: &str) -> Parsed {
+        jsonrpc::parse(text.as_bytes()).expect("valid JSON-RPC")
+    }
+
+    fn json_of(body: &[u8]) -> Value {
+        serde_json::from_slice(body).expect("the body is JSON")
+    }
+
+    #[test]
+    fn a_refused_response_runs_its_request_again_once() {
+        assert_eq!(after_confirm(true, false), AfterConfirm::Ack);
+        assert_eq!(after_confirm(true, true), AfterConfirm::Ack);
+        assert_eq!(after_confirm(false, false), AfterConfirm::Requeue);
+        // Refused again (a reply queue that takes nothing): dropped, not
+        // run for ever.
+        assert_eq!(after_confirm(false, true), AfterConfirm::GiveUp);
+    }
+
+    #[test]
+    fn a_response_over_the_publish_limit_becomes_an_error_to_the_same_request() {
+        let out = Outgoing::Response(jsonrpc::Reply::Result(
+            RequestId::String("big".into()),
+            Answer::Json(json!({"pad": "x".repeat(200)})),
+        ));
+        let body = out.to_text().expect("a message").into_bytes();
+        let size = body.len();
+        assert_eq!(
+            bounded(&out, body.clone(), size),
+            Bounded::Whole(body.clone())
+        );
+        let Bounded::Replaced(replaced) = bounded(&out, body, 100) else {
+            panic!("not replaced");
+        };
+        let m = json_of(&replaced);
+        assert_eq!(m["id"], "big");
+        assert_eq!(m["error"]["code"], jsonrpc::INTERNAL_ERROR);
+        let message = m["error"]["message"].as_str().unwrap_or_default();
+        let named = format!("was {size} bytes, over the limit of 100 bytes");
+        assert!(message.contains(named.as_str()), "{message}");
+        assert!(m.get("result").is_none(), "{m}");
+    }
+
+    #[test]
+    fn a_batch_response_over_the_publish_limit_answers_each_request_with_the_error() {
+        let out = Outgoing::Response(jsonrpc::Reply::Batch(vec![
+            json!({"jsonrpc":"2.0","id":1,"result":{"pad":"x".repeat(200)}}),
+            json!({"jsonrpc":"2.0","id":"b","result":{}}),
+        ]));
+        let body = out.to_text().expect("a message").into_bytes();
+        let Bounded::Replaced(replaced) = bounded(&out, body, 100) else {
+            panic!("not replaced");
+        };
+        let m = json_of(&replaced);
+        let items = m.as_array().expect("an array");
+        assert_eq!(items.len(), 2);
+        assert_eq!((&items[0]["id"], &items[1]["id"]), (&json!(1), &json!("b")));
+        for item in items {
+            assert_eq!(item["error"]["code"], jsonrpc::INTERNAL_ERROR, "{item}");
+        }
+    }
+
+    #[test]
+    fn a_notification_or_request_over_the_publish_limit_is_dropped() {
+        let pad = "x".repeat(200);
+        for out in [
+            Outgoing::Notification(json!({"jsonrpc":"2.0","method":"notifications/message",
+                "params":{"level":"info","data":pad}})),
+            Outgoing::Request(
+                json!({"jsonrpc":"2.0","id":3,"method":"sampling/createMessage",
+                "params":{"pad":pad}}),
+            ),
+        ] {
+            let body = out.to_text().expect("a message").into_bytes();
+            assert_eq!(bounded(&out, body.clone(), 100), Bounded::Dropped);
+            assert_eq!(bounded(&out, body.clone(), 1 << 20), Bounded::Whole(body));
+        }
+    }
+
+    #[test]
+    fn every_request_of_a_batch_gets_the_error_of_an_unknown_session() {
+        let gone = ErrorObject::new(SESSION_NOT_FOUND_CODE, "session not found");
+        let single = error_answer(&parse(r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#), &gone)
+            .expect("an answer")
+            .to_value();
+        assert_eq!(single["id"], 4);
+        assert_eq!(single["error"]["code"], SESSION_NOT_FOUND_CODE);
+        let batch = parse(
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},
+                {"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}},
+                {"jsonrpc":"2.0","id":"two","method":"tools/list"},
+                {"id":3,"method":"ping"}]"#,
+        );
+        let answer = error_answer(&batch, &gone).expect("an answer").to_value();
+        let items = answer.as_array().expect("an array");
+        assert_eq!(items.len(), 3, "{answer}");
+        // Each request gets the same error, in the single case's shape.
+        for (item, id) in items[..2].iter().zip([json!(1), json!("two")]) {
+            assert_eq!(item["id"], id, "{item}");
+            assert_eq!(item["error"], single["error"], "{item}");
+            assert_eq!(item["jsonrpc"], "2.0");
+        }
+        // The unreadable one gets its own error.
+        assert_eq!(
+            items[2]["error"]["code"],
+            jsonrpc::INVALID_REQUEST,
+            "{answer}"
+        );
+        // Nothing to answer: notifications only.
+        let quiet = parse(r#"[{"jsonrpc":"2.0","method":"notifications/initialized"}]"#);
+        assert!(error_answer(&quiet, &gone).is_none());
+        let note = parse(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        assert!(error_answer(&note, &gone).is_none());
+    }
+
+    #[test]
+    fn only_what_owes_an_answer_needs_a_reply_address() {
+        assert!(owes_answer(&parse(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#
+        )));
+        assert!(!owes_answer(&parse(
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#
+        )));
+        assert!(!owes_answer(&parse(
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#
+        )));
+        assert!(owes_answer(&parse(
+            r#"[{"jsonrpc":"2.0","method":"notifications/initialized"},
+                {"jsonrpc":"2.0","id":2,"method":"ping"}]"#
+        )));
+        assert!(!owes_answer(&parse(
+            r#"[{"jsonrpc":"2.0","method":"notifications/initialized"}]"#
+        )));
+        for (reply_to, address) in [
+            (None, None),
+            (Some(""), None),
+            (Some("amq.gen-reply"), Some("amq.gen-reply")),
+        ] {
+            let envelope = Envelope {
+                reply_to: reply_to.map(str::to_owned),
+                ..Default::default()
+            };
+            assert_eq!(reply_address(&envelope), address, "{reply_to:?}");
+        }
+    }
 }
