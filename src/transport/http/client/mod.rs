@@ -236,7 +236,9 @@ impl Connection {
     /// [`Connection::http`], sending `headers` with every request (an
     /// `Authorization` a server asks for, say). A name that is not an HTTP
     /// token, a value with a control character, or a header the transport
-    /// sets itself is refused.
+    /// sets itself (`Accept`, `Last-Event-ID`, `Mcp-Method`, …, or a
+    /// `Transfer-Encoding` or `Content-Encoding`, which would misdescribe
+    /// its bodies) is refused, whatever the case of its name.
     pub fn http_with_headers(url: &str, headers: Vec<(String, String)>) -> io::Result<Connection> {
         check_headers(&headers)?;
         let (addrs, host, path, security) = parse_url(url)?;
@@ -304,15 +306,25 @@ impl Connection {
 }
 
 /// Headers a caller may add to every request: HTTP tokens as names,
-/// values without control characters, none the transport sets itself.
+/// values without control characters, none the transport sets itself
+/// (its framing, what it accepts, its session and stream headers, the
+/// stateless request's), nor a `Transfer-Encoding` or `Content-Encoding`
+/// that would say its bodies are other than it sends them. Names are
+/// compared without regard to case.
 pub(crate) fn check_headers(headers: &[(String, String)]) -> io::Result<()> {
-    const OWN: [&str; 6] = [
+    const OWN: [&str; 12] = [
         "host",
         "connection",
         "content-length",
         "content-type",
+        "transfer-encoding",
+        "content-encoding",
+        "accept",
+        "last-event-id",
         "mcp-session-id",
         "mcp-protocol-version",
+        "mcp-method",
+        "mcp-name",
     ];
     for (n, v) in headers {
         let token = !n.is_empty()
@@ -365,5 +377,32 @@ mod tests {
             let e = parse_url(bad).err().expect(bad);
             assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn headers_the_transport_sets_itself_are_refused_whatever_their_case() {
+        for name in [
+            "Accept",
+            "last-event-id",
+            "Transfer-Encoding",
+            "CONTENT-ENCODING",
+            "Mcp-Method",
+            "mcp-name",
+            "Host",
+            "Mcp-Session-Id",
+        ] {
+            let e = check_headers(&[(name.to_owned(), "x".to_owned())])
+                .err()
+                .unwrap_or_else(|| panic!("{name} was taken"));
+            assert!(
+                e.to_string().contains("set by the transport"),
+                "{name}: {e}"
+            );
+        }
+        let mine = [
+            ("Authorization".to_owned(), "Bearer t".to_owned()),
+            ("X-Accept-Anything".to_owned(), "1".to_owned()),
+        ];
+        check_headers(&mine).unwrap();
     }
 }

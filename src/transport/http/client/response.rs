@@ -44,6 +44,32 @@ impl Head {
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+
+    /// Whether the body is chunked: `chunked` is the last transfer coding
+    /// of all `Transfer-Encoding` lines (RFC 9112, 6.1), compared without
+    /// regard to case, as coding names are (RFC 9112, 7).
+    pub(super) fn chunked(&self) -> bool {
+        let mut codings = self
+            .headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("transfer-encoding"))
+            .flat_map(|(_, v)| v.split(','))
+            .map(str::trim)
+            .filter(|t| !t.is_empty());
+        codings
+            .next_back()
+            .is_some_and(|t| t.eq_ignore_ascii_case("chunked"))
+    }
+
+    /// Whether the body's media type is `want`: the `Content-Type` before
+    /// any parameter (`; charset=…`), compared without regard to case, as
+    /// media types are (RFC 9110, 8.3.1).
+    pub(super) fn media_type_is(&self, want: &str) -> bool {
+        self.header("content-type").is_some_and(|ct| {
+            let media_type = ct.split(';').next().unwrap_or_default().trim();
+            media_type.eq_ignore_ascii_case(want)
+        })
+    }
 }
 
 /// Reads a response's head; interim (1xx) responses before it are
@@ -315,5 +341,57 @@ mod tests {
         assert!(!head("HTTP/1.1 200 OK\r\nConnection: Close\r\n\r\n").keep_alive);
         assert!(!head("HTTP/1.1 200 OK\r\nConnection: keep-alive, close\r\n\r\n").keep_alive);
         assert!(head("HTTP/1.1 200 OK\r\nConnection: keep-alive\r\n\r\n").keep_alive);
+    }
+
+    /// A head read from `fields` (header lines, each ended by CRLF).
+    fn head_with(fields: &str) -> Head {
+        let text = format!("HTTP/1.1 200 OK\r\n{fields}\r\n");
+        read_head(&mut io::Cursor::new(text.into_bytes())).unwrap()
+    }
+
+    #[test]
+    fn transfer_codings_are_read_without_regard_to_case_and_chunked_must_be_last() {
+        for chunked in [
+            "Transfer-Encoding: chunked\r\n",
+            "Transfer-Encoding: Chunked\r\n",
+            "transfer-encoding: CHUNKED\r\n",
+            "Transfer-Encoding: gzip, Chunked \r\n",
+            "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n",
+        ] {
+            assert!(head_with(chunked).chunked(), "{chunked:?}");
+        }
+        for not in [
+            "",
+            "Content-Length: 2\r\n",
+            "Transfer-Encoding: chunked, gzip\r\n",
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n",
+            "Transfer-Encoding: notchunked\r\n",
+        ] {
+            assert!(!head_with(not).chunked(), "{not:?}");
+        }
+    }
+
+    #[test]
+    fn media_types_are_compared_without_regard_to_case_or_parameters() {
+        for sse in [
+            "Content-Type: text/event-stream\r\n",
+            "Content-Type: Text/Event-Stream\r\n",
+            "content-type: TEXT/EVENT-STREAM; charset=utf-8\r\n",
+            "Content-Type: text/event-stream ;charset=utf-8\r\n",
+        ] {
+            assert!(head_with(sse).media_type_is("text/event-stream"), "{sse:?}");
+        }
+        for not in [
+            "",
+            "Content-Type: application/json\r\n",
+            "Content-Type: text/event-streams\r\n",
+        ] {
+            assert!(
+                !head_with(not).media_type_is("text/event-stream"),
+                "{not:?}"
+            );
+        }
+        let json = head_with("Content-Type: Application/JSON; charset=UTF-8\r\n");
+        assert!(json.media_type_is("application/json"));
     }
 }

@@ -38,6 +38,35 @@ impl Pass {
     }
 }
 
+/// Where a stream is resumed from, carried over from pass to pass: the
+/// last event id and the server's last `retry:` (a pass that saw neither
+/// keeps the ones before).
+#[derive(Default)]
+struct Resume {
+    last: Option<String>,
+    retry: Option<Duration>,
+}
+
+impl Resume {
+    /// Takes in what `pass` saw; whether it moved on: it brought a
+    /// message or a new event id.
+    fn carry(&mut self, pass: &Pass) -> bool {
+        let moved_on = pass.delivered || (pass.last_id.is_some() && pass.last_id != self.last);
+        if pass.last_id.is_some() {
+            self.last.clone_from(&pass.last_id);
+        }
+        self.retry = pass.retry.or(self.retry);
+        moved_on
+    }
+
+    /// How long to wait before the stream is opened again after a pass
+    /// that `delivered` a message or not (see [`wait_after`]); a stream
+    /// that could not be opened delivered nothing.
+    fn wait(&self, delivered: bool) -> Duration {
+        wait_after(delivered, self.retry)
+    }
+}
+
 /// The shortest wait before a stream that brought no message is opened
 /// again, whatever its `retry:` says: 100 ms (a server, or a proxy, that
 /// ends every stream at once with `retry: 0` does not get a GET loop).
@@ -80,9 +109,7 @@ impl Target {
         call: Option<&InFlight>,
     ) -> std::io::Result<Opened> {
         let (head, body) = self.request("GET", None, extra, silence, call)?;
-        let sse = head
-            .header("content-type")
-            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        let sse = head.media_type_is("text/event-stream");
         Ok(match head.status {
             200 if sse => Opened::Stream(body),
             404 if self.has_session() => Opened::Gone,
@@ -113,7 +140,7 @@ impl Target {
         let spawned = std::thread::Builder::new().name("mcpvisor-client-sse".into()).spawn(move || {
             let mut body = Some(body);
             let mut attempts = 0;
-            let (mut last, mut retry) = (None, None);
+            let mut resume = Resume::default();
             loop {
                 let pass = match body.take() {
                     Some(b) => target.read_events(BufReader::new(b), request.as_ref(), teaches),
@@ -122,9 +149,7 @@ impl Target {
                 let Some(request) = request.as_ref().filter(|_| !pass.answered) else {
                     return;
                 };
-                let moved_on = pass.delivered || (pass.last_id.is_some() && pass.last_id != last);
-                last = pass.last_id.or(last);
-                retry = pass.retry.or(retry);
+                let moved_on = resume.carry(&pass);
                 // Closed, or given up (its connection closed by that):
                 // nothing to resume, and no failure to tell.
                 let given_up = || {
@@ -134,22 +159,22 @@ impl Target {
                     return;
                 }
                 // The call fails at once when its stream cannot be resumed.
-                let Some(from) = last.clone() else {
+                let Some(from) = resume.last.clone() else {
                     return target.fail(request, "its stream ended without a response or an event id to resume from");
                 };
                 attempts = if moved_on { 1 } else { attempts + 1 };
                 if attempts > MAX_RESUME_ATTEMPTS {
                     return target.fail(request, &format!("its stream was resumed {MAX_RESUME_ATTEMPTS} times in a row without an event"));
                 }
-                if !target.pause(call.as_ref(), wait_after(pass.delivered, retry)) {
+                if !target.pause(call.as_ref(), resume.wait(pass.delivered)) {
                     return;
                 }
-                let resume = [("Accept", "text/event-stream".into()), ("Last-Event-ID", from)];
+                let headers = [("Accept", "text/event-stream".into()), ("Last-Event-ID", from)];
                 // A call's stream waits as long as the call allows (giving
                 // it up closes it); an untracked one (`initialize`'s) no
                 // longer than any answer to no call.
                 let silence = call.is_none().then_some(DEFAULT_READ_TIMEOUT);
-                match target.open_stream(&resume, silence, call.as_ref()) {
+                match target.open_stream(&headers, silence, call.as_ref()) {
                     Ok(Opened::Stream(b)) => body = Some(b),
                     // Tried again, as a pass that brought nothing.
                     Ok(Opened::Later) => {}
@@ -175,12 +200,13 @@ impl Target {
     /// session; a 404 on the first GET is taken for a server without one,
     /// like a 405), and a stream that could not be opened for a while (a
     /// 409, 429 or server error) is tried again, [`MAX_RESUME_ATTEMPTS`]
-    /// times in a row at most.
+    /// times in a row at most. The last event id and retry delay carry
+    /// over from pass to pass, as in [`follow`](Self::follow).
     pub(super) fn listen(self: Arc<Self>) {
         let _ = std::thread::Builder::new()
             .name("mcpvisor-client-get".into())
             .spawn(move || {
-                let mut last: Option<String> = None;
+                let mut resume = Resume::default();
                 let (mut failures, mut opened) = (0, false);
                 while !self.closed.load(Ordering::SeqCst) {
                     if failures > MAX_RESUME_ATTEMPTS {
@@ -188,15 +214,15 @@ impl Target {
                         return;
                     }
                     let mut extra = vec![("Accept", "text/event-stream".to_owned())];
-                    if let Some(l) = &last {
+                    if let Some(l) = &resume.last {
                         extra.push(("Last-Event-ID", l.clone()));
                     }
                     let pause = match self.open_stream(&extra, Some(DEFAULT_READ_TIMEOUT), None) {
                         Ok(Opened::Stream(body)) => {
                             (failures, opened) = (0, true);
                             let pass = self.read_events(BufReader::new(body), None, false);
-                            last = pass.last_id.or(last);
-                            wait_after(pass.delivered, pass.retry)
+                            resume.carry(&pass);
+                            resume.wait(pass.delivered)
                         }
                         Ok(Opened::Gone) if opened => {
                             if !self.closed.load(Ordering::SeqCst) {
@@ -208,7 +234,7 @@ impl Target {
                         Ok(Opened::Gone | Opened::None) => return,
                         Ok(Opened::Later) => {
                             failures += 1;
-                            DEFAULT_RECONNECT_DELAY
+                            resume.wait(false)
                         }
                         Ok(Opened::Refused(status)) => {
                             log::warn!("client: the server refused the session's stream (HTTP {status}); notifications outside calls will not arrive");
@@ -223,7 +249,7 @@ impl Target {
                         }
                         Err(_) => {
                             failures += 1;
-                            DEFAULT_RECONNECT_DELAY
+                            resume.wait(false)
                         }
                     };
                     if self.closed.load(Ordering::SeqCst) {
@@ -283,7 +309,8 @@ pub(crate) struct SseReader<R> {
     /// The `id:` of the event being read: the last event id once the
     /// event is complete (its blank line), not before.
     pending_id: Option<String>,
-    /// The last event id seen (to resume from).
+    /// The last event id seen (to resume from); `None` before any, or
+    /// after an empty `id:`, which resets it.
     pub(crate) last_id: Option<String>,
     /// The last reconnection delay the server asked for.
     pub(crate) retry: Option<Duration>,
@@ -368,9 +395,10 @@ impl<R: BufRead> SseReader<R> {
             let l = self.line.as_str();
             if l.is_empty() {
                 // The event is complete: its id (a priming event's too,
-                // which has no data) is now the one to resume from.
+                // which has no data) is now the one to resume from; an
+                // empty one means none (the SSE rule).
                 if let Some(id) = self.pending_id.take() {
-                    self.last_id = Some(id);
+                    self.last_id = (!id.is_empty()).then_some(id);
                 }
                 // Each data line added its value and a line end; the last
                 // end is not the data's. Empty data (a priming event's)
@@ -420,6 +448,7 @@ impl<R: BufRead> SseReader<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     /// Every event's data and the last id, read from `bytes` fed in
     /// `chunk`-byte pieces (a line end may fall between two reads).
@@ -497,5 +526,73 @@ mod tests {
         assert_eq!(events(b"data: a\n\ndata: b", 4).0, ["a"]);
         assert_eq!(events(b"data: a\n\ndata: b\n", 4).0, ["a"]);
         assert!(events(b"data: \xff\n\n", 4).0.is_empty());
+    }
+
+    #[test]
+    fn an_empty_id_resets_the_last_event_id() {
+        // `id:`, `id: ` (the space is the separator's) and `id` alone.
+        for text in [
+            &b"id: 1\ndata: a\n\nid:\ndata: b\n\n"[..],
+            &b"id: 1\ndata: a\n\nid: \n\n"[..],
+            &b"id: 1\n\nid\n\n"[..],
+        ] {
+            let (_, last) = events(text, 3);
+            assert_eq!(last, None, "{:?}", String::from_utf8_lossy(text));
+        }
+        // An id after it counts again.
+        assert_eq!(
+            events(b"id: 1\n\nid:\n\nid: 2\n\n", 3).1.as_deref(),
+            Some("2")
+        );
+    }
+
+    #[test]
+    fn what_a_pass_did_not_see_is_kept_from_the_passes_before() {
+        let pass = |last_id: Option<&str>, retry: Option<u64>| Pass {
+            last_id: last_id.map(str::to_owned),
+            retry: retry.map(Duration::from_millis),
+            answered: false,
+            delivered: false,
+        };
+        let mut resume = Resume::default();
+        assert!(resume.carry(&pass(Some("1"), Some(1500))), "a new id");
+        // No id (none, or one reset), no retry: both kept, and no news.
+        assert!(!resume.carry(&pass(None, None)));
+        assert_eq!(resume.last.as_deref(), Some("1"));
+        assert_eq!(resume.wait(false), Duration::from_millis(1500));
+        // The same id again is no news either.
+        assert!(!resume.carry(&pass(Some("1"), None)));
+    }
+
+    #[test]
+    fn the_standalone_stream_keeps_the_server_s_retry_across_passes() {
+        use super::super::target::tests::{answer, serve, target_at};
+        // Longer than DEFAULT_RECONNECT_DELAY, which a forgotten retry
+        // would fall back to.
+        let retry = Duration::from_millis(1500);
+        assert!(retry > DEFAULT_RECONNECT_DELAY);
+        let (addr, seen) = serve(vec![
+            answer(
+                "200 OK",
+                "text/event-stream",
+                &format!("retry: {}\n\n", retry.as_millis()),
+            ),
+            // No stream for now (a pass that is not a stream): tried
+            // again after the retry an earlier pass gave.
+            answer("503 Service Unavailable", "text/plain", ""),
+            // No such stream: the thread ends.
+            answer("405 Method Not Allowed", "text/plain", ""),
+        ]);
+        let (target, _closing, _queue) = target_at(addr);
+        target.clone().listen();
+        let came: Vec<Instant> = (0..3)
+            .map(|_| seen.recv_timeout(Duration::from_secs(30)).expect("a GET").1)
+            .collect();
+        assert!(came[1] - came[0] >= retry, "{:?}", came[1] - came[0]);
+        assert!(
+            came[2] - came[1] >= retry,
+            "after the 503: {:?}",
+            came[2] - came[1]
+        );
     }
 }

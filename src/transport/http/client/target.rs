@@ -5,7 +5,7 @@ use super::pool::Pool;
 use super::response::{read_head, Body, Head};
 use super::stateless::{learn_bindings, stateless_call, stateless_headers, ParamBindings};
 use super::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, MAX_RETRY_DELAY};
-use crate::jsonrpc::{ErrorObject, Reply, RequestId};
+use crate::jsonrpc::{ErrorObject, Message, Parsed, Reply, RequestId, Response};
 use crate::model::ProtocolVersion;
 use crate::sync::{lock, FastMap};
 use crate::transport::connection::DEFAULT_WRITE_TIMEOUT;
@@ -88,6 +88,36 @@ fn tracked(message: &Value) -> Option<RequestId> {
         return None;
     }
     RequestId::from_value(message.get("id")?)
+}
+
+/// The response to our request `id` that a JSON body holds (alone, or in
+/// a batch), read as the client's reader reads it; `None` if it holds
+/// none.
+fn response_to(body: &[u8], id: &RequestId) -> Option<Response> {
+    let ours = |m: Message| match m {
+        Message::Response(r) if r.id() == Some(id) => Some(r),
+        _ => None,
+    };
+    match crate::jsonrpc::parse(body).ok()? {
+        Parsed::Single(m) => ours(m),
+        Parsed::Batch(items) => items.into_iter().filter_map(Result::ok).find_map(ours),
+    }
+}
+
+/// Why a 200 `body` that is not its response fails the call it came for.
+fn not_an_answer(body: &[u8]) -> io::Error {
+    let why = if body.is_empty() {
+        "an empty body".to_owned()
+    } else {
+        format!(
+            "a body that is not its JSON-RPC response: {}",
+            crate::jsonrpc::excerpt(String::from_utf8_lossy(body))
+        )
+    };
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("the server answered the call with {why}"),
+    )
 }
 
 impl Call {
@@ -369,9 +399,7 @@ impl Target {
             Err(e) => return Err(unanswered(e)),
         }
         let head = read_head(&mut r)?;
-        let chunked = head
-            .header("transfer-encoding")
-            .is_some_and(|t| t.contains("chunked"));
+        let chunked = head.chunked();
         let length = head.header("content-length").and_then(|l| l.parse().ok());
         // 1xx, 204 and 304 have no body (RFC 9112, 6.3).
         let bodiless = head.status < 200 || head.status == 204 || head.status == 304;
@@ -489,6 +517,9 @@ impl Target {
         // within DEFAULT_READ_TIMEOUT of silence.
         let method = message.get("method").and_then(Value::as_str);
         let is_request = method.is_some() && message.get("id").is_some();
+        let request_id = method
+            .and_then(|_| message.get("id"))
+            .and_then(RequestId::from_value);
         // Only these answers teach anything (see `learn`); the others are
         // parsed once, by the client.
         let teaches = matches!(method, Some("initialize" | "tools/list"));
@@ -507,7 +538,6 @@ impl Target {
             }
             lock(&self.session).id = Some(id.to_owned());
         }
-        let ct = head.header("content-type").unwrap_or("").to_owned();
         let mut body = body;
         match head.status {
             // 202 is the rule for a notification or a response; some
@@ -524,29 +554,23 @@ impl Target {
                 }
                 Ok(())
             }
-            200 if ct.starts_with("text/event-stream") => {
+            200 if head.media_type_is("text/event-stream") => {
                 // A request's stream carries its answer, and the server's
                 // requests made while serving it.
-                let request = method.and_then(|_| message.get("id"));
-                self.follow(
-                    body,
-                    request.and_then(RequestId::from_value),
-                    call.take(),
-                    teaches,
-                );
+                self.follow(body, request_id, call.take(), teaches);
                 Ok(())
             }
             200 => {
                 let text = body.bounded()?;
                 self.recycle(body);
-                // An empty body answers nothing: fine for a notification
-                // (some servers send 200 where 202 is the rule), not for a
-                // call, which then fails at once.
-                if text.is_empty() && is_request {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        "the server answered the call with an empty body",
-                    ));
+                // A call's body is its response or nothing will answer it
+                // (no stream follows): anything else (empty, not JSON-RPC,
+                // another id) fails it at once rather than at its timeout.
+                // An empty body is fine for a notification (some servers
+                // send 200 where 202 is the rule).
+                let answered = request_id.as_ref().and_then(|id| response_to(&text, id));
+                if is_request && answered.is_none() {
+                    return Err(not_an_answer(&text));
                 }
                 if text.is_empty() {
                     return Ok(());
@@ -563,10 +587,15 @@ impl Target {
             status => {
                 let text = body.bounded().unwrap_or_default();
                 self.recycle(body);
-                // A JSON-RPC error body still answers the request.
-                if serde_json::from_slice::<Value>(&text).is_ok_and(|v| {
-                    v.get("error").is_some() && v.get("id").is_some_and(|i| !i.is_null())
-                }) {
+                // A JSON-RPC error body still answers our request when it
+                // names it. Any other body answers nothing: the request
+                // fails with the status, and the POST of a notification or
+                // a response fails the same way (its poster logs it).
+                let answers = request_id
+                    .as_ref()
+                    .and_then(|id| response_to(&text, id))
+                    .is_some_and(|r| r.object().contains_key("error"));
+                if answers {
                     self.deliver(text, None);
                     return Ok(());
                 }
@@ -610,10 +639,12 @@ impl Target {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::INCOMING_QUEUE;
     use super::*;
     use serde_json::json;
+    use std::net::TcpListener;
+    use std::time::Instant;
 
     /// A target no request reaches, and the sender whose drop closes it.
     fn target() -> (Arc<Target>, Sender<()>) {
@@ -623,12 +654,18 @@ mod tests {
 
     /// [`target`], and the queue its reader would read.
     fn target_and_queue() -> (Arc<Target>, Sender<()>, Receiver<Incoming>) {
+        target_at(SocketAddr::from(([127, 0, 0, 1], 9)))
+    }
+
+    /// A target that reaches the server at `addr`, the sender whose drop
+    /// closes it, and the queue its reader would read.
+    pub(crate) fn target_at(addr: SocketAddr) -> (Arc<Target>, Sender<()>, Receiver<Incoming>) {
         let (incoming, queue) = crossbeam_channel::bounded(INCOMING_QUEUE);
         let (closing, closing_rx) = crossbeam_channel::bounded(0);
         let target = Target {
-            addrs: vec![SocketAddr::from(([127, 0, 0, 1], 9))],
+            addrs: vec![addr],
             security: Security::Plain,
-            host: "127.0.0.1:9".into(),
+            host: addr.to_string(),
             path: "/mcp".into(),
             session: Mutex::default(),
             incoming,
@@ -735,5 +772,158 @@ mod tests {
         assert!(call.given_up());
         let sent = target.request("POST", Some(b"{}"), &[], None, Some(&call));
         assert_eq!(sent.err().unwrap().kind(), io::ErrorKind::Interrupted);
+    }
+
+    /// A server that answers one request on each connection with each of
+    /// `answers` in turn, then stops; its address, and each request (head
+    /// and body) with when it came.
+    pub(crate) fn serve(answers: Vec<String>) -> (SocketAddr, Receiver<(String, Instant)>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (seen_tx, seen) = crossbeam_channel::unbounded();
+        std::thread::spawn(move || {
+            for answer in answers {
+                let Ok((stream, _)) = listener.accept() else {
+                    return;
+                };
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+                let Some(request) = read_request(&mut BufReader::new(&stream)) else {
+                    return;
+                };
+                let _ = seen_tx.send((request, Instant::now()));
+                let _ = (&stream).write_all(answer.as_bytes());
+            }
+        });
+        (addr, seen)
+    }
+
+    /// One request's head and body, as text; `None` if the connection
+    /// ends first.
+    fn read_request(r: &mut impl BufRead) -> Option<String> {
+        let (mut request, mut length) = (String::new(), 0);
+        loop {
+            let mut line = String::new();
+            if r.read_line(&mut line).ok()? == 0 {
+                return None;
+            }
+            if let Some((name, value)) = line.split_once(':') {
+                if name.eq_ignore_ascii_case("content-length") {
+                    length = value.trim().parse().ok()?;
+                }
+            }
+            request.push_str(&line);
+            if line == "\r\n" {
+                break;
+            }
+        }
+        let mut body = vec![0; length];
+        r.read_exact(&mut body).ok()?;
+        request.push_str(&String::from_utf8_lossy(&body));
+        Some(request)
+    }
+
+    /// A whole response: `status` (`200 OK`), a body of `content_type`,
+    /// and the connection closed after it.
+    pub(crate) fn answer(status: &str, content_type: &str, body: &str) -> String {
+        format!(
+            "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    }
+
+    /// `message` POSTed (a call tracked as the writer tracks it) to a
+    /// server that answers `answer`: what the POST came to, and what
+    /// reached the client's reader (as JSON, or as a JSON string when it
+    /// is not JSON).
+    fn posted(message: &Value, answer: String) -> (io::Result<()>, Vec<Value>) {
+        let (addr, _seen) = serve(vec![answer]);
+        let (target, _closing, queue) = target_at(addr);
+        if let Some((id, call)) = Call::of(message) {
+            lock(&target.calls).insert(id, call);
+        }
+        let result = target.post(message);
+        let read: Vec<Value> = queue
+            .try_iter()
+            .map(|(m, _)| {
+                serde_json::from_slice(&m)
+                    .unwrap_or_else(|_| Value::from(String::from_utf8_lossy(&m).into_owned()))
+            })
+            .collect();
+        (result, read)
+    }
+
+    /// A call whose id is 7.
+    fn call_7() -> Value {
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "echo"}})
+    }
+
+    /// `read` is one message: the failure of call 7, saying `why`.
+    fn failed_7(read: &[Value], why: &str) {
+        assert_eq!(read.len(), 1, "{read:?}");
+        assert_eq!(read[0]["id"], 7, "{read:?}");
+        let message = read[0]["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(why), "{read:?}");
+    }
+
+    #[test]
+    fn a_call_answered_200_with_a_body_that_is_not_its_response_fails_at_once() {
+        for body in [
+            "not json!",
+            r#"{"jsonrpc": "2.0", "id": 8, "result": {}}"#,
+            r#"{"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "parse"}}"#,
+            r#"{"jsonrpc": "2.0", "method": "notifications/message", "params": {}}"#,
+            "",
+        ] {
+            let (result, read) = posted(&call_7(), answer("200 OK", "application/json", body));
+            let e = result.expect_err(body);
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{body}: {e}");
+            // Its failure is all the reader gets: it does not wait for
+            // its timeout.
+            failed_7(&read, "the server answered the call with");
+        }
+        // Its own response is delivered as it came (alone or in a batch).
+        for ours in [
+            r#"{"jsonrpc": "2.0", "id": 7, "result": {"content": []}}"#,
+            r#"[{"jsonrpc": "2.0", "id": 7, "result": {"content": []}}]"#,
+        ] {
+            let json = "Application/JSON; charset=utf-8";
+            let (result, read) = posted(&call_7(), answer("200 OK", json, ours));
+            result.unwrap();
+            assert_eq!(read, [serde_json::from_str::<Value>(ours).unwrap()]);
+        }
+    }
+
+    #[test]
+    fn an_error_body_after_a_failed_status_answers_only_the_request_it_names() {
+        let error = |id: Value| {
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": "refused"}})
+                .to_string()
+        };
+        // It names our call: its answer.
+        let (result, read) = posted(
+            &call_7(),
+            answer("400 Bad Request", "application/json", &error(json!(7))),
+        );
+        result.unwrap();
+        assert_eq!(
+            read,
+            [serde_json::from_str::<Value>(&error(json!(7))).unwrap()]
+        );
+        // Another request: our call fails with the status.
+        let (result, read) = posted(
+            &call_7(),
+            answer("400 Bad Request", "application/json", &error(json!(99))),
+        );
+        assert!(result.unwrap_err().to_string().contains("HTTP 400"));
+        failed_7(&read, "HTTP 400");
+        // A notification's POST: nothing reaches the reader.
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": 1, "progress": 1}});
+        let (result, read) = posted(
+            &note,
+            answer("400 Bad Request", "application/json", &error(json!(1))),
+        );
+        assert!(result.unwrap_err().to_string().contains("HTTP 400"));
+        assert!(read.is_empty(), "{read:?}");
     }
 }
