@@ -51,6 +51,7 @@ pub const KEYS: &[&str] = &[
     "amqp.exchange",
     "amqp.prefetch",
     "amqp.maxMessageBytes",
+    "amqp.maxPublishBytes",
     "amqp.sessionIdleTimeoutMs",
     "amqp.maxSessions",
     "amqp.heartbeatSecs",
@@ -239,6 +240,8 @@ pub struct AmqpSettings {
     pub prefetch: Option<u16>,
     /// `maxMessageBytes`.
     pub max_message_bytes: Option<usize>,
+    /// `maxPublishBytes`.
+    pub max_publish_bytes: Option<usize>,
     /// `sessionIdleTimeoutMs`.
     pub session_idle_timeout: Option<Duration>,
     /// `maxSessions`.
@@ -906,6 +909,9 @@ impl Reader<'_> {
         if let Some(n) = o.get("maxMessageBytes") {
             a.max_message_bytes = Some(self.positive(n, "amqp.maxMessageBytes")? as usize);
         }
+        if let Some(n) = o.get("maxPublishBytes") {
+            a.max_publish_bytes = Some(self.positive(n, "amqp.maxPublishBytes")? as usize);
+        }
         a.session_idle_timeout = self.millis(o, "amqp", "sessionIdleTimeoutMs")?;
         a.max_sessions = self.count(o, "amqp", "maxSessions")?;
         Ok(a)
@@ -1453,7 +1459,7 @@ mod tests {
         let c = parse(
             r#"{
   "amqp": {"exchange": "tools", "prefetch": 8, "heartbeatSecs": 30, "maxSessions": 5,
-           "maxMessageBytes": 4096, "sessionIdleTimeoutMs": 1000},
+           "maxMessageBytes": 4096, "maxPublishBytes": 8192, "sessionIdleTimeoutMs": 1000},
   "supervision": {"root": {"intensity": 0}, "listeners": {"periodMs": 60000}},
   "shutdownTimeoutMs": 2500, "control": "${HOME_DIR}/ctl", "metrics": "9100"
 }"#,
@@ -1465,6 +1471,10 @@ mod tests {
             (Some(8), Some(30))
         );
         assert_eq!(c.amqp.session_idle_timeout, Some(Duration::from_secs(1)));
+        assert_eq!(
+            (c.amqp.max_message_bytes, c.amqp.max_publish_bytes),
+            (Some(4096), Some(8192))
+        );
         assert_eq!(c.supervision.root.intensity, 0);
         assert_eq!(c.supervision.root.period, DEFAULT_ROOT_PERIOD);
         let l = c.supervision.listeners.unwrap();

@@ -936,6 +936,9 @@ fn listen_options(config: &Config) -> Result<ListenOptions, String> {
             if let Some(n) = a.max_message_bytes {
                 t.max_message_bytes = n;
             }
+            if let Some(n) = a.max_publish_bytes {
+                t.max_publish_bytes = n;
+            }
             if let Some(d) = a.session_idle_timeout {
                 t.session_idle = d;
             }
