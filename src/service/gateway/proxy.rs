@@ -44,8 +44,7 @@ pub(crate) struct Route {
 }
 
 impl Route {
-    fn relay(&self, method: &str, mut params: Value, ctx: &Context) -> Result<Value, Relay> {
-        pass_meta(&mut params, ctx.meta());
+    fn relay(&self, method: &str, params: Value, ctx: &Context) -> Result<Value, Relay> {
         match &self.sessions {
             // A stateless (2026-07-28) request has no session to give a
             // connection of its own, and the shared one must not mix what

@@ -560,9 +560,11 @@ fn fetch(
     let client = &route.shared.client;
     let caps = client.server_capabilities().clone();
     let has = |c: &str| caps.get(c).is_some_and(|v| !v.is_null());
-    // Completions are asked of an upstream that declared them; for the
-    // rest the engine answers its own empty completion.
-    let completes = has("completions");
+    // Completions are asked of an upstream that declared them (2024-11-05
+    // had no such capability: one on it is asked); for the rest the engine
+    // answers its own empty completion.
+    let completes = has("completions")
+        || client.protocol_version() == crate::model::ProtocolVersion::V2024_11_05;
     let mut source = Source::new();
     let mut uris = BTreeSet::new();
     // Per kind (a tool and a prompt may share a name): a second original
