@@ -336,7 +336,10 @@ pub(crate) fn check_headers(headers: &[(String, String)]) -> io::Result<()> {
                 format!("header {n:?}: not a valid HTTP header"),
             ));
         }
-        if OWN.contains(&n.to_ascii_lowercase().as_str()) {
+        let lower = n.to_ascii_lowercase();
+        // `Mcp-Param-*` too: a stateless call's headers (SEP-2243).
+        let param = lower.starts_with(&crate::model::PARAM_HEADER_PREFIX.to_ascii_lowercase());
+        if OWN.contains(&lower.as_str()) || param {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("header {n:?}: set by the transport itself"),
@@ -390,6 +393,7 @@ mod tests {
             "mcp-name",
             "Host",
             "Mcp-Session-Id",
+            "MCP-PARAM-Region",
         ] {
             let e = check_headers(&[(name.to_owned(), "x".to_owned())])
                 .err()

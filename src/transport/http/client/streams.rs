@@ -16,7 +16,8 @@ use std::time::Duration;
 
 /// What one pass over an SSE stream saw.
 struct Pass {
-    /// The last event id (to resume from).
+    /// The last event id (to resume from; `Some("")`: reset, see
+    /// [`Resume::carry`]).
     last_id: Option<String>,
     /// The last reconnection delay the server asked for.
     retry: Option<Duration>,
@@ -50,10 +51,15 @@ struct Resume {
 impl Resume {
     /// Takes in what `pass` saw; whether it moved on: it brought a
     /// message or a new event id.
+    /// An empty id resets the last one (SSE): the stream is then resumed
+    /// from none, never from an older id (whose events would come again).
     fn carry(&mut self, pass: &Pass) -> bool {
-        let moved_on = pass.delivered || (pass.last_id.is_some() && pass.last_id != self.last);
-        if pass.last_id.is_some() {
-            self.last.clone_from(&pass.last_id);
+        let moved_on = pass.delivered
+            || matches!(pass.last_id.as_deref(), Some(id) if !id.is_empty() && self.last.as_deref() != Some(id));
+        match pass.last_id.as_deref() {
+            Some("") => self.last = None,
+            Some(_) => self.last.clone_from(&pass.last_id),
+            None => {}
         }
         self.retry = pass.retry.or(self.retry);
         moved_on
@@ -64,6 +70,13 @@ impl Resume {
     /// that could not be opened delivered nothing.
     fn wait(&self, delivered: bool) -> Duration {
         wait_after(delivered, self.retry)
+    }
+
+    /// How long to wait after the stream could not be opened: as the
+    /// server asked, but never less than [`DEFAULT_RECONNECT_DELAY`] (a
+    /// short `retry:` must not spend every attempt within a restart).
+    fn after_failure(&self) -> Duration {
+        self.wait(false).max(DEFAULT_RECONNECT_DELAY)
     }
 }
 
@@ -234,7 +247,7 @@ impl Target {
                         Ok(Opened::Gone | Opened::None) => return,
                         Ok(Opened::Later) => {
                             failures += 1;
-                            resume.wait(false)
+                            resume.after_failure()
                         }
                         Ok(Opened::Refused(status)) => {
                             log::warn!("client: the server refused the session's stream (HTTP {status}); notifications outside calls will not arrive");
@@ -249,7 +262,7 @@ impl Target {
                         }
                         Err(_) => {
                             failures += 1;
-                            resume.wait(false)
+                            resume.after_failure()
                         }
                     };
                     if self.closed.load(Ordering::SeqCst) {
@@ -309,8 +322,9 @@ pub(crate) struct SseReader<R> {
     /// The `id:` of the event being read: the last event id once the
     /// event is complete (its blank line), not before.
     pending_id: Option<String>,
-    /// The last event id seen (to resume from); `None` before any, or
-    /// after an empty `id:`, which resets it.
+    /// The last event id seen (to resume from); `None` before any, and
+    /// `Some("")` after an empty `id:`, which resets it (a stream's
+    /// [`Resume`] then has none).
     pub(crate) last_id: Option<String>,
     /// The last reconnection delay the server asked for.
     pub(crate) retry: Option<Duration>,
@@ -396,9 +410,10 @@ impl<R: BufRead> SseReader<R> {
             if l.is_empty() {
                 // The event is complete: its id (a priming event's too,
                 // which has no data) is now the one to resume from; an
-                // empty one means none (the SSE rule).
+                // empty one resets it (the SSE rule), kept as `Some("")`
+                // so that the pass's end knows (see `Resume::carry`).
                 if let Some(id) = self.pending_id.take() {
-                    self.last_id = (!id.is_empty()).then_some(id);
+                    self.last_id = Some(id);
                 }
                 // Each data line added its value and a line end; the last
                 // end is not the data's. Empty data (a priming event's)
@@ -537,7 +552,24 @@ mod tests {
             &b"id: 1\n\nid\n\n"[..],
         ] {
             let (_, last) = events(text, 3);
-            assert_eq!(last, None, "{:?}", String::from_utf8_lossy(text));
+            assert_eq!(
+                last.as_deref(),
+                Some(""),
+                "{:?}",
+                String::from_utf8_lossy(text)
+            );
+            // At the pass's end the id to resume from is gone, not the
+            // one before it.
+            let mut resume = Resume {
+                last: Some("0".into()),
+                retry: None,
+            };
+            let pass = Pass {
+                last_id: last,
+                ..Pass::empty()
+            };
+            assert!(!resume.carry(&pass));
+            assert_eq!(resume.last, None);
         }
         // An id after it counts again.
         assert_eq!(
@@ -560,6 +592,13 @@ mod tests {
         assert!(!resume.carry(&pass(None, None)));
         assert_eq!(resume.last.as_deref(), Some("1"));
         assert_eq!(resume.wait(false), Duration::from_millis(1500));
+        assert_eq!(resume.after_failure(), Duration::from_millis(1500));
+        // A short retry: a stream that could not be opened waits longer.
+        let quick = Resume {
+            last: None,
+            retry: Some(Duration::from_millis(100)),
+        };
+        assert_eq!(quick.after_failure(), DEFAULT_RECONNECT_DELAY);
         // The same id again is no news either.
         assert!(!resume.carry(&pass(Some("1"), None)));
     }
