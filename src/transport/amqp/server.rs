@@ -194,6 +194,17 @@ impl Sink for Reply {
             Bounded::Whole(body) => (body, false),
             Bounded::Replaced(body) => (body, true),
             Bounded::Dropped => {
+                if let (Outgoing::Request(request), Some(s)) = (&out, &self.session) {
+                    // The handler that asked learns at once, rather than
+                    // wait for an answer to what was never sent.
+                    let error = ErrorObject::internal(format!(
+                        "cannot send {} to the client: it is over max_publish_bytes",
+                        request["method"].as_str().unwrap_or("a request")
+                    ));
+                    let id = RequestId::from_value(&request["id"]);
+                    let answer = jsonrpc::to_text(&jsonrpc::Reply::error(id, error));
+                    s.mcp.receive(answer.as_bytes(), s.mcp.sink());
+                }
                 if let Some(t) = ticket {
                     let _ = self.shared.work.send(Work::Ack(t));
                 }
@@ -273,7 +284,21 @@ fn bounded(out: &Outgoing, body: Vec<u8>, limit: usize) -> Bounded {
         "amqp: a response of {size} bytes is over max_publish_bytes ({limit}); \
          its request is answered with an error instead"
     );
-    Bounded::Replaced(jsonrpc::to_text(&replacement).into_bytes())
+    let text = jsonrpc::to_text(&replacement);
+    if text.len() <= limit {
+        return Bounded::Replaced(text.into_bytes());
+    }
+    // The errors are larger still (many long ids in a batch, or a tiny
+    // limit): one short error, else nothing.
+    let short = jsonrpc::to_text(&jsonrpc::Reply::error(
+        None,
+        ErrorObject::internal("the response was over max_publish_bytes"),
+    ));
+    if short.len() <= limit {
+        Bounded::Replaced(short.into_bytes())
+    } else {
+        Bounded::Dropped
+    }
 }
 
 impl Drop for Reply {
@@ -1253,7 +1278,7 @@ mod tests {
     fn a_response_over_the_publish_limit_becomes_an_error_to_the_same_request() {
         let out = Outgoing::Response(jsonrpc::Reply::Result(
             RequestId::String("big".into()),
-            Answer::Json(json!({"pad": "x".repeat(200)})),
+            Answer::Json(json!({"pad": "x".repeat(2000)})),
         ));
         let body = out.to_text().expect("a message").into_bytes();
         let size = body.len();
@@ -1261,14 +1286,14 @@ mod tests {
             bounded(&out, body.clone(), size),
             Bounded::Whole(body.clone())
         );
-        let Bounded::Replaced(replaced) = bounded(&out, body, 100) else {
+        let Bounded::Replaced(replaced) = bounded(&out, body, 1000) else {
             panic!("not replaced");
         };
         let m = json_of(&replaced);
         assert_eq!(m["id"], "big");
         assert_eq!(m["error"]["code"], jsonrpc::INTERNAL_ERROR);
         let message = m["error"]["message"].as_str().unwrap_or_default();
-        let named = format!("was {size} bytes, over the limit of 100 bytes");
+        let named = format!("was {size} bytes, over the limit of 1000 bytes");
         assert!(message.contains(named.as_str()), "{message}");
         assert!(m.get("result").is_none(), "{m}");
     }
@@ -1276,11 +1301,11 @@ mod tests {
     #[test]
     fn a_batch_response_over_the_publish_limit_answers_each_request_with_the_error() {
         let out = Outgoing::Response(jsonrpc::Reply::Batch(vec![
-            json!({"jsonrpc":"2.0","id":1,"result":{"pad":"x".repeat(200)}}),
+            json!({"jsonrpc":"2.0","id":1,"result":{"pad":"x".repeat(2000)}}),
             json!({"jsonrpc":"2.0","id":"b","result":{}}),
         ]));
         let body = out.to_text().expect("a message").into_bytes();
-        let Bounded::Replaced(replaced) = bounded(&out, body, 100) else {
+        let Bounded::Replaced(replaced) = bounded(&out, body, 1000) else {
             panic!("not replaced");
         };
         let m = json_of(&replaced);
@@ -1290,6 +1315,30 @@ mod tests {
         for item in items {
             assert_eq!(item["error"]["code"], jsonrpc::INTERNAL_ERROR, "{item}");
         }
+    }
+
+    #[test]
+    fn errors_larger_than_the_response_they_replace_become_one_short_error() {
+        // Many small results with long ids: their errors are larger.
+        let id = "i".repeat(100);
+        let items = (0..20)
+            .map(|n| json!({"jsonrpc":"2.0","id":format!("{id}{n}"),"result":{}}))
+            .collect();
+        let out = Outgoing::Response(jsonrpc::Reply::Batch(items));
+        let body = out.to_text().expect("a message").into_bytes();
+        let limit = body.len() - 1;
+        let Bounded::Replaced(replaced) = bounded(&out, body, limit) else {
+            panic!("not replaced");
+        };
+        assert!(replaced.len() <= limit);
+        let m = json_of(&replaced);
+        assert_eq!(
+            (&m["id"], &m["error"]["code"]),
+            (&Value::Null, &json!(jsonrpc::INTERNAL_ERROR))
+        );
+        // Not even that fits: nothing.
+        let body = out.to_text().expect("a message").into_bytes();
+        assert_eq!(bounded(&out, body, 20), Bounded::Dropped);
     }
 
     #[test]
