@@ -266,6 +266,49 @@ fn a_listen_stream_acknowledges_filters_and_ends_when_cancelled() {
     assert!(p.backlog.is_empty(), "{:?}", p.backlog);
 }
 
+#[test]
+fn one_connection_s_listen_streams_are_bounded_and_their_ids_unique() {
+    let mut p = stateless_peer();
+    let listen = |p: &mut common::Peer, id: String, uris: Vec<String>| {
+        p.request_async(
+            json!(id),
+            "subscriptions/listen",
+            json!({"_meta": meta(), "notifications": {"toolsListChanged": true, "resourceSubscriptions": uris}}),
+        );
+        p.recv()
+    };
+    for n in 0..16 {
+        let ack = listen(&mut p, format!("l{n}"), vec![]);
+        assert_eq!(
+            ack["method"], "notifications/subscriptions/acknowledged",
+            "{ack}"
+        );
+    }
+    // An id a stream has.
+    let refused = listen(&mut p, "l3".into(), vec![]);
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    // One stream too many.
+    let refused = listen(&mut p, "l16".into(), vec![]);
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    // With two cancelled, others open; the resources they name count
+    // together.
+    p.notify("notifications/cancelled", json!({"requestId": "l0"}));
+    p.notify("notifications/cancelled", json!({"requestId": "l1"}));
+    let uris = |from: usize, n: usize| (from..from + n).map(|i| format!("test://r/{i}")).collect();
+    let ack = listen(&mut p, "all".into(), uris(0, 1024));
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    let refused = listen(&mut p, "more".into(), uris(1024, 1));
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    let ack = listen(&mut p, "l18".into(), vec![]);
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+}
+
 // ---- Streamable HTTP ----
 
 fn server() -> (std::process::Child, SocketAddr) {

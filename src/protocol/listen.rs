@@ -34,6 +34,13 @@ pub(crate) fn is_listen(parsed: &jsonrpc::Parsed) -> bool {
 /// one is refused (-32603) rather than held.
 pub const MAX_LISTENERS: usize = 4096;
 
+/// Most listen streams one session (one connection, on stdio and TCP) has
+/// open at once; the resources they name count together against
+/// [`MAX_SUBSCRIPTIONS`], as a session revision's subscriptions do. Past
+/// either, a new stream is refused (-32603): one client cannot take the
+/// engine's streams, or its memory, from the others.
+pub const MAX_LISTENERS_PER_SESSION: usize = 16;
+
 /// What a stream asked for (and was granted).
 #[derive(Clone, Debug, Default, PartialEq)]
 struct Filter {
@@ -123,7 +130,8 @@ struct Listener {
     session: u64,
     id: RequestId,
     sink: Arc<dyn Sink>,
-    filter: Filter,
+    // Shared: announcements clone the listeners they go to.
+    filter: Arc<Filter>,
 }
 
 impl Listener {
@@ -164,7 +172,7 @@ impl Listeners {
             session: session.key(),
             id: req.id().clone(),
             sink: sink.clone(),
-            filter,
+            filter: Arc::new(filter),
         };
         let mut open = lock(&self.open);
         // Checked under the lock `end_all` takes after draining began: a
@@ -177,6 +185,23 @@ impl Listeners {
         if open.len() >= MAX_LISTENERS {
             return Err(ErrorObject::internal(format!(
                 "{MAX_LISTENERS} listen streams are open; retry later"
+            )));
+        }
+        let mine = || open.iter().filter(|l| l.session == listener.session);
+        if mine().any(|l| l.id == listener.id) {
+            return Err(ErrorObject::invalid_request(format!(
+                "request id {} is already in use by a listen stream",
+                listener.id
+            )));
+        }
+        let uris: usize = mine().map(|l| l.filter.uris.len()).sum();
+        if mine().count() >= MAX_LISTENERS_PER_SESSION
+            || uris + listener.filter.uris.len() > MAX_SUBSCRIPTIONS
+        {
+            return Err(ErrorObject::internal(format!(
+                "this connection has as many listen streams as it may \
+                 ({MAX_LISTENERS_PER_SESSION}, naming {MAX_SUBSCRIPTIONS} resources in all); \
+                 cancel one first"
             )));
         }
         // The acknowledgement goes first: sent under the lock every
