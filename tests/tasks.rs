@@ -204,11 +204,12 @@ fn tasks_cancel_reaches_the_handler_and_the_task_stays_cancelled() {
 
 #[test]
 fn task_storage_stays_bounded_under_10000_abandoned_tasks() {
-    // As many task threads as stored tasks: storage, not the threads
-    // (whose places come back only when each has run, however briefly),
-    // is what fills first.
+    // As many task threads, and as many tasks for one client, as stored
+    // tasks: storage, not the threads (whose places come back only when
+    // each has run, however briefly), is what fills first.
     let options = TaskOptions {
         max_running: mcpvisor::protocol::tasks::DEFAULT_MAX_TASKS,
+        max_per_owner: mcpvisor::protocol::tasks::DEFAULT_MAX_TASKS,
         ..Default::default()
     };
     let s = server(options, Arc::default());

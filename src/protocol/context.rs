@@ -324,7 +324,11 @@ impl Context {
         {
             return false;
         }
-        let Some(task) = self.engine().tasks.create(self.credential()) else {
+        let Some(task) = self
+            .engine()
+            .tasks
+            .create(self.credential(), self.session_id())
+        else {
             return false;
         };
         let mut state = lock(&self.state);

@@ -342,7 +342,7 @@ fn call_tool(ctx: &Context, req: Request) -> Result<Answer, ErrorObject> {
             }
             if entry.task_support() == tasks::TaskSupport::Required {
                 return Err(ErrorObject::internal(
-                    "this tool runs only as a task, and the server holds as many tasks as it can; retry later",
+                    "this tool runs only as a task, and the server holds as many tasks as it can, in all or for this client; retry later",
                 ));
             }
             // Storage full: the server decides, and this call runs plainly.

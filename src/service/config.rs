@@ -99,6 +99,7 @@ pub const KEYS: &[&str] = &[
     "tasks.pollIntervalMs",
     "tasks.maxTasks",
     "tasks.maxRunning",
+    "tasks.maxPerClient",
 ];
 
 /// Default time limit of a call relayed to an upstream (`timeoutMs`); its
@@ -1003,6 +1004,9 @@ impl Reader<'_> {
         if let Some(n) = o.get("maxRunning") {
             t.max_running = self.positive(n, "tasks.maxRunning")? as usize;
         }
+        if let Some(n) = o.get("maxPerClient") {
+            t.max_per_owner = self.positive(n, "tasks.maxPerClient")? as usize;
+        }
         Ok(t)
     }
 
@@ -1452,6 +1456,21 @@ mod tests {
             ("logLevel", 2, 3),
             "{e}"
         );
+    }
+
+    #[test]
+    fn tasks_keys() {
+        let c = parse(
+            r#"{"tasks": {"ttlMs": 1000, "pollIntervalMs": 100, "maxTasks": 8, "maxRunning": 2, "maxPerClient": 3}}"#,
+        )
+        .unwrap();
+        let t = c.tasks;
+        assert_eq!(
+            (t.ttl, t.poll_interval),
+            (Duration::from_secs(1), Duration::from_millis(100))
+        );
+        assert_eq!((t.max_tasks, t.max_running, t.max_per_owner), (8, 2, 3));
+        assert!(parse(r#"{"tasks": {"maxPerClient": 0}}"#).is_err());
     }
 
     #[test]

@@ -23,8 +23,8 @@
 pub(crate) mod methods;
 mod task;
 
-pub(crate) use task::Task;
 pub use task::TaskStatus;
+pub(crate) use task::{Owner, Task};
 
 use super::context::Context;
 use super::session_id::{log_name, new_session_id};
@@ -48,6 +48,9 @@ pub const DEFAULT_TASK_POLL_INTERVAL: Duration = Duration::from_millis(500);
 pub const DEFAULT_MAX_TASKS: usize = 1024;
 /// Default bound on tasks running at once (each has a thread of its own).
 pub const DEFAULT_MAX_RUNNING_TASKS: usize = 64;
+/// Default bound on the tasks stored for one owner (a bearer credential,
+/// else a session): a quarter of [`DEFAULT_MAX_TASKS`].
+pub const DEFAULT_MAX_TASKS_PER_OWNER: usize = DEFAULT_MAX_TASKS / 4;
 /// The longest the task sweeper sleeps with tasks stored (a longer time to
 /// live is reached in several sleeps).
 const MAX_SWEEP_WAIT: Duration = Duration::from_secs(3600);
@@ -86,6 +89,13 @@ pub struct TaskOptions {
     /// its handler returns. (A handler that detaches itself keeps its
     /// handler-pool thread and does not count.)
     pub max_running: usize,
+    /// Tasks stored at most for one owner, running or ended (default
+    /// [`DEFAULT_MAX_TASKS_PER_OWNER`]): the bearer credential of the
+    /// requests that made them, else their session (stateless requests
+    /// without a credential are one owner). Past it, the same fallback as
+    /// for [`max_tasks`](Self::max_tasks): one client cannot fill the
+    /// storage every client shares until its tasks expire.
+    pub max_per_owner: usize,
 }
 
 impl Default for TaskOptions {
@@ -95,6 +105,7 @@ impl Default for TaskOptions {
             poll_interval: DEFAULT_TASK_POLL_INTERVAL,
             max_tasks: DEFAULT_MAX_TASKS,
             max_running: DEFAULT_MAX_RUNNING_TASKS,
+            max_per_owner: DEFAULT_MAX_TASKS_PER_OWNER,
         }
     }
 }
@@ -155,18 +166,25 @@ impl Tasks {
     }
 
     /// A new working task, stored before anyone learns its id; `None` when
-    /// storage is full even after dropping expired tasks.
-    pub(crate) fn create(&self, credential: Option<[u8; 32]>) -> Option<Arc<Task>> {
+    /// storage is full, or holds as many of its owner's as it may, even
+    /// after dropping expired tasks.
+    pub(crate) fn create(&self, credential: Option<[u8; 32]>, session: &str) -> Option<Arc<Task>> {
+        let owner = Owner::of(credential, session);
+        let full = |map: &HashMap<String, Arc<Task>>| {
+            map.len() >= self.options.max_tasks
+                || map.values().filter(|t| t.owner == owner).count() >= self.options.max_per_owner
+        };
         let mut map = lock(&self.map);
-        if map.len() >= self.options.max_tasks {
+        if full(&map) {
             expire(&mut map, Instant::now());
-            if map.len() >= self.options.max_tasks {
+            if full(&map) {
                 return None;
             }
         }
         let task = Arc::new(Task::new(
             new_session_id(),
             credential,
+            session,
             self.options.ttl,
             self.options.poll_interval,
         ));
@@ -271,7 +289,7 @@ pub(crate) fn start(
     let engine = ctx.engine().clone();
     // Counted before the task exists: a full house makes no task.
     let place = engine.tasks.thread_place()?;
-    let Some(task) = engine.tasks.create(ctx.credential()) else {
+    let Some(task) = engine.tasks.create(ctx.credential(), ctx.session_id()) else {
         drop(place);
         return None;
     };
@@ -313,6 +331,25 @@ mod tests {
     use supervisor::{Strategy, Supervisor, SupervisorSpec};
 
     #[test]
+    fn one_owner_fills_only_its_share_of_the_storage() {
+        let tasks = Tasks::new(TaskOptions {
+            max_tasks: 4,
+            max_per_owner: 2,
+            ..Default::default()
+        });
+        let token = Some([7; 32]);
+        assert!(tasks.create(None, "a").is_some());
+        assert!(tasks.create(None, "a").is_some());
+        assert!(tasks.create(None, "a").is_none(), "session a has its share");
+        // Another session, or a credential, has its own share; a
+        // credential's share is its own whatever the session.
+        assert!(tasks.create(token, "a").is_some());
+        assert!(tasks.create(token, "b").is_some());
+        assert!(tasks.create(token, "c").is_none());
+        assert!(tasks.create(None, "b").is_none(), "the storage is full");
+    }
+
+    #[test]
     fn the_sweeper_sleeps_without_tasks_and_drops_one_when_its_time_passes() {
         let tasks = Tasks::new(TaskOptions {
             ttl: Duration::from_millis(50),
@@ -320,9 +357,9 @@ mod tests {
         });
         let (due, first) = tasks.next_expiry();
         assert!(due.try_recv().is_err() && first.try_recv().is_err());
-        let task = tasks.create(None).unwrap();
+        let task = tasks.create(None, "s").unwrap();
         assert!(first.try_recv().is_ok(), "the first task wakes the sweeper");
-        tasks.create(None).unwrap();
+        tasks.create(None, "s").unwrap();
         assert!(first.try_recv().is_err(), "a second one does not");
         let (due, _) = tasks.next_expiry();
         due.recv_timeout(Duration::from_secs(10)).unwrap();
@@ -342,7 +379,7 @@ mod tests {
             SupervisorSpec::new("t", Strategy::OneForOne).child(engine.task_sweeper()),
         )
         .unwrap();
-        let task = engine.tasks.create(None).unwrap();
+        let task = engine.tasks.create(None, "s").unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         while lock(&engine.tasks.map).contains_key(&task.id) {
             assert!(Instant::now() < deadline, "the sweeper dropped the task");

@@ -54,11 +54,32 @@ impl TaskStatus {
     }
 }
 
+/// Whose a task is: the credential of the request that made it, else its
+/// session (stateless requests without a credential share one owner).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Owner {
+    /// A bearer token's digest.
+    Credential([u8; 32]),
+    /// A session's id.
+    Session(String),
+}
+
+impl Owner {
+    pub(crate) fn of(credential: Option<[u8; 32]>, session: &str) -> Owner {
+        match credential {
+            Some(c) => Owner::Credential(c),
+            None => Owner::Session(session.to_owned()),
+        }
+    }
+}
+
 pub(crate) struct Task {
     pub(crate) id: String,
     /// The credential (a bearer token's digest) of the request that made
     /// it, if any: only a request with the same one may follow it.
     pub(crate) credential: Option<[u8; 32]>,
+    /// Whose it is, for [`TaskOptions::max_per_owner`](super::TaskOptions::max_per_owner).
+    pub(crate) owner: Owner,
     created: SystemTime,
     created_at: Instant,
     ttl: Duration,
@@ -89,6 +110,7 @@ impl Task {
     pub(crate) fn new(
         id: String,
         credential: Option<[u8; 32]>,
+        session: &str,
         ttl: Duration,
         poll: Duration,
     ) -> Task {
@@ -96,6 +118,7 @@ impl Task {
         Task {
             id,
             credential,
+            owner: Owner::of(credential, session),
             created: now,
             created_at: Instant::now(),
             ttl,
@@ -342,6 +365,7 @@ mod tests {
         Arc::new(Task::new(
             "t".into(),
             None,
+            "s",
             Duration::from_secs(60),
             Duration::from_millis(250),
         ))
