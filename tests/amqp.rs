@@ -417,6 +417,15 @@ fn c3_m1_s1_s2_malformed_messages_are_answered_and_dead_lettered() {
         to_server(AmqpProperties::default(), &config),
     );
     assert_eq!(dead_letter(&dead).body, b"[]]");
+    // A valid request with nowhere to answer is not run: dead-lettered.
+    let ping = br#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+    raw.publish(
+        &config.exchange,
+        "mcp.request.ping",
+        ping,
+        to_server(AmqpProperties::default(), &config),
+    );
+    assert_eq!(dead_letter(&dead).body, ping);
     // The server is unharmed.
     raw.publish(
         &config.exchange,
@@ -716,6 +725,21 @@ fn m5_sessions_expire_and_are_capped() {
         header(&d, "mcp-session-status").as_deref(),
         Some("not-found")
     );
+    // A batch (2025-03-26) is answered too: each of its requests.
+    raw.publish(
+        "",
+        &queue,
+        br#"[{"jsonrpc":"2.0","id":10,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/x"},{"jsonrpc":"2.0","id":11,"method":"ping"}]"#,
+        raw.props("late batch").with_headers(session_headers(&session)),
+    );
+    let answers = body(&raw.recv());
+    assert_eq!(answers.as_array().map(Vec::len), Some(2), "{answers}");
+    for (answer, id) in answers.as_array().into_iter().flatten().zip([10, 11]) {
+        assert_eq!(
+            (&answer["id"], &answer["error"]["code"]),
+            (&json!(id), &json!(-32001))
+        );
+    }
     // The client learns its session is gone and initializes again.
     assert!(c.ping().is_err());
     reconnected_rx.recv_timeout(WAIT).expect("re-initialized");
