@@ -71,6 +71,11 @@ pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
 /// writer, and a server that does not answer keeps the session until its
 /// expiry).
 pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest the POST of `notifications/initialized` is waited for: 60 s.
+/// It holds the client's writer (no request may overtake it), so a server
+/// that takes it and never answers fails the connection after this, as
+/// `initialize` fails at its request timeout.
+pub const INITIALIZED_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Parses `http://host[:port]/path` (or `https://…`): the addresses the
 /// host resolves to (each tried in turn when connecting), the `Host`
@@ -136,7 +141,7 @@ impl MessageWriter for HttpWriter {
             // nothing is sent before its answer, and it waits no longer
             // than the client's request timeout).
             Some("notifications/initialized") => {
-                self.target.post(message)?;
+                post_within(&self.target, message, INITIALIZED_TIMEOUT)?;
                 // The session is up: open the standalone stream for messages
                 // the server sends outside any request.
                 self.target.clone().listen();
@@ -192,6 +197,27 @@ impl MessageWriter for HttpWriter {
         t.idle.clear();
         t.end();
     }
+}
+
+/// Posts `message` on a thread of its own, waiting for it at most `limit`:
+/// the writer, and with it the client's close, is never held longer. A
+/// POST still under way then ends with the close that follows (its socket
+/// is among those the close shuts down).
+fn post_within(target: &Arc<Target>, message: &Value, limit: Duration) -> io::Result<()> {
+    let (done_tx, done) = crossbeam_channel::bounded(1);
+    let (posting, posted) = (target.clone(), message.clone());
+    std::thread::Builder::new()
+        .name("mcpvisor-client-post".into())
+        .spawn(move || {
+            let _ = done_tx.send(posting.post(&posted));
+        })?;
+    done.recv_timeout(limit).unwrap_or_else(|_| {
+        let method = message["method"].as_str().unwrap_or("a message");
+        Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("the server took no {method} within {limit:?}"),
+        ))
+    })
 }
 
 /// Messages from the server waiting for the client's reader at most; past
@@ -352,6 +378,26 @@ pub(crate) fn check_headers(headers: &[(String, String)]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_post_that_is_never_answered_is_given_up_at_its_limit() {
+        // A server that takes the request and never answers.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (release, held) = crossbeam_channel::bounded::<()>(0);
+        let server = std::thread::spawn(move || {
+            let taken = listener.accept();
+            let _ = held.recv_timeout(Duration::from_secs(30));
+            drop(taken);
+        });
+        let (target, _closing, _queue) = target::tests::target_at(addr);
+        let initialized =
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let e = post_within(&target, &initialized, Duration::from_millis(200)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+        drop(release);
+        server.join().unwrap();
+    }
 
     #[test]
     fn urls_give_their_address_host_path_and_security() {
