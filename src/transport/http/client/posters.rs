@@ -12,6 +12,21 @@ use std::time::Duration;
 /// ends: 10 s.
 pub const POST_THREAD_IDLE: Duration = Duration::from_secs(10);
 
+/// Most POSTs of messages that are not requests (the client's answers to
+/// the server's requests, its notifications) under way at once: 64. Past
+/// it such a message is dropped and logged: a server that takes these
+/// POSTs and never answers them (the answers to its pings, say) cannot
+/// make the client start threads and open sockets without end. Requests
+/// are not counted: each is a call its caller waits for, within its
+/// timeout.
+pub const MAX_UNANSWERED_POSTS: usize = 64;
+
+/// Whether `message` is a request (a call), not an answer or a
+/// notification.
+fn is_request(message: &Value) -> bool {
+    message.get("method").is_some() && message.get("id").is_some()
+}
+
 /// The threads that POST messages: one for each message in flight, so a
 /// long call never holds up the next message; a thread done with its
 /// message takes the next one instead of a new thread starting for it.
@@ -21,6 +36,11 @@ pub(super) struct Posters {
     rx: Receiver<Value>,
     /// Idle threads not yet promised a message.
     idle: Arc<AtomicUsize>,
+    /// POSTs of messages that are not requests under way
+    /// ([`MAX_UNANSWERED_POSTS`]).
+    not_requests: Arc<AtomicUsize>,
+    /// At most this many of them ([`MAX_UNANSWERED_POSTS`]).
+    max_not_requests: usize,
     /// What a thread does with a message.
     run: Arc<dyn Fn(&Value) + Send + Sync>,
     /// How long an idle thread waits for a message ([`POST_THREAD_IDLE`]).
@@ -34,6 +54,8 @@ impl Posters {
             jobs: Some(jobs),
             rx,
             idle: Arc::default(),
+            not_requests: Arc::default(),
+            max_not_requests: MAX_UNANSWERED_POSTS,
             run,
             wait: POST_THREAD_IDLE,
         }
@@ -56,6 +78,21 @@ impl Posters {
         let Some(jobs) = &self.jobs else {
             return Err(io::ErrorKind::BrokenPipe.into());
         };
+        if !is_request(&message)
+            && self.not_requests.fetch_add(1, Ordering::SeqCst) >= self.max_not_requests
+        {
+            self.not_requests.fetch_sub(1, Ordering::SeqCst);
+            log::warn!(
+                "client: the server has left {} POSTs of answers and notifications unanswered; \
+                 one more ({}) is dropped",
+                self.max_not_requests,
+                message
+                    .get("method")
+                    .and_then(Value::as_str)
+                    .unwrap_or("an answer")
+            );
+            return Ok(());
+        }
         if take_one(&self.idle) {
             // An idle thread waits for it (it was counted before it began
             // to wait, and only leaves uncounted).
@@ -64,6 +101,7 @@ impl Posters {
                 .map_err(|_| io::ErrorKind::BrokenPipe.into());
         }
         let (run, rx, idle) = (self.run.clone(), self.rx.clone(), self.idle.clone());
+        let not_requests = self.not_requests.clone();
         let wait = self.wait;
         std::thread::Builder::new()
             .name("mcpvisor-client-post".into())
@@ -74,6 +112,9 @@ impl Posters {
                 let mut next = Some(message);
                 while let Some(message) = next.take() {
                     run(&message);
+                    if !is_request(&message) {
+                        not_requests.fetch_sub(1, Ordering::SeqCst);
+                    }
                     idle.fetch_add(1, Ordering::SeqCst);
                     next = loop {
                         match spin.recv_timeout(&rx, wait) {
@@ -109,6 +150,7 @@ fn take_one(n: &AtomicUsize) -> bool {
 mod tests {
     use super::*;
     use crate::transport::flow::tests::until;
+    use serde_json::json;
     use std::collections::HashSet;
     use std::thread::ThreadId;
 
@@ -127,6 +169,34 @@ mod tests {
             let _ = done_tx.send((Some(std::thread::current().id()), m.clone()));
         }));
         (posters, done, go)
+    }
+
+    #[test]
+    fn answers_and_notifications_the_server_leaves_unanswered_are_bounded() {
+        let (mut posters, done, go) = recording();
+        posters.max_not_requests = 2;
+        for _ in 0..2 {
+            posters.post("wait".into()).unwrap();
+            assert_eq!(done.recv().unwrap(), (None, "wait".into()));
+        }
+        // Two unanswered: the next is dropped, a request is not.
+        posters
+            .post(json!({"jsonrpc": "2.0", "method": "notifications/x"}))
+            .unwrap();
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call"});
+        posters.post(call.clone()).unwrap();
+        assert_eq!(done.recv().unwrap().1, call);
+        assert!(
+            done.recv_timeout(Duration::from_millis(100)).is_err(),
+            "dropped"
+        );
+        // One answered: one more goes.
+        go.send(()).unwrap();
+        assert_eq!(done.recv().unwrap().1, "wait");
+        let answer = json!({"jsonrpc": "2.0", "id": 7, "result": {}});
+        posters.post(answer.clone()).unwrap();
+        assert_eq!(done.recv().unwrap().1, answer);
+        go.send(()).unwrap();
     }
 
     #[test]
