@@ -409,6 +409,18 @@ impl Response {
     pub fn object(&self) -> &Map<String, Value> {
         &self.object
     }
+    /// An error response to `id` made on this side: the answer a call
+    /// gets when the peer's response to it came broken ([`ParseError::response_id`]).
+    pub fn error(id: RequestId, error: &ErrorObject) -> Response {
+        let mut object = Map::with_capacity(3);
+        object.insert("jsonrpc".into(), JSONRPC_VERSION.into());
+        object.insert("id".into(), id.to_value());
+        object.insert("error".into(), error.to_value());
+        Response {
+            id: Some(id),
+            object,
+        }
+    }
 }
 
 /// One parsed JSON-RPC message.
@@ -487,6 +499,26 @@ impl ParseError {
     /// [`ParseError::reply`] as a JSON value.
     pub fn response(&self) -> Option<Value> {
         self.reply::<Value>().map(Reply::into_value)
+    }
+
+    /// The id of the response this was, when it looked like one and its
+    /// id could be read: the call it answers need not wait for its
+    /// timeout ([`Response::error`]).
+    pub fn response_id(&self) -> Option<&RequestId> {
+        // Only a broken response owes no answer and has a readable id (a
+        // broken notification has no id).
+        self.id.as_ref().filter(|_| !self.answerable)
+    }
+
+    /// [`Response::error`] for the call a broken response answers, if its
+    /// id could be read: the call fails now, saying why.
+    pub fn failed_response(&self, peer: &str) -> Option<Response> {
+        let id = self.response_id()?.clone();
+        let why = ErrorObject::internal(format!(
+            "the {peer}'s response was malformed: {}",
+            self.message
+        ));
+        Some(Response::error(id, &why))
     }
 }
 
@@ -828,6 +860,23 @@ mod tests {
                 .as_bytes()
         )
         .is_ok());
+    }
+
+    #[test]
+    fn a_broken_response_names_the_call_it_answers() {
+        let e = parse(br#"{"jsonrpc":"2.0","id":3,"result":{},"error":{"code":1,"message":"x"}}"#)
+            .unwrap_err();
+        assert_eq!(e.response_id(), Some(&RequestId::Number(3)));
+        let failed = e.failed_response("client").unwrap();
+        assert_eq!(failed.id(), Some(&RequestId::Number(3)));
+        assert!(failed.outcome().unwrap_err().message.contains("malformed"));
+        // A broken request is answered instead; a broken notification has no id.
+        for text in [
+            &br#"{"jsonrpc":"2.0","id":3,"method":7}"#[..],
+            br#"{"jsonrpc":"2.0","method":"x","params":[1]}"#,
+        ] {
+            assert_eq!(parse(text).unwrap_err().response_id(), None);
+        }
     }
 
     #[test]

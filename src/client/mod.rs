@@ -1070,13 +1070,19 @@ fn read_loop(shared: Arc<Shared>, mut reader: Box<dyn MessageReader>, ended: &At
             Ok(None) => break ClientError::Closed,
             Err(e) => break ClientError::io(&e),
         };
-        let messages = match parsed {
-            Ok(Parsed::Single(m)) => vec![m],
-            Ok(Parsed::Batch(items)) => items.into_iter().filter_map(Result::ok).collect(),
+        // A broken answer to one of our calls fails it (in its place
+        // among the messages); anything else broken is dropped.
+        let usable = |item: Result<Message, jsonrpc::ParseError>| match item {
+            Ok(m) => Some(m),
             Err(e) => {
                 log::warn!("client: unreadable message from the server dropped: {e}");
-                continue;
+                e.failed_response("server").map(Message::Response)
             }
+        };
+        let messages: Vec<Message> = match parsed {
+            Ok(Parsed::Single(m)) => vec![m],
+            Ok(Parsed::Batch(items)) => items.into_iter().filter_map(usable).collect(),
+            Err(e) => usable(Err(e)).into_iter().collect(),
         };
         for m in messages {
             dispatch(&shared, m, related.as_ref());

@@ -106,3 +106,42 @@ fn a_ping_answered_while_a_call_holds_the_writer_does_not_stop_the_reader() {
         .unwrap();
     assert_eq!(caller.join().unwrap().unwrap()["content"], json!([]));
 }
+
+#[test]
+fn a_broken_answer_fails_its_call_at_once() {
+    let (written_tx, written) = crossbeam_channel::unbounded();
+    let (_gate_tx, gate) = crossbeam_channel::bounded(1);
+    let (server, incoming) = crossbeam_channel::unbounded();
+    let connection = Connection::new(
+        Box::new(GatedWriter {
+            written: written_tx,
+            gate,
+        }),
+        Box::new(Incoming(incoming)),
+    );
+    let options = ClientOptions {
+        request_timeout: 3 * WAIT,
+        ..Default::default()
+    };
+    let client = std::thread::spawn(move || Client::connect(connection, options));
+    let init = next_written(&written, "initialize");
+    server
+        .send(json!({"jsonrpc": "2.0", "id": init["id"], "result": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "serverInfo": {"name": "s", "version": "1"}
+        }}))
+        .unwrap();
+    let client = client.join().unwrap().expect("initialized");
+    let pinging = std::thread::spawn(move || client.ping());
+    let ping = next_written(&written, "ping");
+    // Both result and error: no answer, but its id can be read.
+    server
+        .send(json!({"jsonrpc": "2.0", "id": ping["id"], "result": {},
+            "error": {"code": 1, "message": "x"}}))
+        .unwrap();
+    match pinging.join().unwrap() {
+        Err(ClientError::Rpc(e)) => assert!(e.message.contains("malformed"), "{e:?}"),
+        other => panic!("{other:?}"),
+    }
+}

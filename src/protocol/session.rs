@@ -349,6 +349,10 @@ impl Session {
         if let Some(reply) = error.reply() {
             sink.send(Outgoing::Response(reply));
         }
+        // A broken answer to one of our requests fails it now.
+        if let Some(failed) = error.failed_response("client") {
+            self.handle_response(failed);
+        }
     }
 
     /// Handles one valid message.

@@ -818,3 +818,34 @@ fn a_tool_with_a_broken_header_declaration_is_refused_at_build() {
         Ok(_) => panic!("built"),
     }
 }
+
+#[test]
+fn a_broken_answer_to_the_server_s_request_fails_it_at_once() {
+    let server = server_with(
+        vec![tool("roots", |ctx| {
+            match ctx.list_roots(Duration::from_secs(3600)) {
+                Ok(v) => ToolResult::text(v.to_string()),
+                Err(e) => ToolResult::text(format!("failed: {e}")),
+            }
+        })],
+        2,
+    );
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let sink: Arc<dyn Sink> = Arc::new(Chan(tx));
+    let session = server.engine().open_session(sink.clone());
+    let mut c = Client { session, sink, rx };
+    c.send(json!({"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{}},"clientInfo":{"name":"t","version":"0"}}}));
+    assert!(c.recv()["result"].is_object());
+    c.send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    c.send(json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"roots"}}));
+    let asked = c.recv();
+    assert_eq!(asked["method"], "roots/list", "{asked}");
+    // Both result and error: broken, but its id can be read.
+    c.send(json!({"jsonrpc":"2.0","id":asked["id"],"result":{"roots":[]},"error":{"code":1,"message":"x"}}));
+    let answer = c.recv();
+    let said = text(&answer).unwrap_or_default();
+    assert!(
+        said.starts_with("failed") && said.contains("malformed"),
+        "{answer}"
+    );
+}
