@@ -37,7 +37,7 @@ pub(crate) use streams::SseReader;
 use super::socket::Security;
 use crate::jsonrpc::RequestId;
 use crate::sync::{lock, FastMap};
-use crate::transport::connection::{Connection, MessageReader, MessageWriter};
+use crate::transport::connection::{Connection, MessageReader, MessageWriter, ParsedMessage};
 use crossbeam_channel::Receiver;
 use posters::Posters;
 use serde_json::Value;
@@ -233,21 +233,36 @@ struct HttpReader {
     ended: Arc<AtomicBool>,
 }
 
-impl MessageReader for HttpReader {
-    fn read(&mut self) -> io::Result<Option<Vec<u8>>> {
-        Ok(self.read_related()?.map(|(m, _)| m))
-    }
-    fn read_related(&mut self) -> io::Result<Option<(Vec<u8>, Option<RequestId>)>> {
+impl HttpReader {
+    fn next(&mut self) -> Option<target::Incoming> {
         // Ended, and all that came before is read: `ended` first, as all
         // that came before the end is queued by then. (An end told while
         // the queue is not full also leaves its mark there, so a wait
         // that begins now is woken.)
         if self.ended.load(Ordering::SeqCst) && self.incoming.is_empty() {
-            return Ok(None);
+            return None;
         }
         // An empty message marks the end of the session (404, close).
         let next = self.spin.recv_timeout(&self.incoming, Duration::MAX);
-        Ok(next.ok().filter(|(m, _)| !m.is_empty()))
+        next.ok().filter(|(m, _, _)| !m.is_empty())
+    }
+}
+
+impl MessageReader for HttpReader {
+    fn read(&mut self) -> io::Result<Option<Vec<u8>>> {
+        Ok(self.next().map(|(m, _, _)| m))
+    }
+    fn read_related(&mut self) -> io::Result<Option<(Vec<u8>, Option<RequestId>)>> {
+        Ok(self.next().map(|(m, related, _)| (m, related)))
+    }
+    /// A JSON body was parsed already, to see that it answers its POST.
+    fn read_parsed(&mut self) -> io::Result<Option<(ParsedMessage, Option<RequestId>)>> {
+        Ok(self.next().map(|(bytes, related, parsed)| {
+            (
+                parsed.unwrap_or_else(|| crate::jsonrpc::parse(&bytes)),
+                related,
+            )
+        }))
     }
 }
 

@@ -8,7 +8,7 @@ use super::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, MAX_RETRY_DELAY};
 use crate::jsonrpc::{ErrorObject, Message, Parsed, Reply, RequestId, Response};
 use crate::model::ProtocolVersion;
 use crate::sync::{lock, FastMap};
-use crate::transport::connection::DEFAULT_WRITE_TIMEOUT;
+use crate::transport::connection::{ParsedMessage, DEFAULT_WRITE_TIMEOUT};
 use crate::transport::dial;
 use crate::transport::http::socket::{Security, Socket};
 use crossbeam_channel::{Receiver, Sender};
@@ -27,7 +27,7 @@ pub(super) struct SessionState {
 
 /// A message from the server for the client's reader, and the id of our
 /// request whose stream carried it.
-pub(super) type Incoming = (Vec<u8>, Option<RequestId>);
+pub(super) type Incoming = (Vec<u8>, Option<RequestId>, Option<ParsedMessage>);
 
 pub(super) struct Target {
     /// Where the host resolved to, tried in turn for each new connection.
@@ -90,17 +90,16 @@ fn tracked(message: &Value) -> Option<RequestId> {
     RequestId::from_value(message.get("id")?)
 }
 
-/// The response to our request `id` that a JSON body holds (alone, or in
-/// a batch), read as the client's reader reads it; `None` if it holds
-/// none.
-fn response_to(body: &[u8], id: &RequestId) -> Option<Response> {
-    let ours = |m: Message| match m {
+/// The response to our request `id` that a JSON body parsed as holds
+/// (alone, or in a batch); `None` if it holds none.
+fn response_to<'a>(parsed: &'a ParsedMessage, id: &RequestId) -> Option<&'a Response> {
+    let ours = |m: &'a Message| match m {
         Message::Response(r) if r.id() == Some(id) => Some(r),
         _ => None,
     };
-    match crate::jsonrpc::parse(body).ok()? {
+    match parsed.as_ref().ok()? {
         Parsed::Single(m) => ours(m),
-        Parsed::Batch(items) => items.into_iter().filter_map(Result::ok).find_map(ours),
+        Parsed::Batch(items) => items.iter().filter_map(|i| i.as_ref().ok()).find_map(ours),
     }
 }
 
@@ -506,7 +505,7 @@ impl Target {
     /// which must not wait for room).
     pub(super) fn end(&self) {
         self.ended.store(true, Ordering::SeqCst);
-        let _ = self.incoming.try_send((Vec::new(), None));
+        let _ = self.incoming.try_send((Vec::new(), None, None));
     }
 
     fn try_post(self: &Arc<Self>, message: &Value, call: &mut Option<InFlight>) -> io::Result<()> {
@@ -563,24 +562,26 @@ impl Target {
             200 => {
                 let text = body.bounded()?;
                 self.recycle(body);
+                // An empty body is fine for a notification (some servers
+                // send 200 where 202 is the rule).
+                if text.is_empty() && !is_request {
+                    return Ok(());
+                }
                 // A call's body is its response or nothing will answer it
                 // (no stream follows): anything else (empty, not JSON-RPC,
                 // another id) fails it at once rather than at its timeout.
-                // An empty body is fine for a notification (some servers
-                // send 200 where 202 is the rule).
-                let answered = request_id.as_ref().and_then(|id| response_to(&text, id));
+                // Parsed once, here, for the client's reader too.
+                let parsed = crate::jsonrpc::parse(&text);
+                let answered = request_id.as_ref().and_then(|id| response_to(&parsed, id));
                 if is_request && answered.is_none() {
                     return Err(not_an_answer(&text));
-                }
-                if text.is_empty() {
-                    return Ok(());
                 }
                 if teaches {
                     if let Ok(v) = serde_json::from_slice::<Value>(&text) {
                         self.learn(&v);
                     }
                 }
-                self.deliver(text, None);
+                self.deliver_parsed(text, parsed);
                 Ok(())
             }
             404 if self.has_session() => Err(self.session_gone()),
@@ -591,12 +592,13 @@ impl Target {
                 // names it. Any other body answers nothing: the request
                 // fails with the status, and the POST of a notification or
                 // a response fails the same way (its poster logs it).
+                let parsed = crate::jsonrpc::parse(&text);
                 let answers = request_id
                     .as_ref()
-                    .and_then(|id| response_to(&text, id))
+                    .and_then(|id| response_to(&parsed, id))
                     .is_some_and(|r| r.object().contains_key("error"));
                 if answers {
-                    self.deliver(text, None);
+                    self.deliver_parsed(text, parsed);
                     return Ok(());
                 }
                 Err(io::Error::other(format!(
@@ -610,7 +612,13 @@ impl Target {
     /// Hands a message from the server to the client's reader, with the
     /// id of our request whose stream carried it.
     pub(super) fn deliver(&self, bytes: Vec<u8>, related: Option<RequestId>) {
-        let _ = self.incoming.send((bytes, related));
+        let _ = self.incoming.send((bytes, related, None));
+    }
+
+    /// [`deliver`](Self::deliver) with what the bytes parsed as (on no
+    /// stream), so that the reader need not parse them again.
+    fn deliver_parsed(&self, bytes: Vec<u8>, parsed: ParsedMessage) {
+        let _ = self.incoming.send((bytes, None, Some(parsed)));
     }
 
     /// Remembers what a response of the server's teaches: the negotiated
@@ -844,7 +852,7 @@ pub(super) mod tests {
         let result = target.post(message);
         let read: Vec<Value> = queue
             .try_iter()
-            .map(|(m, _)| {
+            .map(|(m, _, _)| {
                 serde_json::from_slice(&m)
                     .unwrap_or_else(|_| Value::from(String::from_utf8_lossy(&m).into_owned()))
             })
