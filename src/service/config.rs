@@ -83,6 +83,7 @@ pub const KEYS: &[&str] = &[
     "mcpServers.NAME.tools.allow",
     "mcpServers.NAME.tools.deny",
     "mcpServers.NAME.timeoutMs",
+    "mcpServers.NAME.maxTotalTimeoutMs",
     "mcpServers.NAME.maxOutputBytes",
     "mcpServers.NAME.perSession",
     "mcpServers.NAME.maxSessions",
@@ -162,6 +163,9 @@ pub struct UpstreamConfig {
     pub deny: Vec<String>,
     /// `timeoutMs` (default [`DEFAULT_UPSTREAM_TIMEOUT`]).
     pub timeout: Duration,
+    /// `maxTotalTimeoutMs` (default none): a limit on a relayed call that
+    /// neither progress nor the upstream's questions extend.
+    pub max_total_timeout: Option<Duration>,
     /// `maxOutputBytes`: a tool result larger than this (as JSON) is cut
     /// (default [`DEFAULT_MAX_OUTPUT_BYTES`]).
     pub max_output_bytes: usize,
@@ -804,6 +808,12 @@ impl Reader<'_> {
             Some(ms) => Duration::from_millis(self.positive(ms, &join(path, "timeoutMs"))?),
             None => DEFAULT_UPSTREAM_TIMEOUT,
         };
+        let max_total_timeout = match o.get("maxTotalTimeoutMs") {
+            Some(ms) => Some(Duration::from_millis(
+                self.positive(ms, &join(path, "maxTotalTimeoutMs"))?,
+            )),
+            None => None,
+        };
         let max_output_bytes = match o.get("maxOutputBytes") {
             Some(n) => self.positive(n, &join(path, "maxOutputBytes"))? as usize,
             None => DEFAULT_MAX_OUTPUT_BYTES,
@@ -829,6 +839,7 @@ impl Reader<'_> {
             allow,
             deny,
             timeout,
+            max_total_timeout,
             max_output_bytes,
             restart,
             backoff,
@@ -1526,7 +1537,7 @@ mod tests {
   "files": {"command": "npx", "args": ["-y", "server-fs", "${HOME_DIR}"], "env": {"A": "1"}},
   "web": {"type": "http", "url": "http://127.0.0.1:9/mcp", "enabled": false},
   "odd.name": {"command": "x", "namespace": "odd", "tools": {"allow": ["read_*"], "deny": ["read_secret"]},
-               "timeoutMs": 5000, "restart": {"intensity": 2, "backoffMs": 100}}
+               "timeoutMs": 5000, "maxTotalTimeoutMs": 60000, "restart": {"intensity": 2, "backoffMs": 100}}
 }}"#,
         )
         .unwrap();
@@ -1546,6 +1557,8 @@ mod tests {
         );
         assert_eq!(o.backoff, Duration::from_millis(100));
         assert_eq!(o.timeout, Duration::from_secs(5));
+        assert_eq!(o.max_total_timeout, Some(Duration::from_secs(60)));
+        assert_eq!(f.max_total_timeout, None);
         let p = parse(
             r#"{"mcpServers": {"b": {"command": "x", "perSession": true, "maxSessions": 3}}}"#,
         )

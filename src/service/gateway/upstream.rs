@@ -156,6 +156,7 @@ pub(crate) fn client_options(cfg: &UpstreamConfig) -> ClientOptions {
         name: "mcpvisor".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         request_timeout: START_TIMEOUT,
+        max_total_timeout: cfg.max_total_timeout,
         callback_threads: RELAY_THREADS,
         generation: match cfg.protocol {
             UpstreamProtocol::Auto => Generation::Auto,
