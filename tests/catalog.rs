@@ -179,6 +179,34 @@ fn a_pass_through_tools_definition_and_result_arrive_untouched() {
     assert_eq!(*seen_args.lock().unwrap(), args);
 }
 
+/// Reads every `x://` URI, listed nowhere.
+struct Unlisted;
+
+impl mcpvisor::protocol::catalog::TemplateEntry for Unlisted {
+    fn definition(&self) -> &Value {
+        &Value::Null
+    }
+    fn matches(&self, uri: &str) -> bool {
+        uri.starts_with("x://")
+    }
+    fn read(&self, uri: &str, _: &Context) -> Result<Value, ErrorObject> {
+        Ok(json!({"contents": [{"uri": uri, "text": "read"}]}))
+    }
+}
+
+#[test]
+fn a_reader_reads_what_it_matches_and_is_listed_nowhere() {
+    let f = fixture();
+    f.server
+        .replace_source("up", Source::new().reader(Arc::new(Unlisted)))
+        .unwrap();
+    let read = f.client.read_resource("x://anything/at/all").unwrap();
+    assert_eq!(read["contents"][0]["text"], "read");
+    assert!(f.client.list_resource_templates().unwrap().is_empty());
+    assert!(f.client.list_resources().unwrap().is_empty());
+    assert!(f.client.read_resource("y://other").is_err());
+}
+
 struct Custom;
 
 impl MethodFallback for Custom {

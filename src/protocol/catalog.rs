@@ -111,6 +111,7 @@ pub struct Source {
     pub(crate) tools: Vec<Arc<dyn ToolEntry>>,
     pub(crate) resources: Vec<Arc<dyn ResourceEntry>>,
     pub(crate) templates: Vec<Arc<dyn TemplateEntry>>,
+    pub(crate) readers: Vec<Arc<dyn TemplateEntry>>,
     pub(crate) prompts: Vec<Arc<dyn PromptEntry>>,
     pub(crate) completions: Vec<(CompletionRef, Arc<dyn CompletionEntry>)>,
     pub(crate) skills: Vec<Arc<Skill>>,
@@ -136,6 +137,14 @@ impl Source {
         self.templates.push(template);
         self
     }
+    /// Adds a reader: like a template, it reads the URIs it matches that
+    /// no resource or template does, but it is not listed (its
+    /// definition is never asked for). A gateway reads an upstream's
+    /// unlisted resources through one.
+    pub fn reader(mut self, reader: Arc<dyn TemplateEntry>) -> Self {
+        self.readers.push(reader);
+        self
+    }
     /// Adds a prompt.
     pub fn prompt(mut self, prompt: Arc<dyn PromptEntry>) -> Self {
         self.prompts.push(prompt);
@@ -157,6 +166,7 @@ impl Source {
         self.tools.is_empty()
             && self.resources.is_empty()
             && self.templates.is_empty()
+            && self.readers.is_empty()
             && self.prompts.is_empty()
             && self.completions.is_empty()
     }
@@ -253,6 +263,8 @@ pub(crate) struct View {
     pub(crate) tools: Listing<dyn ToolEntry>,
     pub(crate) resources: Listing<dyn ResourceEntry>,
     pub(crate) templates: Listing<dyn TemplateEntry>,
+    /// Unlisted readers, in the order of their sources ([`Source::reader`]).
+    pub(crate) readers: Vec<Arc<dyn TemplateEntry>>,
     pub(crate) prompts: Listing<dyn PromptEntry>,
     pub(crate) completions: HashMap<CompletionRef, Arc<dyn CompletionEntry>>,
     /// Skills by the URI of their `SKILL.md`.
@@ -364,7 +376,9 @@ fn build(sources: &BTreeMap<String, Arc<Prepared>>, changed: &str) -> View {
     );
     let mut completions = HashMap::new();
     let mut skills = BTreeMap::new();
+    let mut readers = Vec::new();
     for (id, s) in sources {
+        readers.extend(s.source.readers.iter().cloned());
         for k in &s.source.skills {
             skills.entry(k.uri.clone()).or_insert_with(|| k.clone());
         }
@@ -380,6 +394,7 @@ fn build(sources: &BTreeMap<String, Arc<Prepared>>, changed: &str) -> View {
         tools: strip(tools),
         resources: strip(resources),
         templates: strip(templates),
+        readers,
         prompts: strip(prompts),
         completions,
         skills,
@@ -462,7 +477,10 @@ impl Catalog {
         match name {
             "tools" => self.enabled.tools || !v.tools.is_empty(),
             "resources" => {
-                self.enabled.resources || !v.resources.is_empty() || !v.templates.is_empty()
+                self.enabled.resources
+                    || !v.resources.is_empty()
+                    || !v.templates.is_empty()
+                    || !v.readers.is_empty()
             }
             "prompts" => self.enabled.prompts || !v.prompts.is_empty(),
             "logging" => true,

@@ -363,8 +363,9 @@ fn read_resource(ctx: &Context, req: Request) -> Result<Value, ErrorObject> {
     } else {
         RESOURCE_NOT_FOUND
     };
-    match view.templates.values().find(|t| t.entry.matches(uri)) {
-        Some(t) => t.entry.read(uri, ctx),
+    let template = view.templates.values().map(|t| &t.entry);
+    match template.chain(&view.readers).find(|t| t.matches(uri)) {
+        Some(t) => t.read(uri, ctx),
         None => Err(
             ErrorObject::new(code, format!("Resource not found: {}", excerpt(uri)))
                 .with_data(json!({"uri": uri})),

@@ -65,6 +65,17 @@ impl Route {
     fn namespace(&self) -> &str {
         &self.shared.namespace
     }
+
+    /// Makes the upstream's URIs in `content` ours ([`ours`]) when it
+    /// serves resources: reading them then reaches it (an unlisted one
+    /// through its reader). An upstream that serves none keeps its URIs,
+    /// which the gateway could not read.
+    fn own_uris(&self, content: &mut Value) {
+        let caps = self.shared.client.server_capabilities();
+        if caps.get("resources").is_some_and(|r| !r.is_null()) {
+            ours(content, self.namespace());
+        }
+    }
 }
 
 /// A result without what names the upstream's generation and software
@@ -237,7 +248,7 @@ impl ToolEntry for Tool {
                         self.original
                     ))));
                 };
-                ours(content, self.route.namespace());
+                self.route.own_uris(content);
                 Ok(Answer::Json(cut(
                     v,
                     self.route.shared.max_output_bytes,
@@ -270,7 +281,7 @@ impl PromptEntry for Prompt {
             .map_err(into_error)?;
         if let Some(messages) = result.get_mut("messages").and_then(Value::as_array_mut) {
             for content in messages.iter_mut().filter_map(|m| m.get_mut("content")) {
-                ours(content, self.route.namespace());
+                self.route.own_uris(content);
             }
         }
         Ok(result)

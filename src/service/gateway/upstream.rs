@@ -639,6 +639,12 @@ fn fetch(
         }
     }
     if has("resources") {
+        // What it does not list is read through it too: the links its
+        // tools return, which the gateway makes ours.
+        source = source.reader(Arc::new(proxy::Template {
+            definition: Value::Null,
+            route: route.clone(),
+        }));
         for def in list(client.list_resources())? {
             let Some(original) = def.get("uri").and_then(Value::as_str) else {
                 continue;
