@@ -202,6 +202,10 @@ struct RunState {
     // Set once the call runs as a task (SEP-2663): its questions,
     // cancellation and outcome go through the task from then on.
     task: Option<Arc<Task>>,
+    // The task this `tools/call` started, its answer the task's handle:
+    // ended with the call if the call is cancelled before it is answered
+    // (no client would learn of it).
+    started: Option<Arc<Task>>,
     // Whether the handler may make the call a task (`detach`).
     detachable: bool,
 }
@@ -355,6 +359,11 @@ impl Context {
         drop(state);
         self.exchange.request_done(&self.request_id);
         true
+    }
+
+    /// Records the task this call started (see `RunState::started`).
+    pub(crate) fn started_task(&self, task: Arc<Task>) {
+        lock(&self.state).started = Some(task);
     }
 
     /// Lets this call become a task with [`Context::detach`] (its tool
@@ -626,6 +635,7 @@ impl Context {
     pub(crate) fn finish(&self, outcome: Result<Answer, ErrorObject>) {
         let mut state = lock(&self.state);
         state.finished = true;
+        let started = state.started.take();
         if let Some(task) = state.task.clone() {
             // A task's outcome is kept for `tasks/get`; its request was
             // answered when it became one.
@@ -636,6 +646,11 @@ impl Context {
             );
         }
         let out = if self.cancel.is_cancelled() {
+            if let Some(task) = started {
+                self.engine()
+                    .tasks
+                    .abandon(&task, "the call was cancelled as it became a task");
+            }
             Outgoing::Suppressed {
                 id: self.request_id.clone(),
             }

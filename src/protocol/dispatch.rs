@@ -331,13 +331,10 @@ fn call_tool(ctx: &Context, req: Request) -> Result<Answer, ErrorObject> {
             let args = arguments.clone();
             let run_entry = tool.entry.clone();
             if let Some((created, task)) = tasks::start(ctx, move |c| run_entry.call(args, c)) {
-                // A call cancelled as its task started gets no answer, so
-                // no one would learn of the task: it ends too.
-                if ctx.is_cancelled() {
-                    ctx.engine()
-                        .tasks
-                        .abandon(&task, "the call was cancelled as it became a task");
-                }
+                // A call cancelled before it is answered gets no answer, so
+                // no one would learn of the task: it ends with the call
+                // (`Context::finish`).
+                ctx.started_task(task);
                 return Ok(Answer::Json(created));
             }
             if entry.task_support() == tasks::TaskSupport::Required {
