@@ -76,6 +76,8 @@ pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// that takes it and never answers fails the connection after this, as
 /// `initialize` fails at its request timeout.
 pub const INITIALIZED_TIMEOUT: Duration = Duration::from_secs(60);
+/// Redirects (307, 308, to the same origin) one request follows at most: 3.
+pub const MAX_REDIRECTS: usize = 3;
 
 /// Parses `http://host[:port]/path` (or `https://…`): the addresses the
 /// host resolves to (each tried in turn when connecting), the `Host`
@@ -290,7 +292,7 @@ impl Connection {
             addrs,
             security,
             host,
-            path,
+            path: Mutex::new(path),
             session: Mutex::new(SessionState::default()),
             incoming: tx,
             ended: ended.clone(),

@@ -4,7 +4,7 @@
 use super::pool::Pool;
 use super::response::{read_head, Body, Head};
 use super::stateless::{learn_bindings, stateless_call, stateless_headers, ParamBindings};
-use super::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, MAX_RETRY_DELAY};
+use super::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, MAX_REDIRECTS, MAX_RETRY_DELAY};
 use crate::jsonrpc::{ErrorObject, Message, Parsed, Reply, RequestId, Response};
 use crate::model::ProtocolVersion;
 use crate::sync::{lock, FastMap};
@@ -34,7 +34,9 @@ pub(super) struct Target {
     pub(super) addrs: Vec<SocketAddr>,
     pub(super) security: Security,
     pub(super) host: String,
-    pub(super) path: String,
+    /// The endpoint's path (a 308 to another path on the same origin
+    /// moves it).
+    pub(super) path: Mutex<String>,
     pub(super) session: Mutex<SessionState>,
     // Each message with the id of our request whose response stream carried
     // it (None: a JSON body, the standalone stream). An empty message marks
@@ -255,8 +257,73 @@ impl Target {
     /// request is sent once more on a new connection, as browsers do. A
     /// server that failed while handling it would look the same: only then
     /// can a request arrive twice.
+    ///
+    /// A 307 or 308 to another path on the same origin is followed, at
+    /// most [`MAX_REDIRECTS`] times, with the same method and body (a
+    /// server mounted at `/mcp/` that redirects `/mcp` to it); a 308 moves
+    /// the endpoint for later requests too. One to another origin is not
+    /// (the request's headers, its credentials, are the origin's).
     pub(super) fn request(
         self: &Arc<Self>,
+        method: &str,
+        body: Option<&[u8]>,
+        extra: &[(&str, String)],
+        silence: Option<Duration>,
+        call: Option<&InFlight>,
+    ) -> io::Result<(Head, Body<BufReader<Socket>>)> {
+        let mut path = lock(&self.path).clone();
+        for _ in 0..MAX_REDIRECTS {
+            let (head, mut answer) = self.request_at(&path, method, body, extra, silence, call)?;
+            let Some(to) = self.redirected(&head) else {
+                return Ok((head, answer));
+            };
+            // Read whole, so that its connection serves the next request.
+            let _ = answer.bounded();
+            self.recycle(answer);
+            log::info!("client: {method} {path}: HTTP {} to {to}", head.status);
+            if head.status == 308 {
+                lock(&self.path).clone_from(&to);
+            }
+            path = to;
+        }
+        self.request_at(&path, method, body, extra, silence, call)
+    }
+
+    /// Where a 307 or 308 sends the request, if it is a path on this
+    /// origin (an absolute path, or a URL of this scheme, host and port)
+    /// that can go into a request line.
+    fn redirected(&self, head: &Head) -> Option<String> {
+        if !matches!(head.status, 307 | 308) {
+            return None;
+        }
+        let location = head.header("location")?.trim();
+        let path = if location.starts_with('/') && !location.starts_with("//") {
+            location
+        } else {
+            let scheme = match self.security {
+                Security::Plain => "http://",
+                #[cfg(feature = "https")]
+                Security::Tls { .. } => "https://",
+            };
+            let rest = location
+                .get(..scheme.len())
+                .filter(|s| s.eq_ignore_ascii_case(scheme))
+                .map(|_| &location[scheme.len()..])?;
+            let (authority, path) = rest.split_at(rest.find('/')?);
+            if !authority.eq_ignore_ascii_case(&self.host) {
+                return None;
+            }
+            path
+        };
+        path.bytes()
+            .all(|b| b.is_ascii_graphic())
+            .then(|| path.to_owned())
+    }
+
+    /// [`request`](Self::request) to `path`, redirects not followed.
+    fn request_at(
+        self: &Arc<Self>,
+        path: &str,
         method: &str,
         body: Option<&[u8]>,
         extra: &[(&str, String)],
@@ -271,7 +338,7 @@ impl Target {
         // is resumed: closing it cancels the call.
         if !call.is_some_and(|c| c.stateless) {
             if let Some(socket) = self.idle_socket() {
-                match self.exchange(Some(socket), method, body, extra, silence, call) {
+                match self.exchange(Some(socket), path, method, body, extra, silence, call) {
                     Err(e) if e.get_ref().is_some_and(|i| i.is::<Unanswered>()) => {
                         log::debug!("client: {e}; sending the request again on a new connection");
                     }
@@ -279,14 +346,16 @@ impl Target {
                 }
             }
         }
-        self.exchange(None, method, body, extra, silence, call)
+        self.exchange(None, path, method, body, extra, silence, call)
     }
 
     /// [`request`](Self::request) on `kept` (a connection kept alive) or a
     /// new connection.
+    #[allow(clippy::too_many_arguments)]
     fn exchange(
         self: &Arc<Self>,
         kept: Option<Socket>,
+        path: &str,
         method: &str,
         body: Option<&[u8]>,
         extra: &[(&str, String)],
@@ -339,7 +408,7 @@ impl Target {
             target: Arc::downgrade(self),
             key,
         };
-        let mut head = format!("{method} {} HTTP/1.1\r\nHost: {}\r\n", self.path, self.host);
+        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\n", self.host);
         if !keep {
             head.push_str("Connection: close\r\n");
         }
@@ -674,7 +743,7 @@ pub(super) mod tests {
             addrs: vec![addr],
             security: Security::Plain,
             host: addr.to_string(),
-            path: "/mcp".into(),
+            path: Mutex::new("/mcp".into()),
             session: Mutex::default(),
             incoming,
             ended: Arc::default(),
@@ -898,6 +967,66 @@ pub(super) mod tests {
             let (result, read) = posted(&call_7(), answer("200 OK", json, ours));
             result.unwrap();
             assert_eq!(read, [serde_json::from_str::<Value>(ours).unwrap()]);
+        }
+    }
+
+    #[test]
+    fn a_redirect_on_this_origin_is_followed_and_a_permanent_one_remembered() {
+        let ours = r#"{"jsonrpc": "2.0", "id": 7, "result": {"content": []}}"#;
+        let moved = |status: &str, to: &str| {
+            format!("HTTP/1.1 {status}\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        };
+        for (status, location, kept) in [
+            ("307 Temporary Redirect", "/mcp/".to_owned(), "/mcp"),
+            ("308 Permanent Redirect", "/mcp/".to_owned(), "/mcp/"),
+        ] {
+            let (addr, seen) = serve(vec![
+                moved(status, &location),
+                answer("200 OK", "application/json", ours),
+            ]);
+            let (target, _closing, queue) = target_at(addr);
+            let (id, call) = Call::of(&call_7()).unwrap();
+            lock(&target.calls).insert(id, call);
+            target.post(&call_7()).unwrap();
+            let lines: Vec<String> = seen
+                .try_iter()
+                .map(|(r, _)| r.lines().next().unwrap_or_default().to_owned())
+                .collect();
+            assert_eq!(
+                lines,
+                ["POST /mcp HTTP/1.1", "POST /mcp/ HTTP/1.1"],
+                "{status}"
+            );
+            assert_eq!(queue.try_iter().count(), 1, "{status}: the answer");
+            assert_eq!(*lock(&target.path), kept, "{status}");
+        }
+        // A URL of this origin is a path on it; its scheme and host are
+        // read without regard to case.
+        let (target, _closing, _queue) = target_at(SocketAddr::from(([127, 0, 0, 1], 9)));
+        let head = |location: &str| {
+            let text = format!("HTTP/1.1 308 Permanent Redirect\r\nLocation: {location}\r\n\r\n");
+            read_head(&mut text.as_bytes()).unwrap()
+        };
+        assert_eq!(
+            target
+                .redirected(&head("HTTP://127.0.0.1:9/mcp/"))
+                .as_deref(),
+            Some("/mcp/")
+        );
+        assert_eq!(target.redirected(&head("https://127.0.0.1:9/mcp/")), None);
+        assert_eq!(target.redirected(&head("http://127.0.0.1:10/mcp/")), None);
+        // To another origin, or not a path: not followed, the call fails.
+        for location in [
+            "http://elsewhere.example/mcp/",
+            "//elsewhere.example/mcp/",
+            "/m cp",
+        ] {
+            let (addr, seen) = serve(vec![moved("307 Temporary Redirect", location)]);
+            let (target, _closing, _queue) = target_at(addr);
+            let (id, call) = Call::of(&call_7()).unwrap();
+            lock(&target.calls).insert(id, call);
+            assert!(target.post(&call_7()).is_err(), "{location}");
+            assert_eq!(seen.try_iter().count(), 1, "{location}");
         }
     }
 
