@@ -622,6 +622,39 @@ fn json_only_mode_sends_requests_to_the_client_on_the_get_stream_or_fails_them_a
 }
 
 #[test]
+fn a_broken_answer_to_the_server_s_request_is_refused_and_fails_it_at_once() {
+    let (http, _s, _g) =
+        test_server(HttpOptions::default().with_response_mode(ResponseMode::JsonOnly));
+    let addr = http.local_addr();
+    let sid = initialize(addr, &[]);
+    let sh = ("Mcp-Session-Id", sid.as_str());
+    let mut get = send(
+        addr,
+        "GET",
+        "/mcp",
+        &[("Accept", "text/event-stream"), sh],
+        b"",
+    );
+    assert_eq!(get.status, 200);
+    let _prime = get.event();
+    std::thread::scope(|s| {
+        let pending = s.spawn(|| answer(post(addr, Some(&sid), &call(6, "asks", json!({})), &[])));
+        let (_, request) = get.message().expect("the request on the GET stream");
+        // Both result and error: refused, and the handler learns now
+        // (its own wait is 600 s).
+        let broken = json!({"jsonrpc":"2.0","id":request["id"],"result":{},"error":{"code":1,"message":"x"}});
+        assert_eq!(post(addr, Some(&sid), &broken, &[]).status, 400);
+        let (_, msgs) = pending.join().unwrap();
+        let text = msgs[0]["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(text.contains("malformed"), "{}", msgs[0]);
+    });
+    drop(get);
+    http.shutdown().unwrap();
+}
+
+#[test]
 fn standalone_stream_carries_server_messages_and_is_exclusive() {
     let (http, server, _g) = default_server();
     let addr = http.local_addr();

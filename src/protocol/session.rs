@@ -349,7 +349,14 @@ impl Session {
         if let Some(reply) = error.reply() {
             sink.send(Outgoing::Response(reply));
         }
-        // A broken answer to one of our requests fails it now.
+        self.fail_answered(&error);
+    }
+
+    /// Fails the request of ours that `error`, a broken response, answers
+    /// (if its id could be read): its handler learns now, not at its
+    /// timeout. For transports that refuse the message themselves (an
+    /// HTTP 400, a dead letter) and log it.
+    pub(crate) fn fail_answered(&self, error: &ParseError) {
         if let Some(failed) = error.failed_response("client") {
             self.handle_response(failed);
         }
@@ -422,6 +429,13 @@ impl Session {
         let route = match method {
             "server/discover" => Route::Inline(dispatch::discover),
             super::LISTEN => {
+                // An id in use, by a stream or a request in flight.
+                let id = request.id();
+                if self.engine.listeners.holds(self.key(), id)
+                    || lock(&self.inflight).contains_key(id)
+                {
+                    return self.refuse_duplicate(id, sink);
+                }
                 if let Err(e) = self.engine.listeners.open(self, &request, sink) {
                     respond(sink, request.id(), Err(e));
                 }

@@ -1167,6 +1167,12 @@ impl Link<'_> {
         correlation_id: Option<String>,
         why: Rejection,
     ) -> Result<(), Outcome> {
+        // A broken answer to one of a session's requests still fails it now.
+        if let (Rejection::Invalid(e), Some(id)) = (&why, &envelope.session) {
+            if let Some(s) = self.shared.sessions.get(id, &None) {
+                s.mcp.fail_answered(e);
+            }
+        }
         if let (Some(reply), Some(reply_to)) = (why.reply(), &envelope.reply_to) {
             self.perform(Work::Publish {
                 body: jsonrpc::to_text(&reply).into_bytes(),

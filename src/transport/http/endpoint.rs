@@ -208,7 +208,17 @@ impl Endpoint {
         cors: &[(String, String)],
     ) -> Result<Reply, Response> {
         // The head passed `check_head` before the body was read.
-        let parsed = jsonrpc::parse(&req.body).map_err(refused)?;
+        let parsed = jsonrpc::parse(&req.body).map_err(|e| {
+            // Refused; a broken answer to one of a session's requests
+            // still fails that request now.
+            if let Some(s) = req
+                .header("mcp-session-id")
+                .and_then(|sid| self.sessions.get(sid, &owner))
+            {
+                s.mcp().fail_answered(&e);
+            }
+            refused(e)
+        })?;
         if req.header("mcp-session-id").is_none() && stateless::is_stateless(&req, &parsed) {
             return Ok(self.stateless(req, parsed, owner, stream, cors));
         }
