@@ -232,6 +232,37 @@ fn task_storage_stays_bounded_under_10000_abandoned_tasks() {
 }
 
 #[test]
+fn one_client_fills_only_its_share_of_the_task_storage() {
+    let options = TaskOptions {
+        max_tasks: 8,
+        max_per_owner: 2,
+        ..Default::default()
+    };
+    let s = server(options, Arc::default());
+    let is_task = |c: &Client| {
+        matches!(
+            c.call_tool_as_task("instant", json!({})).unwrap(),
+            ToolCall::Task(_)
+        )
+    };
+    // A session has a share of its own; past it, a plain call.
+    for c in [
+        client(&s, Generation::Sessions, true),
+        client(&s, Generation::Sessions, true),
+    ] {
+        assert!(is_task(&c) && is_task(&c));
+        assert!(!is_task(&c), "over its share: a plain call");
+    }
+    // Stateless requests without a credential are one client.
+    let (x, y) = (
+        client(&s, Generation::Stateless, true),
+        client(&s, Generation::Stateless, true),
+    );
+    assert!(is_task(&x) && is_task(&x));
+    assert!(!is_task(&y), "the stateless share is taken");
+}
+
+#[test]
 fn expired_tasks_are_dropped_and_make_room() {
     let ttl = Duration::from_secs(2);
     let options = TaskOptions {

@@ -331,7 +331,7 @@ impl Context {
         let Some(task) = self
             .engine()
             .tasks
-            .create(self.credential(), self.session_id())
+            .create(self.credential(), self.task_session())
         else {
             return false;
         };
@@ -359,6 +359,18 @@ impl Context {
         drop(state);
         self.exchange.request_done(&self.request_id);
         true
+    }
+
+    /// The session whose task quota a task this request makes counts
+    /// against, with its [`credential`](Self::credential): none (`""`) for
+    /// a stateless request, whose session is its own, so that stateless
+    /// requests without a credential are one owner.
+    pub(crate) fn task_session(&self) -> &str {
+        if self.protocol.version.is_stateless() {
+            ""
+        } else {
+            self.session_id()
+        }
     }
 
     /// Records the task this call started (see `RunState::started`).

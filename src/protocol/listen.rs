@@ -188,12 +188,6 @@ impl Listeners {
             )));
         }
         let mine = || open.iter().filter(|l| l.session == listener.session);
-        if mine().any(|l| l.id == listener.id) {
-            return Err(ErrorObject::invalid_request(format!(
-                "request id {} is already in use by a listen stream",
-                listener.id
-            )));
-        }
         let uris: usize = mine().map(|l| l.filter.uris.len()).sum();
         if mine().count() >= MAX_LISTENERS_PER_SESSION
             || uris + listener.filter.uris.len() > MAX_SUBSCRIPTIONS
@@ -254,6 +248,13 @@ impl Listeners {
             log::debug!("listen stream {id} cancelled");
         }
         removed
+    }
+
+    /// Whether `session` has a stream open with request id `id`.
+    pub(crate) fn holds(&self, session: u64, id: &RequestId) -> bool {
+        lock(&self.open)
+            .iter()
+            .any(|l| l.session == session && &l.id == id)
     }
 
     /// How many streams are open.

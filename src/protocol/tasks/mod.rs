@@ -289,7 +289,7 @@ pub(crate) fn start(
     let engine = ctx.engine().clone();
     // Counted before the task exists: a full house makes no task.
     let place = engine.tasks.thread_place()?;
-    let Some(task) = engine.tasks.create(ctx.credential(), ctx.session_id()) else {
+    let Some(task) = engine.tasks.create(ctx.credential(), ctx.task_session()) else {
         drop(place);
         return None;
     };

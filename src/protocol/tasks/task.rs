@@ -60,7 +60,7 @@ impl TaskStatus {
 pub(crate) enum Owner {
     /// A bearer token's digest.
     Credential([u8; 32]),
-    /// A session's id.
+    /// A session's id (empty for stateless requests: one owner).
     Session(String),
 }
 
