@@ -697,3 +697,45 @@ fn tcp_idle_connections_are_closed_and_the_cap_holds() {
     );
     tcp.shutdown().unwrap();
 }
+
+/// `max_total_timeout` covers a stateless call's every input-required
+/// round and the questions between them, not each round afresh.
+#[test]
+fn a_total_limit_covers_every_input_required_round() {
+    let server = Server::builder("rounds", "1")
+        .tool(Tool::new(
+            "asks_forever",
+            json!({"type": "object"}),
+            |_, ctx| {
+                let mut round = 0;
+                loop {
+                    round += 1;
+                    let question = mcpvisor::protocol::InputRequest::elicit(json!({
+                        "message": format!("question {round}"),
+                        "requestedSchema": {"type": "object", "properties": {}}
+                    }))
+                    .key(format!("q{round}"));
+                    ctx.input(question)?;
+                }
+            },
+        ))
+        .build()
+        .unwrap();
+    let (a, b) = memory::pair();
+    server.serve_memory(a).unwrap();
+    let options = ClientOptions {
+        generation: mcpvisor::client::Generation::Stateless,
+        max_total_timeout: Some(Duration::from_millis(600)),
+        elicitation: Some(Arc::new(|_| {
+            // Each answer takes a while: 16 rounds take longer than the limit.
+            std::thread::sleep(Duration::from_millis(100));
+            Ok(json!({"action": "accept", "content": {}}))
+        })),
+        ..Default::default()
+    };
+    let c = Client::connect(b.into_connection(), options).unwrap();
+    match c.call_tool("asks_forever", json!({})) {
+        Err(ClientError::Timeout { .. }) => {}
+        other => panic!("{other:?}"),
+    }
+}

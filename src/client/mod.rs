@@ -47,7 +47,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Default timeout of one request.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -156,7 +156,9 @@ pub struct ClientOptions {
     /// Per-request timeout (default [`DEFAULT_REQUEST_TIMEOUT`]); progress
     /// notifications restart it.
     pub request_timeout: Duration,
-    /// A total limit that progress cannot extend (default none).
+    /// A total limit on a call that progress cannot extend, nor (for a
+    /// stateless server) its input-required rounds and the questions
+    /// answered between them (default none).
     pub max_total_timeout: Option<Duration>,
     /// Answers `sampling/createMessage`; advertised as a capability only when set.
     pub sampling: Option<RequestHandler>,
@@ -574,7 +576,8 @@ impl Client {
         // Never with a stateless `_meta`: a session starts here.
         *lock(&self.shared.stateless_meta) = None;
         // Never cancelled: see `Outbound::call`.
-        let result = self.send_once("initialize", params, CallOptions::default())?;
+        let deadline = self.total_deadline();
+        let result = self.send_once("initialize", params, CallOptions::default(), deadline)?;
         let version = result
             .get("protocolVersion")
             .and_then(Value::as_str)
@@ -621,13 +624,15 @@ impl Client {
         params: Value,
         opts: CallOptions,
     ) -> Result<Value, ClientError> {
+        // One total limit for all its rounds and the questions between.
+        let deadline = self.total_deadline();
         let meta = lock(&self.shared.stateless_meta).clone();
         let Some(meta) = meta else {
-            return self.send_once(method, params, opts);
+            return self.send_once(method, params, opts, deadline);
         };
         let mut params = stateless::with_meta(params, &meta);
         for _ in 0..=MAX_INPUT_ROUNDS {
-            let result = self.send_once(method, params.clone(), opts.clone())?;
+            let result = self.send_once(method, params.clone(), opts.clone(), deadline)?;
             if !stateless::input_required(&result) {
                 return Ok(result);
             }
@@ -642,11 +647,21 @@ impl Client {
         )))
     }
 
+    /// When [`ClientOptions::max_total_timeout`] from now ends, if set.
+    fn total_deadline(&self) -> Option<Instant> {
+        self.shared
+            .options
+            .max_total_timeout
+            .map(crate::wait::deadline_in)
+    }
+
+    /// One request, given up at `deadline` (its total limit) if set.
     fn send_once(
         &self,
         method: &str,
         params: Value,
         opts: CallOptions,
+        deadline: Option<Instant>,
     ) -> Result<Value, ClientError> {
         let shared = &self.shared;
         if shared.closed.load(Ordering::SeqCst) {
@@ -654,7 +669,8 @@ impl Client {
         }
         let wait = Wait {
             timeout: opts.timeout.unwrap_or(shared.options.request_timeout),
-            total: shared.options.max_total_timeout,
+            // What is left of it: a round after the limit times out at once.
+            total: deadline.map(|d| d.saturating_duration_since(Instant::now())),
             cancel: opts.cancel.as_ref().map(CancelToken::receiver),
             progress: opts.progress,
             association: opts.on_request,
