@@ -284,9 +284,11 @@ fn one_connection_s_listen_streams_are_bounded_and_their_ids_unique() {
             "{ack}"
         );
     }
-    // An id a stream has.
+    // An id a stream has: refused with id null (with its id, the client
+    // would take it for the end of that stream).
     let refused = listen(&mut p, "l3".into(), vec![]);
     assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert_eq!(refused["id"], Value::Null, "{refused}");
     // One stream too many.
     let refused = listen(&mut p, "l16".into(), vec![]);
     assert_eq!(refused["error"]["code"], -32603, "{refused}");

@@ -390,15 +390,20 @@ impl Peer {
                 result_def(&method)
             };
             assert_valid(v, def, result);
-        } else if v >= "2026-07-28" {
-            assert_valid(v, error_def(m), m);
         } else if m.get("id") == Some(&Value::Null) {
-            // JSON-RPC 2.0 (and our checklist) answer an unreadable request
-            // with `"id": null`; no MCP schema can express null ids, the
-            // newest lets the id be absent. Validate everything but the id.
+            // JSON-RPC 2.0 (and our checklist) answer a request whose id
+            // cannot be read, or used, with `"id": null`; no MCP schema can
+            // express null ids, the newest let the id be absent. Validate
+            // everything but the id.
             let mut without_id = m.clone();
             without_id.as_object_mut().unwrap().remove("id");
-            assert_valid("2025-11-25", "JSONRPCErrorResponse", &without_id);
+            if v >= "2026-07-28" {
+                assert_valid(v, error_def(&without_id), &without_id);
+            } else {
+                assert_valid("2025-11-25", "JSONRPCErrorResponse", &without_id);
+            }
+        } else if v >= "2026-07-28" {
+            assert_valid(v, error_def(m), m);
         } else {
             assert_valid(
                 v,
