@@ -65,17 +65,6 @@ impl Route {
     fn namespace(&self) -> &str {
         &self.shared.namespace
     }
-
-    /// Makes the upstream's URIs in `content` ours ([`ours`]) when it
-    /// serves resources: reading them then reaches it (an unlisted one
-    /// through its reader). An upstream that serves none keeps its URIs,
-    /// which the gateway could not read.
-    fn own_uris(&self, content: &mut Value) {
-        let caps = self.shared.client.server_capabilities();
-        if caps.get("resources").is_some_and(|r| !r.is_null()) {
-            ours(content, self.namespace());
-        }
-    }
 }
 
 /// A result without what names the upstream's generation and software
@@ -248,7 +237,7 @@ impl ToolEntry for Tool {
                         self.original
                     ))));
                 };
-                self.route.own_uris(content);
+                ours(content, self.route.namespace());
                 Ok(Answer::Json(cut(
                     v,
                     self.route.shared.max_output_bytes,
@@ -281,7 +270,7 @@ impl PromptEntry for Prompt {
             .map_err(into_error)?;
         if let Some(messages) = result.get_mut("messages").and_then(Value::as_array_mut) {
             for content in messages.iter_mut().filter_map(|m| m.get_mut("content")) {
-                self.route.own_uris(content);
+                ours(content, self.route.namespace());
             }
         }
         Ok(result)
@@ -372,7 +361,8 @@ fn cut(result: Value, max: usize, upstream: &str) -> Value {
 
 /// Makes the upstream's URIs in content blocks (`resource_link`, an
 /// embedded `resource`; one block or a list) ours, so that reading them
-/// reaches the upstream again.
+/// reaches the upstream again, and so that no upstream can label what it
+/// returns as another's resource (or the daemon's own).
 fn ours(content: &mut Value, namespace: &str) {
     let blocks: Vec<&mut Value> = match content {
         Value::Array(list) => list.iter_mut().collect(),
