@@ -78,9 +78,8 @@ impl Posters {
         let Some(jobs) = &self.jobs else {
             return Err(io::ErrorKind::BrokenPipe.into());
         };
-        if !is_request(&message)
-            && self.not_requests.fetch_add(1, Ordering::SeqCst) >= self.max_not_requests
-        {
+        let counted = !is_request(&message);
+        if counted && self.not_requests.fetch_add(1, Ordering::SeqCst) >= self.max_not_requests {
             self.not_requests.fetch_sub(1, Ordering::SeqCst);
             log::warn!(
                 "client: the server has left {} POSTs of answers and notifications unanswered; \
@@ -96,9 +95,12 @@ impl Posters {
         if take_one(&self.idle) {
             // An idle thread waits for it (it was counted before it began
             // to wait, and only leaves uncounted).
-            return jobs
-                .send(message)
-                .map_err(|_| io::ErrorKind::BrokenPipe.into());
+            return jobs.send(message).map_err(|_| {
+                if counted {
+                    self.not_requests.fetch_sub(1, Ordering::SeqCst);
+                }
+                io::ErrorKind::BrokenPipe.into()
+            });
         }
         let (run, rx, idle) = (self.run.clone(), self.rx.clone(), self.idle.clone());
         let not_requests = self.not_requests.clone();
@@ -129,6 +131,12 @@ impl Posters {
                             }
                         }
                     };
+                }
+            })
+            .inspect_err(|_| {
+                // Never run: not under way.
+                if counted {
+                    self.not_requests.fetch_sub(1, Ordering::SeqCst);
                 }
             })?;
         Ok(())

@@ -272,6 +272,9 @@ impl Target {
         call: Option<&InFlight>,
     ) -> io::Result<(Head, Body<BufReader<Socket>>)> {
         let mut path = lock(&self.path).clone();
+        // Whether every redirect so far was permanent: only then does a 308
+        // move the endpoint itself.
+        let mut permanent = true;
         for _ in 0..MAX_REDIRECTS {
             let (head, mut answer) = self.request_at(&path, method, body, extra, silence, call)?;
             let Some(to) = self.redirected(&head) else {
@@ -281,7 +284,8 @@ impl Target {
             let _ = answer.bounded();
             self.recycle(answer);
             log::info!("client: {method} {path}: HTTP {} to {to}", head.status);
-            if head.status == 308 {
+            permanent &= head.status == 308;
+            if permanent {
                 lock(&self.path).clone_from(&to);
             }
             path = to;
@@ -315,6 +319,8 @@ impl Target {
             }
             path
         };
+        // A fragment is the client's own, never sent (RFC 9112, 3.2).
+        let path = path.split('#').next().unwrap_or_default();
         path.bytes()
             .all(|b| b.is_ascii_graphic())
             .then(|| path.to_owned())
@@ -1011,6 +1017,10 @@ pub(super) mod tests {
             target
                 .redirected(&head("HTTP://127.0.0.1:9/mcp/"))
                 .as_deref(),
+            Some("/mcp/")
+        );
+        assert_eq!(
+            target.redirected(&head("/mcp/#top")).as_deref(),
             Some("/mcp/")
         );
         assert_eq!(target.redirected(&head("https://127.0.0.1:9/mcp/")), None);
