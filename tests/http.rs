@@ -598,7 +598,25 @@ fn json_only_mode_sends_requests_to_the_client_on_the_get_stream_or_fails_them_a
     let text = msgs[0]["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("no GET stream"), "{text}");
     // With the standalone stream open, the request goes there.
-    let sh = ("Mcp-Session-Id", sid.as_str());
+    let answered = asked_on_the_get_stream(addr, &sid, 202, |request| {
+        assert_eq!(request["method"], "sampling/createMessage");
+        json!({"jsonrpc":"2.0","id":request["id"],"result":{"role":"assistant","content":{"type":"text","text":"hi"},"model":"m"}})
+    });
+    assert_eq!(answered["result"]["isError"], json!(null), "{answered}");
+    http.shutdown().unwrap();
+}
+
+/// With session `sid`'s standalone stream open: calls `asks` (a sampling
+/// request to the client), answers its request on the GET stream with
+/// `reply(request)`, whose POST must get `status`, and gives the call's
+/// answer.
+fn asked_on_the_get_stream(
+    addr: SocketAddr,
+    sid: &str,
+    status: u16,
+    reply: impl FnOnce(&Value) -> Value,
+) -> Value {
+    let sh = ("Mcp-Session-Id", sid);
     let mut get = send(
         addr,
         "GET",
@@ -609,16 +627,12 @@ fn json_only_mode_sends_requests_to_the_client_on_the_get_stream_or_fails_them_a
     assert_eq!(get.status, 200);
     let _prime = get.event();
     std::thread::scope(|s| {
-        let pending = s.spawn(|| answer(post(addr, Some(&sid), &call(6, "asks", json!({})), &[])));
+        let pending = s.spawn(|| answer(post(addr, Some(sid), &call(6, "asks", json!({})), &[])));
         let (_, request) = get.message().expect("the request on the GET stream");
-        assert_eq!(request["method"], "sampling/createMessage");
-        let reply = json!({"jsonrpc":"2.0","id":request["id"],"result":{"role":"assistant","content":{"type":"text","text":"hi"},"model":"m"}});
-        assert_eq!(post(addr, Some(&sid), &reply, &[]).status, 202);
-        let (_, msgs) = pending.join().unwrap();
-        assert_eq!(msgs[0]["result"]["isError"], json!(null), "{}", msgs[0]);
-    });
-    drop(get);
-    http.shutdown().unwrap();
+        assert_eq!(post(addr, Some(sid), &reply(&request), &[]).status, status);
+        let (_, mut msgs) = pending.join().unwrap();
+        msgs.remove(0)
+    })
 }
 
 #[test]
@@ -627,30 +641,18 @@ fn a_broken_answer_to_the_server_s_request_is_refused_and_fails_it_at_once() {
         test_server(HttpOptions::default().with_response_mode(ResponseMode::JsonOnly));
     let addr = http.local_addr();
     let sid = initialize(addr, &[]);
-    let sh = ("Mcp-Session-Id", sid.as_str());
-    let mut get = send(
+    // Both result and error: refused, and the handler learns now (its own
+    // wait is 600 s).
+    let answered = asked_on_the_get_stream(
         addr,
-        "GET",
-        "/mcp",
-        &[("Accept", "text/event-stream"), sh],
-        b"",
+        &sid,
+        400,
+        |request| json!({"jsonrpc":"2.0","id":request["id"],"result":{},"error":{"code":1,"message":"x"}}),
     );
-    assert_eq!(get.status, 200);
-    let _prime = get.event();
-    std::thread::scope(|s| {
-        let pending = s.spawn(|| answer(post(addr, Some(&sid), &call(6, "asks", json!({})), &[])));
-        let (_, request) = get.message().expect("the request on the GET stream");
-        // Both result and error: refused, and the handler learns now
-        // (its own wait is 600 s).
-        let broken = json!({"jsonrpc":"2.0","id":request["id"],"result":{},"error":{"code":1,"message":"x"}});
-        assert_eq!(post(addr, Some(&sid), &broken, &[]).status, 400);
-        let (_, msgs) = pending.join().unwrap();
-        let text = msgs[0]["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap_or_default();
-        assert!(text.contains("malformed"), "{}", msgs[0]);
-    });
-    drop(get);
+    let text = answered["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("malformed"), "{answered}");
     http.shutdown().unwrap();
 }
 

@@ -68,6 +68,16 @@ pub(super) struct Target {
     pub(super) closing: Receiver<()>,
 }
 
+/// One request as [`Target::request`] sends it: all but its path.
+#[derive(Clone, Copy)]
+struct Ask<'a> {
+    method: &'a str,
+    body: Option<&'a [u8]>,
+    extra: &'a [(&'a str, String)],
+    silence: Option<Duration>,
+    call: Option<&'a InFlight>,
+}
+
 /// One of our calls in flight (see [`Target::calls`]).
 pub(super) struct Call {
     /// The key (in [`Target::sockets`]) of the connection its answer
@@ -271,12 +281,19 @@ impl Target {
         silence: Option<Duration>,
         call: Option<&InFlight>,
     ) -> io::Result<(Head, Body<BufReader<Socket>>)> {
+        let ask = Ask {
+            method,
+            body,
+            extra,
+            silence,
+            call,
+        };
         let mut path = lock(&self.path).clone();
         // Whether every redirect so far was permanent: only then does a 308
         // move the endpoint itself.
         let mut permanent = true;
         for _ in 0..MAX_REDIRECTS {
-            let (head, mut answer) = self.request_at(&path, method, body, extra, silence, call)?;
+            let (head, mut answer) = self.request_at(&path, ask)?;
             let Some(to) = self.redirected(&head) else {
                 return Ok((head, answer));
             };
@@ -290,7 +307,7 @@ impl Target {
             }
             path = to;
         }
-        self.request_at(&path, method, body, extra, silence, call)
+        self.request_at(&path, ask)
     }
 
     /// Where a 307 or 308 sends the request, if it is a path on this
@@ -330,12 +347,9 @@ impl Target {
     fn request_at(
         self: &Arc<Self>,
         path: &str,
-        method: &str,
-        body: Option<&[u8]>,
-        extra: &[(&str, String)],
-        silence: Option<Duration>,
-        call: Option<&InFlight>,
+        ask: Ask<'_>,
     ) -> io::Result<(Head, Body<BufReader<Socket>>)> {
+        let call = ask.call;
         // Given up while queued: not sent (nor an idle connection taken).
         if call.is_some_and(InFlight::given_up) {
             return Err(io::ErrorKind::Interrupted.into());
@@ -344,7 +358,7 @@ impl Target {
         // is resumed: closing it cancels the call.
         if !call.is_some_and(|c| c.stateless) {
             if let Some(socket) = self.idle_socket() {
-                match self.exchange(Some(socket), path, method, body, extra, silence, call) {
+                match self.exchange(Some(socket), path, ask) {
                     Err(e) if e.get_ref().is_some_and(|i| i.is::<Unanswered>()) => {
                         log::debug!("client: {e}; sending the request again on a new connection");
                     }
@@ -352,22 +366,24 @@ impl Target {
                 }
             }
         }
-        self.exchange(None, path, method, body, extra, silence, call)
+        self.exchange(None, path, ask)
     }
 
     /// [`request`](Self::request) on `kept` (a connection kept alive) or a
     /// new connection.
-    #[allow(clippy::too_many_arguments)]
     fn exchange(
         self: &Arc<Self>,
         kept: Option<Socket>,
         path: &str,
-        method: &str,
-        body: Option<&[u8]>,
-        extra: &[(&str, String)],
-        silence: Option<Duration>,
-        call: Option<&InFlight>,
+        ask: Ask<'_>,
     ) -> io::Result<(Head, Body<BufReader<Socket>>)> {
+        let Ask {
+            method,
+            body,
+            extra,
+            silence,
+            call,
+        } = ask;
         if self.closed.load(Ordering::SeqCst) {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
