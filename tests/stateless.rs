@@ -289,6 +289,21 @@ fn one_connection_s_listen_streams_are_bounded_and_their_ids_unique() {
     let refused = listen(&mut p, "l3".into(), vec![]);
     assert_eq!(refused["error"]["code"], -32600, "{refused}");
     assert_eq!(refused["id"], Value::Null, "{refused}");
+    // A request with a stream's id: refused with id null too.
+    p.request_async(
+        json!("l4"),
+        "tools/call",
+        with_meta(
+            json!({"name": "test_simple_text", "arguments": {}}),
+            json!({}),
+        ),
+    );
+    let refused = p.recv();
+    assert_eq!(
+        (&refused["error"]["code"], &refused["id"]),
+        (&json!(-32600), &Value::Null),
+        "{refused}"
+    );
     // One stream too many.
     let refused = listen(&mut p, "l16".into(), vec![]);
     assert_eq!(refused["error"]["code"], -32603, "{refused}");

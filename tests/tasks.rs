@@ -6,9 +6,10 @@
 mod common;
 
 use common::eventually;
-use mcpvisor::client::{Client, ClientError, ClientOptions, Generation, ToolCall};
+use mcpvisor::client::{Client, ClientError, ClientOptions, Connection, Generation, ToolCall};
 use mcpvisor::protocol::{EngineOptions, TaskOptions, TaskStatus};
 use mcpvisor::server::{Server, TaskSupport, Tool, ToolError, ToolResult};
+use mcpvisor::transport::http::HttpOptions;
 use mcpvisor::transport::memory;
 use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -234,7 +235,7 @@ fn task_storage_stays_bounded_under_10000_abandoned_tasks() {
 #[test]
 fn one_client_fills_only_its_share_of_the_task_storage() {
     let options = TaskOptions {
-        max_tasks: 8,
+        max_tasks: 16,
         max_per_owner: 2,
         ..Default::default()
     };
@@ -245,21 +246,35 @@ fn one_client_fills_only_its_share_of_the_task_storage() {
             ToolCall::Task(_)
         )
     };
-    // A session has a share of its own; past it, a plain call.
-    for c in [
-        client(&s, Generation::Sessions, true),
-        client(&s, Generation::Sessions, true),
-    ] {
-        assert!(is_task(&c) && is_task(&c));
-        assert!(!is_task(&c), "over its share: a plain call");
+    // A connection has a share of its own, in either generation; past
+    // it, a plain call.
+    for generation in BOTH {
+        for c in [client(&s, generation, true), client(&s, generation, true)] {
+            assert!(is_task(&c) && is_task(&c));
+            assert!(!is_task(&c), "over its share: a plain call");
+        }
     }
-    // Stateless requests without a credential are one client.
-    let (x, y) = (
-        client(&s, Generation::Stateless, true),
-        client(&s, Generation::Stateless, true),
-    );
+    // Over HTTP each stateless request is a session of its own: without a
+    // credential they are one client.
+    let http = s
+        .start_http(HttpOptions::default().with_bind("127.0.0.1:0".parse().unwrap()))
+        .unwrap();
+    let url = format!("http://{}/mcp", http.local_addr());
+    let stateless = || {
+        let options = ClientOptions {
+            generation: Generation::Stateless,
+            tasks: true,
+            ..Default::default()
+        };
+        Client::connect(Connection::http(&url).unwrap(), options).unwrap()
+    };
+    let (x, y) = (stateless(), stateless());
     assert!(is_task(&x) && is_task(&x));
-    assert!(!is_task(&y), "the stateless share is taken");
+    assert!(
+        !is_task(&y),
+        "the share of stateless HTTP requests is taken"
+    );
+    http.shutdown().unwrap();
 }
 
 #[test]

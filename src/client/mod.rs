@@ -796,6 +796,8 @@ impl Client {
     ) -> Result<Value, ClientError> {
         let cancel = opts.cancel.clone();
         let on_request = opts.on_request.clone();
+        // The call's total limit, for its task's wait too.
+        let deadline = self.total_deadline();
         let result = self.request_with(
             "tools/call",
             json!({"name": name, "arguments": arguments}),
@@ -804,8 +806,8 @@ impl Client {
         match tasks::ToolCall::of(self, result)? {
             tasks::ToolCall::Done(v) => Ok(v),
             tasks::ToolCall::Task(t) => {
-                let total = self.shared.options.max_total_timeout;
-                t.wait_with(total, cancel.as_ref(), on_request.as_ref())
+                let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                t.wait_with(left, cancel.as_ref(), on_request.as_ref())
             }
         }
     }

@@ -54,6 +54,11 @@ pub(crate) trait Exchange: Send + Sync {
     fn credential(&self) -> Option<[u8; 32]> {
         None
     }
+    /// Whose tasks it makes, with its credential ([`Context::task_session`]):
+    /// its id, or `""` for one made for a single request.
+    fn task_owner(&self) -> &str {
+        self.id()
+    }
 }
 
 /// Default timeout of a server-to-client request made through [`Context`].
@@ -362,15 +367,12 @@ impl Context {
     }
 
     /// The session whose task quota a task this request makes counts
-    /// against, with its [`credential`](Self::credential): none (`""`) for
-    /// a stateless request, whose session is its own, so that stateless
-    /// requests without a credential are one owner.
+    /// against, with its [`credential`](Self::credential): none (`""`)
+    /// where the session was made for this request alone (a stateless
+    /// HTTP POST), so that such requests without a credential are one
+    /// owner; a connection's session otherwise, stateless or not.
     pub(crate) fn task_session(&self) -> &str {
-        if self.protocol.version.is_stateless() {
-            ""
-        } else {
-            self.session_id()
-        }
+        self.exchange.task_owner()
     }
 
     /// Records the task this call started (see `RunState::started`).

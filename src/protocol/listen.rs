@@ -17,6 +17,7 @@ use crate::jsonrpc::{self, ErrorObject, Reply, Request, RequestId};
 use crate::sync::lock;
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The method that opens a listen stream.
@@ -151,6 +152,9 @@ impl Listener {
 #[derive(Default)]
 pub(crate) struct Listeners {
     open: Mutex<Vec<Listener>>,
+    /// How many are open, read without the lock ([`Listeners::holds`]
+    /// runs for every stateless request).
+    count: AtomicUsize,
 }
 
 impl Listeners {
@@ -204,6 +208,7 @@ impl Listeners {
         ack.insert("notifications".into(), listener.filter.to_value());
         listener.notify("notifications/subscriptions/acknowledged", ack);
         open.push(listener);
+        self.count.store(open.len(), Ordering::SeqCst);
         Ok(())
     }
 
@@ -242,6 +247,7 @@ impl Listeners {
         let mut open = lock(&self.open);
         let before = open.len();
         open.retain(|l| !(l.session == session && &l.id == id));
+        self.count.store(open.len(), Ordering::SeqCst);
         let removed = before != open.len();
         if removed {
             drop(open);
@@ -252,24 +258,31 @@ impl Listeners {
 
     /// Whether `session` has a stream open with request id `id`.
     pub(crate) fn holds(&self, session: u64, id: &RequestId) -> bool {
-        lock(&self.open)
-            .iter()
-            .any(|l| l.session == session && &l.id == id)
+        self.count.load(Ordering::SeqCst) > 0
+            && lock(&self.open)
+                .iter()
+                .any(|l| l.session == session && &l.id == id)
     }
 
     /// How many streams are open.
     pub(crate) fn count(&self) -> usize {
-        lock(&self.open).len()
+        self.count.load(Ordering::SeqCst)
     }
 
     /// Forgets the streams of a closed session.
     pub(crate) fn remove_session(&self, session: u64) {
-        lock(&self.open).retain(|l| l.session != session);
+        let mut open = lock(&self.open);
+        open.retain(|l| l.session != session);
+        self.count.store(open.len(), Ordering::SeqCst);
     }
 
     /// Ends every stream with its result (server shutdown).
     pub(crate) fn end_all(&self, info: &ServerInfo) {
-        let ended: Vec<Listener> = std::mem::take(&mut *lock(&self.open));
+        let ended: Vec<Listener> = {
+            let mut open = lock(&self.open);
+            self.count.store(0, Ordering::SeqCst);
+            std::mem::take(&mut *open)
+        };
         for l in ended {
             let result = json!({
                 "resultType": "complete",

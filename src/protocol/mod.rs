@@ -287,7 +287,7 @@ impl Engine {
     /// each on its own: what an HTTP request without a session gets. Its
     /// unrelated messages go to `sink`.
     pub fn open_stateless(self: &Arc<Self>, sink: Arc<dyn Sink>) -> Arc<Session> {
-        let session = self.open_session(sink);
+        let session = self.open_session(sink).for_one_request();
         session.make_stateless();
         session
     }

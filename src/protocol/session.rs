@@ -87,6 +87,9 @@ pub struct Session {
     lists_told: std::sync::atomic::AtomicU8,
     /// The credential the transport bound it to (a bearer token's digest).
     credential: std::sync::OnceLock<[u8; 32]>,
+    /// Made for one request and dropped after it (a stateless HTTP POST,
+    /// an AMQP message naming no session): not a client of its own.
+    one_request: std::sync::atomic::AtomicBool,
 }
 
 /// A session's handler jobs: at most [`Session::running_cap`] run on the
@@ -140,6 +143,7 @@ impl Session {
             running: Mutex::default(),
             lists_told: std::sync::atomic::AtomicU8::new(0),
             credential: std::sync::OnceLock::new(),
+            one_request: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -269,6 +273,12 @@ impl Session {
     /// From now on, serves stateless (2026-07-28) requests only.
     pub(crate) fn make_stateless(&self) {
         lock(&self.state).phase = Phase::Stateless;
+    }
+
+    /// Marks it as made for one request (see `Session::one_request`).
+    pub(crate) fn for_one_request(self: Arc<Self>) -> Arc<Self> {
+        self.one_request.store(true, Ordering::SeqCst);
+        self
     }
 
     /// The session id (32 hex digits from `ring`'s system random).
@@ -426,14 +436,17 @@ impl Session {
             self.make_stateless();
         }
         let method = request.method();
+        // An id an open listen stream has: its answer would read as the
+        // stream's end.
+        if self.engine.listeners.holds(self.key(), request.id()) {
+            return self.refuse_duplicate(request.id(), sink);
+        }
         let route = match method {
             "server/discover" => Route::Inline(dispatch::discover),
             super::LISTEN => {
-                // An id in use, by a stream or a request in flight.
+                // An id a request in flight has.
                 let id = request.id();
-                if self.engine.listeners.holds(self.key(), id)
-                    || lock(&self.inflight).contains_key(id)
-                {
+                if lock(&self.inflight).contains_key(id) {
                     return self.refuse_duplicate(id, sink);
                 }
                 if let Err(e) = self.engine.listeners.open(self, &request, sink) {
@@ -474,7 +487,7 @@ impl Session {
     /// answer to the request in flight, and that one's answer for a stray.
     fn refuse_duplicate(&self, id: &RequestId, sink: &Arc<dyn Sink>) {
         let e = ErrorObject::invalid_request(format!(
-            "request id {id} is already in use by a request in flight"
+            "request id {id} is already in use (by a request in flight or an open listen stream)"
         ));
         log::warn!("session {}: {}; refused", self.log_name(), e.message);
         sink.send(Outgoing::Response(Reply::Error(None, e)));
@@ -817,6 +830,15 @@ impl Session {
 impl Exchange for Session {
     fn id(&self) -> &str {
         &self.id
+    }
+    fn task_owner(&self) -> &str {
+        // Sessions made for one request are no client of their own: the
+        // requests without a credential that come in them are one owner.
+        if self.one_request.load(Ordering::SeqCst) {
+            ""
+        } else {
+            &self.id
+        }
     }
     fn was_told(&self, capability: &str) -> bool {
         Session::was_told(self, capability)

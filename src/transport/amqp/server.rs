@@ -1035,7 +1035,10 @@ impl Link<'_> {
             Some(s) => s.mcp.clone(),
             // No session yet: a throwaway one answers as the lifecycle says
             // (ping works, anything else is refused before initialize).
-            None => shared.engine.open_session(Arc::new(|_: Outgoing| {})),
+            None => shared
+                .engine
+                .open_session(Arc::new(|_: Outgoing| {}))
+                .for_one_request(),
         };
         shared.answering.fetch_add(1, Ordering::Relaxed);
         let reply: Arc<dyn Sink> = Arc::new(Reply {
