@@ -13,13 +13,14 @@ use std::time::Duration;
 pub const POST_THREAD_IDLE: Duration = Duration::from_secs(10);
 
 /// Most POSTs of messages that are not requests (the client's answers to
-/// the server's requests, its notifications) under way at once: 64. Past
+/// the server's requests, its notifications) under way at once: 256, far
+/// more than a server that answers them leaves open at once. Past
 /// it such a message is dropped and logged: a server that takes these
 /// POSTs and never answers them (the answers to its pings, say) cannot
 /// make the client start threads and open sockets without end. Requests
 /// are not counted: each is a call its caller waits for, within its
 /// timeout.
-pub const MAX_UNANSWERED_POSTS: usize = 64;
+pub const MAX_UNANSWERED_POSTS: usize = 256;
 
 /// Whether `message` is a request (a call), not an answer or a
 /// notification.
