@@ -443,6 +443,30 @@ pub enum Parsed {
     Batch(Vec<Result<Message, ParseError>>),
 }
 
+impl Parsed {
+    /// How many answers it is owed: one for a request; for a batch, see
+    /// [`answers_owed_in`].
+    pub fn answers_owed(&self) -> usize {
+        match self {
+            Parsed::Single(m) => usize::from(matches!(m, Message::Request(_))),
+            Parsed::Batch(items) => answers_owed_in(items),
+        }
+    }
+}
+
+/// How many answers a batch's `items` are owed: one for each request, and
+/// one for each item that is broken but answerable (a response or a
+/// notification gets none).
+pub fn answers_owed_in(items: &[Result<Message, ParseError>]) -> usize {
+    items
+        .iter()
+        .filter(|item| match item {
+            Ok(m) => matches!(m, Message::Request(_)),
+            Err(e) => e.answerable,
+        })
+        .count()
+}
+
 /// Why bytes could not become a message.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParseError {

@@ -261,6 +261,18 @@ pub(crate) fn insert_meta(m: &mut Map<String, Value>, meta: &Map<String, Value>)
     }
 }
 
+/// Whether the `_meta` key `key` has a prefix MCP reserves for itself: one
+/// with a label `modelcontextprotocol` or `mcp` (`io.modelcontextprotocol/`,
+/// `mcp.dev/`; the spec's `_meta` rules). Such keys mean something to one
+/// hop of the protocol, never to be passed on as they are.
+pub fn is_reserved_meta_key(key: &str) -> bool {
+    key.split_once('/').is_some_and(|(prefix, _)| {
+        prefix
+            .split('.')
+            .any(|label| label == "modelcontextprotocol" || label == "mcp")
+    })
+}
+
 /// The `_meta` object of `v` (empty if none).
 pub(crate) fn meta_of(v: &Value) -> Map<String, Value> {
     v.get("_meta")

@@ -22,7 +22,7 @@ pub use logging::LogLevel;
 pub(crate) use meta::{
     decoration_builders, implementation, insert_meta, insert_opt, meta_of, string,
 };
-pub use meta::{Annotations, Decorations, Icon, IconTheme, Role};
+pub use meta::{is_reserved_meta_key, Annotations, Decorations, Icon, IconTheme, Role};
 pub use param_header::{param_headers, param_text, ParamHeader, PARAM_HEADER_PREFIX, X_MCP_HEADER};
 pub use timestamp::iso8601;
 pub use tool_result::{Answer, ToolResult};

@@ -54,7 +54,7 @@ pub(crate) trait Exchange: Send + Sync {
     fn credential(&self) -> Option<[u8; 32]> {
         None
     }
-    /// Whose tasks it makes, with its credential ([`Context::task_session`]):
+    /// Whose tasks it makes, with its credential ([`Context::task_owner`]):
     /// its id, or `""` for one made for a single request.
     fn task_owner(&self) -> &str {
         self.id()
@@ -336,7 +336,7 @@ impl Context {
         let Some(task) = self
             .engine()
             .tasks
-            .create(self.credential(), self.task_session())
+            .create(self.credential(), self.task_owner())
         else {
             return false;
         };
@@ -371,7 +371,7 @@ impl Context {
     /// where the session was made for this request alone (a stateless
     /// HTTP POST), so that such requests without a credential are one
     /// owner; a connection's session otherwise, stateless or not.
-    pub(crate) fn task_session(&self) -> &str {
+    pub(crate) fn task_owner(&self) -> &str {
         self.exchange.task_owner()
     }
 

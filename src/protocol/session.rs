@@ -333,16 +333,9 @@ impl Session {
                 if !self.version().is_some_and(ProtocolVersion::allows_batches) {
                     return self.reject(ParseError::batch_not_supported(), sink);
                 }
-                let requests = items
-                    .iter()
-                    .filter(|i| matches!(i, Ok(Message::Request(_))))
-                    .count()
-                    + items
-                        .iter()
-                        .filter(|i| matches!(i, Err(e) if e.answerable))
-                        .count();
+                let owed = jsonrpc::answers_owed_in(&items);
                 let batch: Arc<dyn Sink> =
-                    Arc::new(super::batch::Collector::new(sink.clone(), requests));
+                    Arc::new(super::batch::Collector::new(sink.clone(), owed));
                 for item in items {
                     match item {
                         Ok(m) => self.handle(m, &batch),
@@ -360,6 +353,16 @@ impl Session {
             sink.send(Outgoing::Response(reply));
         }
         self.fail_answered(&error);
+    }
+
+    /// Fails `request`, one of ours that the transport could not send to
+    /// the client, with `error`: its handler learns now, not at its
+    /// timeout.
+    #[cfg_attr(not(any(feature = "http", feature = "amqp")), allow(dead_code))]
+    pub(crate) fn fail_unsent(&self, request: &Value, error: &ErrorObject) {
+        if let Some(id) = RequestId::from_value(&request["id"]) {
+            self.handle_response(Response::error(id, error));
+        }
     }
 
     /// Fails the request of ours that `error`, a broken response, answers
@@ -482,9 +485,10 @@ impl Session {
         }
     }
 
-    /// Refuses a request whose id a request in flight has. The error goes
-    /// with `id: null`: with the id, the client would take it for the
-    /// answer to the request in flight, and that one's answer for a stray.
+    /// Refuses a request whose id a request in flight, or an open listen
+    /// stream, has. The error goes with `id: null`: with the id, the client
+    /// would take it for the answer to the other (or the stream's end), and
+    /// that one's answer for a stray.
     fn refuse_duplicate(&self, id: &RequestId, sink: &Arc<dyn Sink>) {
         let e = ErrorObject::invalid_request(format!(
             "request id {id} is already in use (by a request in flight or an open listen stream)"

@@ -808,12 +808,7 @@ impl Reader<'_> {
             Some(ms) => Duration::from_millis(self.positive(ms, &join(path, "timeoutMs"))?),
             None => DEFAULT_UPSTREAM_TIMEOUT,
         };
-        let max_total_timeout = match o.get("maxTotalTimeoutMs") {
-            Some(ms) => Some(Duration::from_millis(
-                self.positive(ms, &join(path, "maxTotalTimeoutMs"))?,
-            )),
-            None => None,
-        };
+        let max_total_timeout = self.millis(o, path, "maxTotalTimeoutMs")?;
         let max_output_bytes = match o.get("maxOutputBytes") {
             Some(n) => self.positive(n, &join(path, "maxOutputBytes"))? as usize,
             None => DEFAULT_MAX_OUTPUT_BYTES,
@@ -918,12 +913,8 @@ impl Reader<'_> {
         };
         a.prefetch = small("prefetch")?;
         a.heartbeat_secs = small("heartbeatSecs")?;
-        if let Some(n) = o.get("maxMessageBytes") {
-            a.max_message_bytes = Some(self.positive(n, "amqp.maxMessageBytes")? as usize);
-        }
-        if let Some(n) = o.get("maxPublishBytes") {
-            a.max_publish_bytes = Some(self.positive(n, "amqp.maxPublishBytes")? as usize);
-        }
+        a.max_message_bytes = self.count(o, "amqp", "maxMessageBytes")?;
+        a.max_publish_bytes = self.count(o, "amqp", "maxPublishBytes")?;
         a.session_idle_timeout = self.millis(o, "amqp", "sessionIdleTimeoutMs")?;
         a.max_sessions = self.count(o, "amqp", "maxSessions")?;
         Ok(a)
@@ -1015,8 +1006,8 @@ impl Reader<'_> {
         if let Some(n) = o.get("maxRunning") {
             t.max_running = self.positive(n, "tasks.maxRunning")? as usize;
         }
-        if let Some(n) = o.get("maxPerClient") {
-            t.max_per_owner = self.positive(n, "tasks.maxPerClient")? as usize;
+        if let Some(n) = self.count(o, "tasks", "maxPerClient")? {
+            t.max_per_owner = n;
         }
         Ok(t)
     }

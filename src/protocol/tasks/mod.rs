@@ -91,8 +91,8 @@ pub struct TaskOptions {
     pub max_running: usize,
     /// Tasks stored at most for one owner, running or ended (default
     /// [`DEFAULT_MAX_TASKS_PER_OWNER`]): the bearer credential of the
-    /// requests that made them, else their session (stateless requests
-    /// without a credential are one owner). Past it, the same fallback as
+    /// requests that made them, else their session (sessions made for one
+    /// request, stateless HTTP POSTs, are one owner). Past it, the same fallback as
     /// for [`max_tasks`](Self::max_tasks): one client cannot fill the
     /// storage every client shares until its tasks expire.
     pub max_per_owner: usize,
@@ -184,7 +184,7 @@ impl Tasks {
         let task = Arc::new(Task::new(
             new_session_id(),
             credential,
-            session,
+            owner,
             self.options.ttl,
             self.options.poll_interval,
         ));
@@ -289,7 +289,7 @@ pub(crate) fn start(
     let engine = ctx.engine().clone();
     // Counted before the task exists: a full house makes no task.
     let place = engine.tasks.thread_place()?;
-    let Some(task) = engine.tasks.create(ctx.credential(), ctx.task_session()) else {
+    let Some(task) = engine.tasks.create(ctx.credential(), ctx.task_owner()) else {
         drop(place);
         return None;
     };

@@ -110,7 +110,7 @@ impl Task {
     pub(crate) fn new(
         id: String,
         credential: Option<[u8; 32]>,
-        session: &str,
+        owner: Owner,
         ttl: Duration,
         poll: Duration,
     ) -> Task {
@@ -118,7 +118,7 @@ impl Task {
         Task {
             id,
             credential,
-            owner: Owner::of(credential, session),
+            owner,
             created: now,
             created_at: Instant::now(),
             ttl,
@@ -365,7 +365,7 @@ mod tests {
         Arc::new(Task::new(
             "t".into(),
             None,
-            "s",
+            Owner::of(None, "s"),
             Duration::from_secs(60),
             Duration::from_millis(250),
         ))

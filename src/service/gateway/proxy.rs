@@ -8,7 +8,7 @@
 use super::names;
 use crate::client::{CallOptions, Client, ClientError};
 use crate::jsonrpc::ErrorObject;
-use crate::model::{Answer, CompletionRef, CompletionRequest, ToolResult};
+use crate::model::{is_reserved_meta_key, Answer, CompletionRef, CompletionRequest, ToolResult};
 use crate::protocol::catalog::{
     CompletionEntry, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry,
 };
@@ -187,16 +187,9 @@ fn pass_meta(params: &mut Value, meta: Option<&Map<String, Value>>) {
     let (Some(meta), Some(params)) = (meta, params.as_object_mut()) else {
         return;
     };
-    let reserved = |key: &str| {
-        key.split_once('/').is_some_and(|(prefix, _)| {
-            prefix
-                .split('.')
-                .any(|label| label == "modelcontextprotocol" || label == "mcp")
-        })
-    };
     let passed: Map<String, Value> = meta
         .iter()
-        .filter(|(k, _)| k.as_str() != "progressToken" && !reserved(k))
+        .filter(|(k, _)| k.as_str() != "progressToken" && !is_reserved_meta_key(k))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     if !passed.is_empty() {

@@ -201,9 +201,7 @@ impl Sink for Reply {
                         "cannot send {} to the client: it is over max_publish_bytes",
                         request["method"].as_str().unwrap_or("a request")
                     ));
-                    let id = RequestId::from_value(&request["id"]);
-                    let answer = jsonrpc::to_text(&jsonrpc::Reply::error(id, error));
-                    s.mcp.receive(answer.as_bytes(), s.mcp.sink());
+                    s.mcp.fail_unsent(request, &error);
                 }
                 if let Some(t) = ticket {
                     let _ = self.shared.work.send(Work::Ack(t));
@@ -932,7 +930,9 @@ impl Link<'_> {
             Err(rejection) => return self.reject(delivery, &envelope, correlation_id, rejection),
         };
         // Its answer could go nowhere: it is not run (nor a session opened).
-        if envelope.session.is_none() && reply_address(&envelope).is_none() && owes_answer(&parsed)
+        if envelope.session.is_none()
+            && reply_address(&envelope).is_none()
+            && parsed.answers_owed() > 0
         {
             return self.dead_letter(
                 delivery,
@@ -1213,18 +1213,6 @@ fn reply_address(envelope: &Envelope) -> Option<&str> {
     envelope.reply_to.as_deref().filter(|r| !r.is_empty())
 }
 
-/// Whether anything in `parsed` is owed an answer: a request, or (in a
-/// batch) a request or an unreadable one that would be answered.
-fn owes_answer(parsed: &Parsed) -> bool {
-    match parsed {
-        Parsed::Single(m) => matches!(m, Message::Request(_)),
-        Parsed::Batch(items) => items.iter().any(|item| match item {
-            Ok(m) => matches!(m, Message::Request(_)),
-            Err(e) => e.answerable,
-        }),
-    }
-}
-
 /// The answer to `parsed` when each of its requests gets `error`: an
 /// error response for a request; for a batch, the array of one per
 /// request (an unreadable one gets its own error, as the engine would
@@ -1405,22 +1393,23 @@ mod tests {
 
     #[test]
     fn only_what_owes_an_answer_needs_a_reply_address() {
-        assert!(owes_answer(&parse(
-            r#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#
-        )));
-        assert!(!owes_answer(&parse(
-            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#
-        )));
-        assert!(!owes_answer(&parse(
-            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#
-        )));
-        assert!(owes_answer(&parse(
-            r#"[{"jsonrpc":"2.0","method":"notifications/initialized"},
+        let owed = |text: &str| parse(text).answers_owed();
+        assert!(owed(r#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#) > 0);
+        assert_eq!(
+            owed(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            0
+        );
+        assert_eq!(owed(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#), 0);
+        assert!(
+            owed(
+                r#"[{"jsonrpc":"2.0","method":"notifications/initialized"},
                 {"jsonrpc":"2.0","id":2,"method":"ping"}]"#
-        )));
-        assert!(!owes_answer(&parse(
-            r#"[{"jsonrpc":"2.0","method":"notifications/initialized"}]"#
-        )));
+            ) > 0
+        );
+        assert_eq!(
+            owed(r#"[{"jsonrpc":"2.0","method":"notifications/initialized"}]"#),
+            0
+        );
         for (reply_to, address) in [
             (None, None),
             (Some(""), None),

@@ -2,7 +2,7 @@
 //! returns `Ok` or the response to send; the endpoint chains them with `?`
 //! in the order the specification lists them.
 
-use super::headers::{split_ascii, trim_ows};
+use super::headers::{is_media_type, split_ascii, trim_ows};
 use super::wire::{Request, Response};
 use crate::jsonrpc::{ErrorObject, Reply};
 use crate::protocol::ProtocolVersion;
@@ -186,10 +186,9 @@ pub fn accept_sse(req: &Request) -> Result<(), Response> {
 
 /// POST bodies are `application/json`.
 pub fn content_type(req: &Request) -> Result<(), Response> {
-    let ok = req.header("content-type").is_some_and(|c| {
-        let media = split_ascii(c, b';').next().unwrap_or("");
-        trim_ows(media).eq_ignore_ascii_case("application/json")
-    });
+    let ok = req
+        .header("content-type")
+        .is_some_and(|c| is_media_type(c, "application/json"));
     if ok {
         Ok(())
     } else {

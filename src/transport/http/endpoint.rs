@@ -266,15 +266,7 @@ impl Endpoint {
             // answer must not go on the session's standalone stream.
             return Err(refused(jsonrpc::ParseError::batch_not_supported()));
         }
-        let has_request = match &parsed {
-            Parsed::Single(Message::Request(_)) => true,
-            Parsed::Single(_) => false,
-            Parsed::Batch(items) => items.iter().any(|i| match i {
-                Ok(Message::Request(_)) => true,
-                Err(e) => e.answerable,
-                _ => false,
-            }),
-        };
+        let has_request = parsed.answers_owed() > 0;
         let mcp = session.mcp().clone();
         if !has_request {
             mcp.receive_parsed(parsed, mcp.sink());

@@ -80,6 +80,23 @@ pub(crate) fn trim_ows(text: &str) -> &str {
     text.get(start..end).unwrap_or_default()
 }
 
+/// The items of the list header `values` (all lines of one field, as
+/// `Transfer-Encoding` comes), each trimmed; empty ones (`a,,b`) too, for
+/// a reader to ignore or refuse.
+pub(crate) fn list_items<'a>(
+    values: impl Iterator<Item = &'a str>,
+) -> impl Iterator<Item = &'a str> {
+    values.flat_map(|v| split_ascii(v, b',')).map(trim_ows)
+}
+
+/// Whether the `Content-Type` value `content_type` names the media type
+/// `want`: its type and subtype, parameters aside, compared without
+/// regard to case (RFC 9110 §8.3.1).
+pub(crate) fn is_media_type(content_type: &str, want: &str) -> bool {
+    let media = split_ascii(content_type, b';').next().unwrap_or("");
+    trim_ows(media).eq_ignore_ascii_case(want)
+}
+
 /// The items of `text` separated by the ASCII byte `separator` (a list's
 /// `,`, a media type's `;`), as `str::split` gives them, without its
 /// general-purpose searcher: header values are short.

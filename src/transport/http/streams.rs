@@ -364,10 +364,7 @@ impl SessionStreams {
             "cannot send {method} to the client: this server answers POSTs with JSON only \
              and the client has no GET stream open to receive requests"
         ));
-        let id = crate::jsonrpc::RequestId::from_value(&request["id"]);
-        let answer = crate::jsonrpc::to_text(&crate::jsonrpc::Reply::error(id, error));
-        let mcp = self.mcp();
-        mcp.receive(answer.as_bytes(), mcp.sink());
+        self.mcp().fail_unsent(&request, &error);
     }
 
     /// Whether a request is unanswered or a connection is attached. A

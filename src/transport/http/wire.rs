@@ -3,7 +3,7 @@
 //! `Expect: 100-continue`), fixed responses, and chunked streams that are
 //! flushed frame by frame (for SSE).
 
-use super::headers::{split_ascii, trim_ows, Headers};
+use super::headers::{list_items, split_ascii, trim_ows, Headers};
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -70,12 +70,7 @@ impl Request {
     /// both headers together, a coding other than exactly one `chunked`,
     /// and `Transfer-Encoding` from an HTTP/1.0 client.
     fn framing(&self, max_body: usize) -> Result<BodyFraming, ReadError> {
-        let codings: Vec<&str> = self
-            .headers
-            .all("transfer-encoding")
-            .flat_map(|v| split_ascii(v, b','))
-            .map(trim_ows)
-            .collect();
+        let codings: Vec<&str> = list_items(self.headers.all("transfer-encoding")).collect();
         let mut length: Option<usize> = None;
         for value in self
             .headers

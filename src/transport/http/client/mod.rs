@@ -292,7 +292,7 @@ impl Connection {
             addrs,
             security,
             host,
-            path: Mutex::new(path),
+            path: Mutex::new(path.into()),
             session: Mutex::new(SessionState::default()),
             incoming: tx,
             ended: ended.clone(),

@@ -1,6 +1,6 @@
 //! The threads that POST the client's messages.
 
-use super::target::Target;
+use super::target::{is_request, Target};
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
 use std::io;
@@ -21,12 +21,6 @@ pub const POST_THREAD_IDLE: Duration = Duration::from_secs(10);
 /// are not counted: each is a call its caller waits for, within its
 /// timeout.
 pub const MAX_UNANSWERED_POSTS: usize = 256;
-
-/// Whether `message` is a request (a call), not an answer or a
-/// notification.
-fn is_request(message: &Value) -> bool {
-    message.get("method").is_some() && message.get("id").is_some()
-}
 
 /// The threads that POST messages: one for each message in flight, so a
 /// long call never holds up the next message; a thread done with its

@@ -4,6 +4,7 @@
 
 use super::target::Registered;
 use crate::transport::connection::DEFAULT_MAX_MESSAGE_BYTES;
+use crate::transport::http::headers::{is_media_type, list_items};
 use std::io::{self, BufRead, Read};
 
 /// Reads one line of at most [`DEFAULT_MAX_MESSAGE_BYTES`] (a server that
@@ -49,15 +50,15 @@ impl Head {
     /// of all `Transfer-Encoding` lines (RFC 9112, 6.1), compared without
     /// regard to case, as coding names are (RFC 9112, 7).
     pub(super) fn chunked(&self) -> bool {
-        let mut codings = self
+        let values = self
             .headers
             .iter()
             .filter(|(n, _)| n.eq_ignore_ascii_case("transfer-encoding"))
-            .flat_map(|(_, v)| v.split(','))
-            .map(str::trim)
-            .filter(|t| !t.is_empty());
-        codings
-            .next_back()
+            .map(|(_, v)| v.as_str());
+        // Empty items are ignored, as a recipient must (RFC 9110, 5.6.1).
+        list_items(values)
+            .filter(|t| !t.is_empty())
+            .last()
             .is_some_and(|t| t.eq_ignore_ascii_case("chunked"))
     }
 
@@ -65,10 +66,8 @@ impl Head {
     /// any parameter (`; charset=…`), compared without regard to case, as
     /// media types are (RFC 9110, 8.3.1).
     pub(super) fn media_type_is(&self, want: &str) -> bool {
-        self.header("content-type").is_some_and(|ct| {
-            let media_type = ct.split(';').next().unwrap_or_default().trim();
-            media_type.eq_ignore_ascii_case(want)
-        })
+        self.header("content-type")
+            .is_some_and(|ct| is_media_type(ct, want))
     }
 }
 

@@ -51,6 +51,7 @@ struct Resume {
 impl Resume {
     /// Takes in what `pass` saw; whether it moved on: it brought a
     /// message or a new event id.
+    ///
     /// An empty id resets the last one (SSE): the stream is then resumed
     /// from none, never from an older id (whose events would come again).
     fn carry(&mut self, pass: &Pass) -> bool {

@@ -35,8 +35,8 @@ pub(super) struct Target {
     pub(super) security: Security,
     pub(super) host: String,
     /// The endpoint's path (a 308 to another path on the same origin
-    /// moves it).
-    pub(super) path: Mutex<String>,
+    /// moves it); shared, so that a request takes it without a copy.
+    pub(super) path: Mutex<Arc<str>>,
     pub(super) session: Mutex<SessionState>,
     // Each message with the id of our request whose response stream carried
     // it (None: a JSON body, the standalone stream). An empty message marks
@@ -90,6 +90,12 @@ pub(super) struct Call {
     /// disconnecting `watch`) that the call was given up.
     _given_up: Sender<()>,
     watch: Receiver<()>,
+}
+
+/// Whether `message` is a request (a call), not an answer or a
+/// notification.
+pub(super) fn is_request(message: &Value) -> bool {
+    message.get("method").is_some() && message.get("id").is_some()
 }
 
 /// The id of `message` if it is a call the client tracks: a request other
@@ -288,7 +294,7 @@ impl Target {
             silence,
             call,
         };
-        let mut path = lock(&self.path).clone();
+        let mut path: Arc<str> = lock(&self.path).clone();
         // Whether every redirect so far was permanent: only then does a 308
         // move the endpoint itself.
         let mut permanent = true;
@@ -302,10 +308,10 @@ impl Target {
             self.recycle(answer);
             log::info!("client: {method} {path}: HTTP {} to {to}", head.status);
             permanent &= head.status == 308;
+            path = to.into();
             if permanent {
-                lock(&self.path).clone_from(&to);
+                *lock(&self.path) = path.clone();
             }
-            path = to;
         }
         self.request_at(&path, ask)
     }
@@ -606,7 +612,7 @@ impl Target {
         // Anything else (notifications, `initialize`) gets an answer
         // within DEFAULT_READ_TIMEOUT of silence.
         let method = message.get("method").and_then(Value::as_str);
-        let is_request = method.is_some() && message.get("id").is_some();
+        let is_request = is_request(message);
         let request_id = method
             .and_then(|_| message.get("id"))
             .and_then(RequestId::from_value);
@@ -765,7 +771,7 @@ pub(super) mod tests {
             addrs: vec![addr],
             security: Security::Plain,
             host: addr.to_string(),
-            path: Mutex::new("/mcp".into()),
+            path: Mutex::new(Arc::from("/mcp")),
             session: Mutex::default(),
             incoming,
             ended: Arc::default(),
@@ -1020,7 +1026,7 @@ pub(super) mod tests {
                 "{status}"
             );
             assert_eq!(queue.try_iter().count(), 1, "{status}: the answer");
-            assert_eq!(*lock(&target.path), kept, "{status}");
+            assert_eq!(&**lock(&target.path), kept, "{status}");
         }
         // A URL of this origin is a path on it; its scheme and host are
         // read without regard to case.
