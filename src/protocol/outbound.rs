@@ -51,7 +51,8 @@ pub(crate) struct Wait {
 pub(crate) enum CallError {
     /// Closed before or while waiting.
     Closed,
-    /// No answer within the timeout (the peer was told).
+    /// No answer within the timeout (the peer was told), or the call's
+    /// total limit was spent before it was sent (then it never was).
     Timeout(RequestId, Duration),
     /// The caller cancelled (the peer was told).
     Cancelled,
@@ -135,6 +136,11 @@ impl Outbound {
             return Err(CallError::Cancelled);
         }
         let id = RequestId::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
+        // Its total limit is spent (a later round of a call that has used
+        // it up): it times out unsent, and there is nothing to cancel.
+        if wait.total.is_some_and(|t| t.is_zero()) {
+            return Err(CallError::Timeout(id, wait.timeout));
+        }
         if wait.progress.is_some() {
             if let Some(p) = params.as_object_mut() {
                 let meta = p.entry("_meta").or_insert_with(|| json!({}));
@@ -697,6 +703,29 @@ mod tests {
             2,
             "as it is asked, and once answered"
         );
+    }
+
+    #[test]
+    fn a_call_whose_total_limit_is_spent_is_not_sent() {
+        let out = Outbound::default();
+        let sent = AtomicUsize::new(0);
+        let send = |_: Outgoing| -> Result<(), String> {
+            sent.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        };
+        let wait = Wait {
+            timeout: Duration::from_secs(60),
+            total: Some(Duration::ZERO),
+            ..Default::default()
+        };
+        let e = out.call("late", json!({}), wait, &send).unwrap_err();
+        assert!(matches!(e, CallError::Timeout(..)), "{e:?}");
+        assert_eq!(
+            sent.load(Ordering::SeqCst),
+            0,
+            "neither the request nor a cancellation"
+        );
+        assert!(lock(&out.pending).is_empty());
     }
 
     #[test]

@@ -337,7 +337,8 @@ impl Target {
                 .filter(|s| s.eq_ignore_ascii_case(scheme))
                 .map(|_| &location[scheme.len()..])?;
             let (authority, path) = rest.split_at(rest.find('/')?);
-            if !authority.eq_ignore_ascii_case(&self.host) {
+            let port = self.security.default_port();
+            if !same_authority(authority, &self.host, port) {
                 return None;
             }
             path
@@ -743,6 +744,29 @@ impl Target {
     }
 }
 
+/// Whether two authorities (`host[:port]`) name the same origin for a
+/// scheme whose default port is `default_port`: hosts compared without
+/// regard to case, and a missing or empty port taken as the default one
+/// (RFC 9110, 4.2.3), so `host` and `host:80` are one origin over `http`.
+fn same_authority(a: &str, b: &str, default_port: u16) -> bool {
+    let split = |authority: &str| -> (String, u16) {
+        let (host, port) = match authority.rsplit_once(':') {
+            // The colon of an IPv6 literal's address is not a port's.
+            Some((h, p)) if !p.contains(']') => (h, p),
+            _ => (authority, ""),
+        };
+        let port = if port.is_empty() {
+            Some(default_port)
+        } else {
+            port.parse().ok()
+        };
+        // An unreadable port matches nothing (not even itself).
+        (host.to_ascii_lowercase(), port.unwrap_or(0))
+    };
+    let ((host_a, port_a), (host_b, port_b)) = (split(a), split(b));
+    port_a != 0 && host_a == host_b && port_a == port_b
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use super::super::INCOMING_QUEUE;
@@ -1047,6 +1071,13 @@ pub(super) mod tests {
         );
         assert_eq!(target.redirected(&head("https://127.0.0.1:9/mcp/")), None);
         assert_eq!(target.redirected(&head("http://127.0.0.1:10/mcp/")), None);
+        // The scheme's default port may be written or left out, on either side.
+        assert!(same_authority("Example.org", "example.org:80", 80));
+        assert!(same_authority("example.org:", "example.org", 80));
+        assert!(same_authority("[::1]:443", "[::1]", 443));
+        assert!(!same_authority("example.org:8080", "example.org", 80));
+        assert!(!same_authority("example.org:x", "example.org:x", 80));
+        assert!(!same_authority("[::1]", "[::2]", 80));
         // To another origin, or not a path: not followed, the call fails.
         for location in [
             "http://elsewhere.example/mcp/",
