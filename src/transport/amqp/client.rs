@@ -140,6 +140,32 @@ impl State {
             .map(|(id, _)| id.clone())
     }
 
+    /// What response `r`, published with `correlation_id`, is to this
+    /// client. Answers are correlated by message (mcpvisor-amqp(7)): one
+    /// whose id names a request of ours but whose correlation id is not
+    /// that request's message id was not sent in answer to it (another
+    /// publisher's, or forged) and is not taken. One that is ours leaves
+    /// the table of unanswered requests.
+    fn answering(&mut self, r: &jsonrpc::Response, correlation_id: Option<&str>) -> Answering {
+        match r.id() {
+            Some(id) => match self.unanswered.get(id) {
+                Some(u) if Some(u.message_id.as_str()) == correlation_id => self
+                    .unanswered
+                    .remove(id)
+                    .map_or(Answering::Unknown, Answering::Ours),
+                Some(_) => Answering::Foreign,
+                None => Answering::Unknown,
+            },
+            None => match correlation_id.and_then(|c| self.request_sent_as(c)) {
+                Some(id) => {
+                    self.unanswered.remove(&id);
+                    Answering::Refused(id)
+                }
+                None => Answering::Unknown,
+            },
+        }
+    }
+
     /// A request waits for an answer from a known owner: the link thread
     /// must time its probe.
     fn wake_link(&mut self, to_link: &Sender<Signal>) {
@@ -147,6 +173,31 @@ impl State {
             self.link_untimed = false;
             let _ = to_link.send(Signal::Awaiting);
         }
+    }
+}
+
+/// What a response is to this client ([`State::answering`]).
+enum Answering {
+    /// The answer to this request of ours.
+    Ours(Unanswered),
+    /// An error with id null whose correlation id names this request of
+    /// ours: the server could not read it.
+    Refused(RequestId),
+    /// It names a request of ours, but was not sent in answer to it.
+    Foreign,
+    /// It names no request waiting here (a late answer, say): the client
+    /// decides.
+    Unknown,
+}
+
+/// Request `id` of ours fails with `error`, as a message for the client.
+fn failed(id: &RequestId, error: &ErrorObject) -> Received {
+    let body = jsonrpc::error_response_value(Some(id), error)
+        .to_string()
+        .into_bytes();
+    match jsonrpc::parse(&body) {
+        Ok(parsed) => Received::Message(body, parsed, None),
+        Err(_) => Received::Skip,
     }
 }
 
@@ -221,6 +272,17 @@ impl Shared {
     /// for the next one (at most `max_backlog` messages besides requests:
     /// past that, the write fails).
     fn write(&self, message: &Value) -> io::Result<()> {
+        let replaced;
+        let (message, body) = match self.within_limit(message)? {
+            Ok(body) => (message, body),
+            Err(error) => {
+                replaced = error;
+                let body = self.within_limit(&replaced)?.map_err(|_| {
+                    io::Error::new(io::ErrorKind::InvalidInput, "over max_publish_bytes")
+                })?;
+                (&replaced, body)
+            }
+        };
         let mut out = lock(&self.outbox);
         if out.closed {
             return Err(io::Error::new(
@@ -266,6 +328,7 @@ impl Shared {
                     target,
                     channel,
                     message,
+                    &body,
                     &message_id,
                     correlation_id.clone(),
                 ) {
@@ -302,11 +365,39 @@ impl Shared {
         kept
     }
 
+    /// `message` serialized, if the broker takes it
+    /// ([`AmqpConfig::max_publish_bytes`]: over it, the broker closes the
+    /// channel). Over it, an answer to the server's request becomes an
+    /// error saying why (`Ok(Err)`: that error, to write in its place);
+    /// anything else fails.
+    fn within_limit(&self, message: &Value) -> io::Result<Result<Vec<u8>, Value>> {
+        let body = serde_json::to_vec(message)?;
+        let limit = self.config.max_publish_bytes;
+        if body.len() <= limit {
+            return Ok(Ok(body));
+        }
+        let method = message.get("method").and_then(Value::as_str);
+        let what = method.map_or_else(|| "an answer".to_owned(), crate::jsonrpc::excerpt);
+        let why = format!(
+            "{what} of {} bytes is over max_publish_bytes ({limit}): the broker would close the channel",
+            body.len()
+        );
+        match (method, request_id(message)) {
+            (None, Some(id)) => {
+                log::warn!("amqp client: {why}; an error is sent in its place");
+                let error = ErrorObject::internal(why);
+                Ok(Err(jsonrpc::error_response_value(Some(&id), &error)))
+            }
+            _ => Err(io::Error::new(io::ErrorKind::InvalidInput, why)),
+        }
+    }
+
     fn publish(
         &self,
         target: Option<&Target>,
         channel: &Channel,
         message: &Value,
+        body: &[u8],
         message_id: &str,
         correlation_id: Option<String>,
     ) -> Result<(), String> {
@@ -324,12 +415,11 @@ impl Shared {
             server: target.is_none().then(|| self.config.server_name.clone()),
             ..self.envelope(target)
         };
-        let body = serde_json::to_vec(message).map_err(|e| e.to_string())?;
         channel
             .basic_publish(
                 exchange,
                 Publish {
-                    body: &body,
+                    body,
                     routing_key,
                     mandatory: true,
                     immediate: false,
@@ -431,13 +521,18 @@ impl Shared {
         owed.extend(out.deferred.drain(..).map(|d| (d, false)));
         owed.sort_by_key(|(o, _)| o.order);
         for (i, (o, _)) in owed.iter().enumerate() {
-            let sent = self.publish(
-                target.as_deref(),
-                &channel,
-                &o.message,
-                &o.message_id,
-                o.correlation_id.clone(),
-            );
+            let sent = serde_json::to_vec(&o.message)
+                .map_err(|e| e.to_string())
+                .and_then(|body| {
+                    self.publish(
+                        target.as_deref(),
+                        &channel,
+                        &o.message,
+                        &body,
+                        &o.message_id,
+                        o.correlation_id.clone(),
+                    )
+                });
             if let Err(why) = sent {
                 // What is not out yet waits for the next connection (the
                 // requests are still unanswered, and are published then).
@@ -491,16 +586,12 @@ impl Shared {
                 st.unanswered.remove(id);
             })
         };
-        let Some(id) = answered else {
-            return Received::Skip;
-        };
-        let error = ErrorObject::internal(format!("the server's answer was refused: {why}"));
-        let body = jsonrpc::error_response_value(Some(&id), &error)
-            .to_string()
-            .into_bytes();
-        match jsonrpc::parse(&body) {
-            Ok(parsed) => Received::Message(body, parsed, None),
-            Err(_) => Received::Skip,
+        match answered {
+            Some(id) => failed(
+                &id,
+                &ErrorObject::internal(format!("the server's answer was refused: {why}")),
+            ),
+            None => Received::Skip,
         }
     }
 
@@ -509,23 +600,40 @@ impl Shared {
         let envelope = Envelope::of(props);
         match envelope.status {
             Some(SessionStatus::NotFound) => {
+                let mut st = lock(&self.state);
+                // Only about our session: anyone who can publish to our
+                // queue could otherwise end it.
+                let ours = st
+                    .target
+                    .as_ref()
+                    .is_some_and(|t| envelope.session.as_ref() == Some(&t.session));
+                if !ours {
+                    log::warn!(
+                        "amqp client: dropped a not-found status naming another session ({:?})",
+                        envelope.session.as_deref().map(crate::jsonrpc::excerpt)
+                    );
+                    return Received::Skip;
+                }
                 log::warn!("amqp client: the server no longer knows the session; it is over");
-                lock(&self.state).forgotten = true;
+                st.forgotten = true;
                 return Received::Over;
             }
             Some(SessionStatus::Resumed) => {
-                let ours = lock(&self.state).target.as_ref().is_some_and(|t| {
+                let mut st = lock(&self.state);
+                let ours = st.target.as_ref().is_some_and(|t| {
                     envelope.session.as_ref() == Some(&t.session)
                         && envelope.reply_to.as_ref() == Some(&t.queue)
                 });
                 if ours {
+                    // The owning instance's queue is back.
+                    st.owner_missing_since = None;
                     let _ = self.to_link.send(Signal::Resumed);
                 }
                 return Received::Skip;
             }
             _ => {}
         }
-        let parsed = match accept(
+        let mut parsed = match accept(
             &body,
             props.content_type().as_deref(),
             self.config.max_message_bytes,
@@ -546,10 +654,42 @@ impl Shared {
         st.owner_missing_since = None;
         st.last_heard = Some(Instant::now());
         let mut related = None;
+        let correlation_id = envelope.correlation_id.as_deref();
+        if let Parsed::Batch(items) = &mut parsed {
+            // Each answer in it is taken as it would be alone; what is not
+            // ours leaves the batch.
+            items.retain(|item| match item {
+                Ok(Message::Response(r)) => {
+                    !matches!(st.answering(r, correlation_id), Answering::Foreign)
+                }
+                _ => true,
+            });
+        }
         if let Parsed::Single(m) = &parsed {
             match m {
                 Message::Response(r) => {
-                    let answered = r.id().and_then(|id| st.unanswered.remove(id));
+                    let answered = match st.answering(r, correlation_id) {
+                        Answering::Ours(u) => Some(u),
+                        Answering::Unknown => None,
+                        Answering::Foreign => {
+                            log::warn!(
+                                "amqp client: dropped an answer whose correlation id is not its request's (id {:?}, correlation id {:?})",
+                                r.id(),
+                                correlation_id.map(crate::jsonrpc::excerpt)
+                            );
+                            return Received::Skip;
+                        }
+                        // The server could not read the request (too large,
+                        // say) and said so with id null: that request fails
+                        // with the server's error now, not at its timeout.
+                        Answering::Refused(id) => {
+                            drop(st);
+                            let error = r.outcome().err().unwrap_or_else(|| {
+                                ErrorObject::internal("the server answered with id null")
+                            });
+                            return failed(&id, &error);
+                        }
+                    };
                     let was_initialize = answered.is_some_and(|u| {
                         u.message.get("method").and_then(Value::as_str) == Some("initialize")
                     });
@@ -805,6 +945,11 @@ impl ClientLink {
         self.carry_held_over();
         if generation > 1 {
             self.reconnected_at = Some(Instant::now());
+        }
+        // Closed while this connection was being set up: what is owed
+        // is not published (the calls waiting for it have failed).
+        if link::stopped(stop) {
+            return Outcome::Stop;
         }
         let consumed = Control::Consumer(generation, consumer.receiver().clone());
         if self.to_reader.send(consumed).is_err() {
@@ -1227,5 +1372,154 @@ mod tests {
             e.message
         );
         assert!(lock(&shared.state).unanswered.is_empty());
+    }
+
+    /// A client with request 4 waiting (published as the returned message
+    /// id) and a session with an owner.
+    fn waiting_for_4(config: &AmqpConfig) -> (Arc<Shared>, String) {
+        let (to_link, _signals) = crossbeam_channel::unbounded();
+        let shared = Shared::new(config, to_link);
+        let (_, message_id) = shared.next_message(&mut lock(&shared.state));
+        let mut st = lock(&shared.state);
+        st.unanswered.insert(
+            RequestId::Number(4),
+            Unanswered {
+                order: 1,
+                message: json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call"}),
+                message_id: message_id.clone(),
+            },
+        );
+        st.target = Some(Arc::new(Target {
+            session: "s1".into(),
+            queue: "mcp.instance.a".into(),
+            version: None,
+        }));
+        drop(st);
+        (shared.clone(), message_id)
+    }
+
+    fn props(correlation_id: Option<&str>) -> amiquip::AmqpProperties {
+        let p = amiquip::AmqpProperties::default().with_content_type("application/json".into());
+        match correlation_id {
+            Some(c) => p.with_correlation_id(c.into()),
+            None => p,
+        }
+    }
+
+    #[test]
+    fn only_the_answer_correlated_with_a_request_answers_it() {
+        let config = AmqpConfig::new("amqp://guest:guest@127.0.0.1:5672", "forged").unwrap();
+        let (shared, message_id) = waiting_for_4(&config);
+        let answer = json!({"jsonrpc": "2.0", "id": 4, "result": {"forged": true}})
+            .to_string()
+            .into_bytes();
+        // Its id names our request, but it answers another message (or
+        // none): not taken, and the request still waits.
+        for cid in [None, Some("someone-else-1")] {
+            let r = shared.received(answer.clone(), &props(cid));
+            assert!(matches!(r, Received::Skip), "{cid:?}");
+            assert_eq!(lock(&shared.state).unanswered.len(), 1, "{cid:?}");
+        }
+        // In a batch, too: the forged answer leaves it.
+        let batch = format!("[{}]", String::from_utf8_lossy(&answer)).into_bytes();
+        let Received::Message(_, Parsed::Batch(items), _) =
+            shared.received(batch, &props(Some("someone-else-2")))
+        else {
+            panic!("a batch");
+        };
+        assert!(items.is_empty());
+        assert_eq!(lock(&shared.state).unanswered.len(), 1);
+        // The real one is taken.
+        let Received::Message(_, Parsed::Single(Message::Response(r)), _) =
+            shared.received(answer, &props(Some(&message_id)))
+        else {
+            panic!("the answer");
+        };
+        assert_eq!(r.id(), Some(&RequestId::Number(4)));
+        assert!(lock(&shared.state).unanswered.is_empty());
+    }
+
+    #[test]
+    fn an_error_with_id_null_fails_the_request_its_correlation_id_names() {
+        let config = AmqpConfig::new("amqp://guest:guest@127.0.0.1:5672", "null").unwrap();
+        let (shared, message_id) = waiting_for_4(&config);
+        let refusal = json!({"jsonrpc": "2.0", "id": null,
+            "error": {"code": -32600, "message": "the message exceeds the size limit"}})
+        .to_string()
+        .into_bytes();
+        // Naming no request of ours: left to the client (which drops it).
+        let r = shared.received(refusal.clone(), &props(Some("elsewhere")));
+        assert!(matches!(
+            r,
+            Received::Message(_, Parsed::Single(Message::Response(_)), _)
+        ));
+        assert_eq!(lock(&shared.state).unanswered.len(), 1);
+        let Received::Message(_, Parsed::Single(Message::Response(r)), _) =
+            shared.received(refusal, &props(Some(&message_id)))
+        else {
+            panic!("the answer");
+        };
+        assert_eq!(r.id(), Some(&RequestId::Number(4)));
+        let e = r.outcome().unwrap_err();
+        assert_eq!(e.code, -32600);
+        assert!(e.message.contains("size limit"), "{}", e.message);
+        assert!(lock(&shared.state).unanswered.is_empty());
+    }
+
+    #[test]
+    fn only_a_not_found_naming_our_session_ends_it() {
+        let config = AmqpConfig::new("amqp://guest:guest@127.0.0.1:5672", "nf").unwrap();
+        let (shared, _) = waiting_for_4(&config);
+        let not_found = |session: &str| {
+            Envelope {
+                status: Some(SessionStatus::NotFound),
+                session: Some(session.into()),
+                ..Default::default()
+            }
+            .properties("m")
+        };
+        assert!(matches!(
+            shared.received(Vec::new(), &not_found("s2")),
+            Received::Skip
+        ));
+        assert!(!lock(&shared.state).forgotten);
+        assert!(matches!(
+            shared.received(Vec::new(), &not_found("s1")),
+            Received::Over
+        ));
+        assert!(lock(&shared.state).forgotten);
+    }
+
+    #[test]
+    fn what_the_broker_would_not_take_is_never_published() {
+        let mut config = AmqpConfig::new("amqp://guest:guest@127.0.0.1:5672", "big").unwrap();
+        config.max_publish_bytes = 200;
+        let (shared, _) = waiting_for_4(&config);
+        let big = "x".repeat(300);
+        // A request: its write fails, and nothing waits for its answer.
+        let request = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": big}}});
+        let e = shared.write(&request).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("max_publish_bytes"), "{e}");
+        assert!(!lock(&shared.state)
+            .unanswered
+            .contains_key(&RequestId::Number(5)));
+        // A notification: the same.
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/message",
+            "params": {"data": big}});
+        assert!(shared.write(&note).is_err());
+        // An answer to the server's request: an error in its place (kept
+        // for the next connection here, as there is none).
+        let answer = json!({"jsonrpc": "2.0", "id": 9, "result": {"text": big}});
+        shared.write(&answer).unwrap();
+        let out = lock(&shared.outbox);
+        assert_eq!(out.deferred.len(), 1);
+        let sent = &out.deferred[0].message;
+        assert_eq!(sent["id"], 9);
+        assert_eq!(sent["error"]["code"], -32603);
+        assert!(sent["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("over max_publish_bytes")));
     }
 }

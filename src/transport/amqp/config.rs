@@ -293,13 +293,15 @@ pub struct AmqpConfig {
     pub prefetch: u16,
     /// Largest accepted body (default [`DEFAULT_MAX_MESSAGE_BYTES`]).
     pub max_message_bytes: usize,
-    /// Largest body a server instance publishes (default
+    /// Largest body a server instance or a client publishes (default
     /// [`DEFAULT_MAX_PUBLISH_BYTES`]); set it to the broker's
     /// `max_message_size` when that is lower. The broker closes the
     /// channel on a larger message (resetting the link of every session),
     /// so a response over it is replaced by an error response to the same
-    /// request (-32603, naming the size), and a larger notification or
-    /// server-to-client request is dropped with a log line.
+    /// request (-32603, naming the size). A server drops a larger
+    /// notification or request of its own with a log line; a client's
+    /// write of one fails (a call then fails at once with
+    /// `InvalidInput`).
     pub max_publish_bytes: usize,
     /// Session idle expiry (default [`DEFAULT_SESSION_IDLE`]).
     pub session_idle: Duration,

@@ -8,9 +8,10 @@ use std::fmt;
 use std::net::ToSocketAddrs;
 use std::time::Duration;
 
-/// How long each step of opening a connection may take: the TCP connect,
-/// the TLS handshake and the AMQP handshake (a broker that accepts TCP and
-/// stays silent is given up on after it).
+/// How long each step of opening a connection may stay silent: the TCP
+/// connect, and each wait for the broker's bytes in the TLS and AMQP
+/// handshakes (a broker that accepts TCP and stays silent is given up on
+/// after it; one that trickles a byte within each is not).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why a broker connection could not be opened. Never contains credentials.
@@ -38,7 +39,7 @@ impl std::error::Error for ConnectError {}
 
 /// Opens a connection to the broker of `url` over a socket with TCP_NODELAY,
 /// asking for heartbeats every `heartbeat_secs` seconds (0: none). Each
-/// step is bounded by [`CONNECT_TIMEOUT`].
+/// silence is bounded by [`CONNECT_TIMEOUT`].
 pub fn open(url: &AmqpUrl, heartbeat_secs: u16) -> Result<Connection, ConnectError> {
     open_within(url, heartbeat_secs, CONNECT_TIMEOUT)
 }

@@ -51,6 +51,13 @@ pub(crate) fn run(
         };
         let why = match connection {
             Ok(mut conn) => match conn.open_channel(None) {
+                // Stopped while it connected: nothing is served on it.
+                Ok(channel) if stopped(stop) => {
+                    let _ = channel.close();
+                    let _ = conn.close();
+                    config.emit(AmqpEvent::Closed);
+                    return Ok(());
+                }
                 Ok(channel) => {
                     let generation = generations.fetch_add(1, Ordering::SeqCst) + 1;
                     config.emit(AmqpEvent::Connected { generation });
