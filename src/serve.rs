@@ -218,14 +218,17 @@ impl Listener {
         }
     }
 
-    /// Stops taking new connections (TCP, HTTP) while open ones go on;
-    /// stdio and AMQP have none to refuse.
+    /// Stops taking new connections (TCP, HTTP) or new sessions and
+    /// stateless requests (AMQP: see [`AmqpListener::stop_accepting`])
+    /// while open ones go on; stdio has none to refuse.
     pub fn stop_accepting(&self) {
         match self {
             #[cfg(feature = "tcp")]
             Listener::Tcp(t) => t.stop_accepting(),
             #[cfg(feature = "http")]
             Listener::Http(h) => h.stop_accepting(),
+            #[cfg(feature = "amqp")]
+            Listener::Amqp(a) => a.stop_accepting(),
             _ => {}
         }
     }

@@ -776,6 +776,42 @@ fn two_instances_split_new_sessions_and_keep_them() {
     b.shutdown().unwrap();
 }
 
+/// A draining instance (SIGTERM of the daemon) takes no new sessions: they
+/// go to the other instance, while the sessions it has go on.
+#[test]
+fn a_draining_instance_leaves_new_sessions_to_the_others() {
+    let config = config("drain");
+    let _cleanup = Cleanup(config.clone());
+    let a = start("a", &config);
+    let kept = client(&config);
+    assert_eq!(text(&kept.call_tool("whoami", json!({})).unwrap()), "a");
+    let b = start("b", &config);
+    a.stop_accepting();
+    // Once the broker counts one consumer of the shared queue (b's), a
+    // has cancelled its own.
+    let mut conn = open(&AmqpUrl::parse(BROKER).unwrap(), 10).unwrap();
+    let probe = conn.open_channel(None).unwrap();
+    common::eventually("a stops consuming the shared queue", || {
+        let q = probe
+            .queue_declare_passive(config.request_queue())
+            .map_err(|e| e.to_string())?;
+        match q.declared_consumer_count() {
+            Some(1) => Ok(()),
+            n => Err(format!("{n:?} consumers")),
+        }
+    });
+    for _ in 0..10 {
+        let c = client(&config);
+        assert_eq!(text(&c.call_tool("whoami", json!({})).unwrap()), "b");
+        c.close();
+    }
+    // a's own session is still served.
+    assert_eq!(text(&kept.call_tool("whoami", json!({})).unwrap()), "a");
+    assert_eq!(a.session_count(), 1);
+    a.shutdown().unwrap();
+    b.shutdown().unwrap();
+}
+
 /// Killing an instance (SIGKILL of a real server process) makes its clients
 /// initialize again, on the instance that is left.
 #[test]

@@ -166,6 +166,33 @@ fn without_the_extension_calls_are_plain_and_task_methods_refused() {
     }
 }
 
+/// A server that runs no tasks runs a `Required` tool plainly, for a
+/// client with or without the extension (it offers none to declare).
+#[test]
+fn with_no_task_storage_a_required_tool_runs_plainly() {
+    let s = Server::builder("no-tasks", "1")
+        .options(EngineOptions {
+            tasks: TaskOptions {
+                max_tasks: 0,
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .tool(
+            Tool::new("must", no_args(), |_, _| Ok(ToolResult::text("plain")))
+                .task_support(TaskSupport::Required),
+        )
+        .build()
+        .unwrap();
+    for generation in BOTH {
+        for tasks in [false, true] {
+            let c = client(&s, generation, tasks);
+            let r = c.call_tool("must", json!({})).unwrap();
+            assert_eq!(text(&r), "plain", "{generation:?}, tasks {tasks}");
+        }
+    }
+}
+
 #[test]
 fn a_handler_asks_as_a_plain_call_then_detaches_into_a_task() {
     let s = server(TaskOptions::default(), Arc::default());

@@ -394,7 +394,7 @@ impl Config {
         let value: Value =
             serde_json::from_str(&text).map_err(|e| what(format!("not valid JSON: {e}")))?;
         match value.get("control") {
-            None | Some(Value::Null) => Ok(None),
+            None => Ok(None),
             Some(Value::String(c)) => expand(c, &|name| std::env::var(name).ok())
                 .map(|c| Some(PathBuf::from(c)))
                 .map_err(|e| what(format!("control: {e}"))),
@@ -495,6 +495,24 @@ impl Reader<'_> {
         o.iter()
             .map(|(k, v)| Ok((k.clone(), self.string(v, &join(path, k))?)))
             .collect()
+    }
+
+    /// An environment (`env`): names neither empty nor holding `=` or NUL
+    /// (a process could not be given them), values without NUL.
+    fn environment(&self, v: &Value, path: &str) -> Result<BTreeMap<String, String>, ConfigError> {
+        let env = self.string_map(v, path)?;
+        for (name, value) in &env {
+            if name.is_empty() || name.contains(['=', '\0']) {
+                return Err(self.error(
+                    &join(path, name),
+                    "not an environment variable name (empty, or holding = or NUL)",
+                ));
+            }
+            if value.contains('\0') {
+                return Err(self.error(&join(path, name), "a value holding NUL"));
+            }
+        }
+        Ok(env)
     }
 
     /// `key` of `o` (at `path`) as positive milliseconds, if given.
@@ -683,7 +701,7 @@ impl Reader<'_> {
                     None => Vec::new(),
                 };
                 let env = match o.get("env") {
-                    Some(e) => self.string_map(e, &join(path, "env"))?,
+                    Some(e) => self.environment(e, &join(path, "env"))?,
                     None => BTreeMap::new(),
                 };
                 let cwd = text("cwd")?.map(PathBuf::from);
@@ -959,7 +977,7 @@ impl Reader<'_> {
             t.env_allow = self.strings(a, &join(path, "envAllow"))?;
         }
         if let Some(e) = o.get("env") {
-            t.env = self.string_map(e, &join(path, "env"))?;
+            t.env = self.environment(e, &join(path, "env"))?;
         }
         t.timeout = match o.get("timeoutMs") {
             Some(ms) => Duration::from_millis(self.positive(ms, &join(path, "timeoutMs"))?),
@@ -1016,7 +1034,16 @@ impl Reader<'_> {
         let o = self.object(v, "http", "http")?;
         let mut h = HttpSettings::default();
         if let Some(l) = o.get("allowedOrigins") {
-            h.allowed_origins = Some(self.strings(l, "http.allowedOrigins")?);
+            let origins = self.strings(l, "http.allowedOrigins")?;
+            if let Some(bad) = origins.iter().find(|o| !is_origin(o)) {
+                return Err(self.error(
+                    "http.allowedOrigins",
+                    format!(
+                        "{bad:?} is not an origin: scheme://host[:port], with no path (there is no wildcard)"
+                    ),
+                ));
+            }
+            h.allowed_origins = Some(origins);
         }
         if let Some(l) = o.get("allowedHosts") {
             h.allowed_hosts = Some(self.strings(l, "http.allowedHosts")?);
@@ -1337,6 +1364,20 @@ impl Scan<'_> {
     }
 }
 
+/// Whether `o` is an origin as a browser sends it (RFC 6454):
+/// `scheme://host[:port]`, no path, no trailing slash.
+fn is_origin(o: &str) -> bool {
+    let Some((scheme, authority)) = o.split_once("://") else {
+        return false;
+    };
+    !scheme.is_empty()
+        && scheme
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+        && !authority.is_empty()
+        && !authority.contains(['/', '?', '#', '*', '@', ' '])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1352,6 +1393,33 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.path, "commands.a.b.timeoutMs", "{e}");
         assert_eq!((e.line, e.column), (2, 2), "{e}");
+    }
+
+    #[test]
+    fn environment_names_and_origins_are_checked() {
+        for env in [
+            r#"{"": "x"}"#,
+            r#"{"A=B": "x"}"#,
+            r#"{"A\u0000": "x"}"#,
+            r#"{"A": "\u0000"}"#,
+        ] {
+            let text = format!(r#"{{"commands": {{"t": {{"argv": ["x"], "env": {env}}}}}}}"#);
+            let e = parse(&text).unwrap_err();
+            assert!(e.path.starts_with("commands.t.env"), "{env}: {e}");
+        }
+        assert!(parse(r#"{"commands": {"t": {"argv": ["x"], "env": {"LANG": "C"}}}}"#).is_ok());
+        for origin in [
+            "https://app.example.com/",
+            "*",
+            "app.example.com",
+            "https://a/b",
+        ] {
+            let text = format!(r#"{{"http": {{"allowedOrigins": ["{origin}"]}}}}"#);
+            let e = parse(&text).unwrap_err();
+            assert_eq!(e.path, "http.allowedOrigins", "{origin}: {e}");
+        }
+        let ok = parse(r#"{"http": {"allowedOrigins": ["https://app.example.com:8443"]}}"#);
+        assert!(ok.is_ok());
     }
 
     #[test]

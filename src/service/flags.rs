@@ -18,7 +18,8 @@ pub const USAGE: &str = "usage: mcpvisor [--config PATH] [--check-config] [--lis
   --http ADDR        the same as --listen http://ADDR/mcp
   --tcp ADDR         the same as --listen tcp://ADDR
   --amqp URL         the same as --listen URL (an amqp:// or amqps:// URL with ?name=NAME)
-  --log-level LEVEL  error, warn, info, debug or trace (default: the file's logLevel, else info)
+  --log-level LEVEL  error, warn, info, debug or trace (default: the file's logLevel, else info;
+                     RUST_LOG, when set, overrides both)
   --control PATH     the control socket (default: the file's control, else
                      $RUNTIME_DIRECTORY/control under systemd, else none)
   --metrics ADDR     serve Prometheus metrics at http://ADDR/metrics (HOST:PORT, or
@@ -32,8 +33,9 @@ pub const USAGE: &str = "usage: mcpvisor [--config PATH] [--check-config] [--lis
 Signals: SIGTERM and SIGINT stop (calls in flight finish first), SIGHUP
 reloads the configuration file.
 
-Exit status: 0 clean, 64 usage, 70 the supervision tree gave up, 71 a listener
-could not be started, 78 invalid configuration.";
+Exit status: 0 clean, 64 usage, 69 (status) no daemon answers on the control
+socket, 70 the supervision tree gave up, 71 a listener could not be started,
+78 invalid configuration.";
 
 /// What the flags say.
 #[derive(Debug, Default, PartialEq)]
@@ -68,7 +70,14 @@ impl Flags {
             match a.as_str() {
                 "--config" => f.config = Some(PathBuf::from(value("--config")?)),
                 "--check-config" => f.check = true,
-                "--listen" | "--amqp" => f.listen.push(value(&a)?),
+                "--listen" => f.listen.push(value("--listen")?),
+                "--amqp" => {
+                    let url = value("--amqp")?;
+                    if !(url.starts_with("amqp://") || url.starts_with("amqps://")) {
+                        return Err(format!("--amqp: not an amqp:// or amqps:// URL: {url}"));
+                    }
+                    f.listen.push(url);
+                }
                 "--stdio" => f.listen.push("stdio".into()),
                 "--http" => f.listen.push(format!("http://{}/mcp", value("--http")?)),
                 "--tcp" => f.listen.push(format!("tcp://{}", value("--tcp")?)),
@@ -149,6 +158,16 @@ mod tests {
         );
         assert!(Flags::parse(args(&["--metrics", "nowhere"])).is_err());
         assert!(Flags::parse(args(&["--listen", "ftp://x"])).is_err());
+        // --amqp takes only a broker URL.
+        for url in ["stdio", "http://0.0.0.0:80/mcp"] {
+            assert!(Flags::parse(args(&["--amqp", url])).is_err(), "{url}");
+        }
+        assert_eq!(
+            Flags::parse(args(&["--amqp", "amqp://h?name=n"]))
+                .unwrap()
+                .listen,
+            ["amqp://h?name=n"]
+        );
         assert!(Flags::parse(args(&["--http", "nohost"])).is_err());
         assert!(Flags::parse(args(&["--bogus"]))
             .unwrap_err()

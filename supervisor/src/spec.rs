@@ -228,11 +228,12 @@ impl ChildSpec {
         self
     }
     /// Sets the restart intensity of a nested supervisor (see
-    /// [`SupervisorSpec::intensity`]); a worker is returned unchanged.
+    /// [`SupervisorSpec::intensity`], whose [`MIN_PERIOD`] holds here too);
+    /// a worker is returned unchanged.
     pub fn intensity(mut self, max_restarts: u32, period: Duration) -> Self {
         if let Start::Supervisor(spec) = &mut self.start {
             spec.max_restarts = max_restarts;
-            spec.period = period;
+            spec.period = period.max(MIN_PERIOD);
         }
         self
     }
@@ -345,5 +346,12 @@ mod tests {
         }
         let worker = ChildSpec::worker("w", |_| Ok(())).intensity(2, Duration::from_secs(7));
         assert_eq!(worker.kind(), ChildKind::Worker);
+        // A period under the least is taken as the least, as for a root.
+        let short = ChildSpec::supervisor(SupervisorSpec::new("s", Strategy::OneForOne))
+            .intensity(2, Duration::from_millis(1));
+        match &short.start {
+            Start::Supervisor(spec) => assert_eq!(spec.period, MIN_PERIOD),
+            Start::Worker(_) => panic!("still a supervisor"),
+        }
     }
 }

@@ -267,6 +267,11 @@ pub(crate) enum Plan {
 /// of `ctx`. `self_detaching` tools start as plain calls and may become
 /// tasks later ([`Context::detach`]).
 pub(crate) fn plan(ctx: &Context, support: TaskSupport, self_detaching: bool) -> Plan {
+    // A server that runs no tasks (and so does not offer the extension)
+    // runs every call plainly: it can serve them all without one.
+    if !ctx.engine().tasks.enabled() {
+        return Plan::Call;
+    }
     let declared = ctx.protocol().client_extension(TASKS_EXTENSION);
     match (support, declared) {
         (TaskSupport::Forbidden, _) => Plan::Call,
@@ -274,7 +279,7 @@ pub(crate) fn plan(ctx: &Context, support: TaskSupport, self_detaching: bool) ->
             Plan::Refuse(ErrorObject::missing_client_extension(TASKS_EXTENSION))
         }
         (TaskSupport::Optional, false) => Plan::Call,
-        (_, true) if self_detaching || !ctx.engine().tasks.enabled() => Plan::Call,
+        (_, true) if self_detaching => Plan::Call,
         (_, true) => Plan::Task,
     }
 }

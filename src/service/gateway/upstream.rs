@@ -239,7 +239,9 @@ fn run(
     // A required one fails as a command does: past its intensity, the
     // daemon with it.
     let remote = matches!(cfg.transport, UpstreamTransport::Http { .. }) && !cfg.required;
-    let mut delay = cfg.backoff;
+    // The first delay is capped as the doubling ones are.
+    let first_delay = cfg.backoff.min(MAX_BACKOFF);
+    let mut delay = first_delay;
     let mut told: Option<String> = None;
     // The client of the life under way: a stop closes it (on a thread of
     // its own: the hook must not block), so that a request the upstream
@@ -277,7 +279,7 @@ fn run(
         };
         // An outage after serving starts over: its first delay, said anew.
         if served {
-            delay = cfg.backoff;
+            delay = first_delay;
             told = None;
         }
         // Said once while it stays the same.

@@ -39,7 +39,7 @@ use crossbeam_channel::{Receiver, Select, Sender};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use supervisor::{ChildSpec, Restart, Strategy, SupervisorSpec};
@@ -95,6 +95,8 @@ enum Work {
     },
     /// Acknowledge without publishing (no response was owed).
     Ack(Ticket),
+    /// Look at [`Shared::draining`] (the instance stops taking new work).
+    Drain,
 }
 
 /// What the engine's threads share with the link thread.
@@ -109,6 +111,11 @@ struct Shared {
     answering: AtomicUsize,
     /// Connections made so far (see [`link::run`]).
     generations: AtomicU64,
+    /// The instance is stopping: it no longer consumes the shared request
+    /// queue (what names no session: `initialize`, stateless requests), so
+    /// those go to the other instances of the server, or wait in the queue
+    /// for the next start. Its own sessions' messages are still taken.
+    draining: AtomicBool,
 }
 
 impl Shared {
@@ -354,6 +361,15 @@ impl AmqpListener {
     pub fn sweep_sessions(&self) -> usize {
         self.shared.sessions.sweep()
     }
+    /// Stops taking new sessions and stateless requests (a draining stop):
+    /// the instance cancels its consumer of the shared request queue, and
+    /// what it had taken from there but not started goes back to the
+    /// queue, for the server's other instances (or the next start). Its
+    /// sessions' messages are still taken. For good: there is no resuming.
+    pub fn stop_accepting(&self) {
+        self.shared.draining.store(true, Ordering::SeqCst);
+        let _ = self.shared.work.send(Work::Drain);
+    }
 }
 
 /// `amqp://user:***@host:port as NAME (instance queue QUEUE)`: where and
@@ -409,6 +425,7 @@ impl crate::transport::tree::Tree<AmqpListener> {
             next_message: AtomicU64::new(1),
             answering: AtomicUsize::new(0),
             generations: AtomicU64::new(0),
+            draining: AtomicBool::new(false),
         });
         let first = Mutex::new(Some(first));
         let link = {
@@ -547,10 +564,17 @@ fn serve(
             },
         )
     };
-    let requests = match consume(shared.config.request_queue(), false) {
-        Ok(c) => c,
-        Err(e) => return lost("consuming the request queue", e),
+    let draining = || shared.draining.load(Ordering::SeqCst);
+    let requests = if draining() {
+        None
+    } else {
+        match consume(shared.config.request_queue(), false) {
+            Ok(c) => Some(c),
+            Err(e) => return lost("consuming the request queue", e),
+        }
     };
+    let no_requests = crossbeam_channel::never();
+    let requests_rx = requests.as_ref().map_or(&no_requests, |c| c.receiver());
     // A consumer's limit is the one set when it starts.
     let limit = instance_prefetch(&shared.config, &shared.engine.options);
     if let Err(e) = channel.qos(0, limit, false) {
@@ -578,7 +602,7 @@ fn serve(
         }
     }
     let mut sel = Select::new();
-    let i_requests = sel.recv(requests.receiver());
+    let i_requests = sel.recv(requests_rx);
     let i_own = sel.recv(own.receiver());
     let i_work = sel.recv(work);
     let i_returns = sel.recv(&returns);
@@ -587,7 +611,16 @@ fn serve(
     let mut with_confirms = sel.clone();
     let i_confirms = with_confirms.recv(&confirms);
     let mut overdue = false;
+    // Whether the shared queue's consumer was cancelled (draining).
+    let mut cancelled = requests.is_none();
     loop {
+        if !cancelled && draining() {
+            cancelled = true;
+            if let Some(Err(e)) = requests.as_ref().map(amiquip::Consumer::cancel) {
+                return lost("cancelling the request queue's consumer", e);
+            }
+            log::info!("amqp: draining: no longer taking new sessions or stateless requests");
+        }
         // What the handlers produced by now is published first, then the
         // requests confirmed meanwhile are acknowledged: both reach
         // amiquip's I/O thread together.
@@ -623,7 +656,20 @@ fn serve(
         };
         overdue = false;
         let result = match op.index() {
-            i if i == i_requests => link.consumed(op.recv(requests.receiver())),
+            i if i == i_requests => match op.recv(requests_rx) {
+                // Taken before the consumer was cancelled: back to the
+                // queue, for another instance (this one gets no more).
+                Ok(ConsumerMessage::Delivery(d)) if cancelled => d
+                    .nack(channel, true)
+                    .map_err(|e| Outcome::Lost(format!("nack: {e}"))),
+                // The cancelled consumer's end: nothing more comes from it.
+                Ok(_) | Err(_) if cancelled => {
+                    sel.remove(i_requests);
+                    with_confirms.remove(i_requests);
+                    Ok(())
+                }
+                m => link.consumed(m),
+            },
             i if i == i_own => link.consumed(op.recv(own.receiver())),
             i if i == i_work => match op.recv(work) {
                 Ok(w) => link.perform(w),
@@ -735,6 +781,8 @@ impl Link<'_> {
     fn perform(&mut self, work: Work) -> Result<(), Outcome> {
         match work {
             Work::Ack(t) => self.ack(t),
+            // Woke the loop, which looks at the flag.
+            Work::Drain => Ok(()),
             Work::Publish {
                 body,
                 envelope,
