@@ -193,6 +193,39 @@ fn with_no_task_storage_a_required_tool_runs_plainly() {
     }
 }
 
+/// A TCP connection that ends (here: idle) is closed for its peer at
+/// once, though a task of its session, which outlives it, still holds the
+/// session's sink.
+#[test]
+fn a_tcp_connection_ends_for_its_peer_while_its_task_runs() {
+    let s = server(TaskOptions::default(), Arc::default());
+    let tcp = s
+        .start_tcp(
+            mcpvisor::transport::tcp::TcpOptions::default()
+                .with_bind("127.0.0.1:0".parse().unwrap())
+                .with_idle_timeout(Duration::from_millis(200)),
+        )
+        .unwrap();
+    let (closed_tx, closed) = crossbeam_channel::bounded(1);
+    let options = ClientOptions {
+        tasks: true,
+        on_closed: Some(Arc::new(move |_: &ClientError| {
+            let _ = closed_tx.try_send(());
+        })),
+        ..Default::default()
+    };
+    let c = Client::connect(Connection::tcp(tcp.local_addr()).unwrap(), options).unwrap();
+    let ToolCall::Task(task) = c.call_tool_as_task("wait", json!({})).unwrap() else {
+        panic!("not a task");
+    };
+    // The task waits (60 s) while the connection idles out.
+    closed
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the client sees its connection end");
+    drop(task);
+    tcp.shutdown().unwrap();
+}
+
 #[test]
 fn a_handler_asks_as_a_plain_call_then_detaches_into_a_task() {
     let s = server(TaskOptions::default(), Arc::default());

@@ -33,7 +33,9 @@ pub use crate::transport::connection::{
 pub use crate::transport::reconnect::{Reconnect, DEFAULT_RECONNECT_ATTEMPTS};
 pub use listen::{LISTEN_RENEWAL, RELISTEN_DELAY};
 pub use stateless::{Generation, MAX_INPUT_ROUNDS};
-pub use tasks::{TaskHandle, ToolCall, DEFAULT_TASK_POLL, MAX_TASK_POLL, MIN_TASK_POLL};
+pub use tasks::{
+    TaskHandle, ToolCall, DEFAULT_TASK_POLL, MAX_TASK_POLL, MAX_TASK_WAIT, MIN_TASK_POLL,
+};
 pub use typed::ToolInfo;
 
 use crate::jsonrpc::{self, ErrorObject, Message, Parsed, Request, RequestId};
@@ -631,10 +633,14 @@ impl Client {
             return self.send_once(method, params, opts, deadline);
         };
         let mut params = stateless::with_meta(params, &meta);
-        for _ in 0..=MAX_INPUT_ROUNDS {
+        for round in 0..=MAX_INPUT_ROUNDS {
             let result = self.send_once(method, params.clone(), opts.clone(), deadline)?;
             if !stateless::input_required(&result) {
                 return Ok(result);
+            }
+            // No round follows: its questions are not put to the user.
+            if round == MAX_INPUT_ROUNDS {
+                break;
             }
             let answer = |m: &str, p: Value| self.answer_input(m, p, opts.on_request.as_ref());
             // A call's own handler (a gateway's) relays: every question at once.

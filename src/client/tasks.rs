@@ -21,6 +21,10 @@ pub const MAX_TASK_POLL: Duration = Duration::from_secs(30);
 /// cancelled (a server asking ever new questions would keep the caller,
 /// and what it remembers of them, for good).
 pub const MAX_TASK_QUESTIONS: usize = 1024;
+/// The longest a task is waited for when neither the caller's limit nor
+/// the task's `ttlMs` (null: kept for ever) bounds the wait: an hour, the
+/// time a server of this crate keeps a task by default.
+pub const MAX_TASK_WAIT: Duration = Duration::from_secs(3600);
 
 /// How a `tools/call` was answered.
 #[derive(Clone)]
@@ -106,8 +110,9 @@ impl TaskHandle {
     /// client's callbacks, and returns its result. A failed task is its
     /// error ([`ClientError::Rpc`]); a cancelled one is
     /// [`ClientError::Cancelled`]; past `timeout` (and never past the
-    /// task's `ttlMs`) the task is cancelled and this is a
-    /// [`ClientError::Protocol`] error that says so.
+    /// task's `ttlMs`; with neither, past [`MAX_TASK_WAIT`]) the task is
+    /// cancelled and this is a [`ClientError::Protocol`] error that says
+    /// so.
     pub fn wait(&self, timeout: Option<Duration>) -> Result<Value, ClientError> {
         self.wait_with(timeout, None, None)
     }
@@ -125,11 +130,8 @@ impl TaskHandle {
             .get("ttlMs")
             .and_then(Value::as_u64)
             .map(|ms| Duration::from_millis(ms) + self.poll * 2);
-        let limit = match (timeout, ttl) {
-            (Some(t), Some(l)) => Some(t.min(l)),
-            (t, l) => t.or(l),
-        };
-        let deadline = limit.map(crate::wait::deadline_in);
+        let limit = wait_limit(timeout, ttl);
+        let deadline = crate::wait::deadline_in(limit);
         let mut answered: HashSet<String> = HashSet::new();
         let mut poll = self.poll;
         loop {
@@ -178,17 +180,14 @@ impl TaskHandle {
                     self.id
                 )));
             }
-            let mut wait = poll;
-            if let Some(d) = deadline {
-                let left = d.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return stop(ClientError::Protocol(format!(
-                        "task {} did not end within {limit:?}; cancelled",
-                        self.id
-                    )));
-                }
-                wait = wait.min(left);
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return stop(ClientError::Protocol(format!(
+                    "task {} did not end within {limit:?}; cancelled",
+                    self.id
+                )));
             }
+            let wait = poll.min(left);
             if answered_now {
                 // The answers may have let it go on: look again at once.
                 continue;
@@ -263,9 +262,32 @@ impl Client {
     }
 }
 
+/// How long a task is waited for: the caller's limit and the task's time
+/// to live, whichever ends first. With neither (the server keeps the task
+/// for ever, a `ttlMs` of null), [`MAX_TASK_WAIT`]: a server that keeps
+/// it working for ever does not keep the caller for ever.
+fn wait_limit(timeout: Option<Duration>, ttl: Option<Duration>) -> Duration {
+    match (timeout, ttl) {
+        (Some(t), Some(l)) => t.min(l),
+        (Some(t), None) => t,
+        (None, Some(l)) => l,
+        (None, None) => MAX_TASK_WAIT,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_task_wait_always_ends() {
+        let (s, m) = (Duration::from_secs(1), Duration::from_secs(60));
+        assert_eq!(wait_limit(Some(s), Some(m)), s);
+        assert_eq!(wait_limit(Some(m), Some(s)), s);
+        assert_eq!(wait_limit(None, Some(s)), s);
+        assert_eq!(wait_limit(Some(m), None), m);
+        assert_eq!(wait_limit(None, None), MAX_TASK_WAIT);
+    }
 
     #[test]
     fn the_server_s_poll_interval_is_kept_within_bounds() {

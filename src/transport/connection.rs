@@ -87,11 +87,12 @@ impl Connection {
         self.pid
     }
 
-    /// A TCP connection to a line-delimited MCP server. A write that
-    /// blocks for [`DEFAULT_WRITE_TIMEOUT`] (the server stopped reading)
-    /// fails; closing the connection shuts the socket down at once.
+    /// A TCP connection to a line-delimited MCP server, made within
+    /// [`DEFAULT_CONNECT_TIMEOUT`]. A write that blocks for
+    /// [`DEFAULT_WRITE_TIMEOUT`] (the server stopped reading) fails;
+    /// closing the connection shuts the socket down at once.
     pub fn tcp(addr: std::net::SocketAddr) -> io::Result<Connection> {
-        let stream = std::net::TcpStream::connect(addr)?;
+        let stream = std::net::TcpStream::connect_timeout(&addr, DEFAULT_CONNECT_TIMEOUT)?;
         stream.set_nodelay(true)?;
         stream.set_write_timeout(Some(DEFAULT_WRITE_TIMEOUT))?;
         let closer = stream.try_clone()?;
@@ -365,6 +366,9 @@ fn kill_seen(seen: &[Seen]) {
 /// Longest a write to a server may block (it stopped reading) before it
 /// fails: 30 s.
 pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Longest a TCP connect to a server (over TCP or HTTP) may take: 10 s.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A child's stdin, written without blocking: a write waits for room in the
 /// pipe at most [`DEFAULT_WRITE_TIMEOUT`].

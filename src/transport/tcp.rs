@@ -7,11 +7,12 @@ use super::accept::{Acceptor, ServeFn};
 use super::lines::LineBudget;
 use super::stdio::{serve_lines, EndFn, Output, StdioOptions};
 use crate::protocol::Engine;
+use crate::sync::lock;
 use std::io;
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use supervisor::{ChildSpec, Strategy, SupervisorSpec};
 
@@ -183,11 +184,19 @@ impl super::tree::Tree<TcpListenerHandle> {
                 return;
             };
             // A peer that stops reading: shut the socket down, so the
-            // reader ends and the slot is freed.
-            let end: EndFn = Arc::new(move || {
-                log::warn!("tcp: {peer}: stopped reading; closing its connection");
-                let _ = ender.shutdown(std::net::Shutdown::Both);
-            });
+            // reader ends and the slot is freed. The session's sink keeps
+            // this (a task, or a handler still running, may outlive the
+            // connection), so its descriptor is let go when serving ends.
+            let ender = Arc::new(Mutex::new(Some(ender)));
+            let end: EndFn = {
+                let ender = ender.clone();
+                Arc::new(move || {
+                    if let Some(s) = lock(&ender).as_ref() {
+                        log::warn!("tcp: {peer}: stopped reading; closing its connection");
+                        let _ = s.shutdown(std::net::Shutdown::Both);
+                    }
+                })
+            };
             let budget = Some(budget.clone());
             let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
             if let Err(e) = serve_lines(
@@ -200,6 +209,12 @@ impl super::tree::Tree<TcpListenerHandle> {
                 Some(fd),
             ) {
                 log::debug!("tcp: {peer}: {e}");
+            }
+            // Everything is written: the peer sees the end now, whoever
+            // still holds the session's sink.
+            let last = lock(&ender).take();
+            if let Some(s) = last {
+                let _ = s.shutdown(std::net::Shutdown::Both);
             }
         });
         let acceptor = Arc::new(

@@ -56,8 +56,7 @@ pub const DEFAULT_RECONNECT_DELAY: Duration = Duration::from_millis(1000);
 pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
 /// How often in a row a dropped stream is resumed before giving up.
 pub const MAX_RESUME_ATTEMPTS: u32 = 5;
-/// Longest a TCP connect to the server may take: 10 s.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub use crate::transport::connection::DEFAULT_CONNECT_TIMEOUT;
 /// Longest a response that answers no call may stay silent (the answer to
 /// a notification or to `initialize`, the standalone stream, a DELETE): 5
 /// minutes. A silent standalone stream is simply opened again. The answer
