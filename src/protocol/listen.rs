@@ -133,6 +133,9 @@ struct Listener {
     sink: Arc<dyn Sink>,
     // Shared: announcements clone the listeners they go to.
     filter: Arc<Filter>,
+    // The bytes of its URIs, of the engine's budget for all subscriptions:
+    // given back when the stream (its last clone) goes.
+    _subscribed: Arc<super::budget::Share>,
 }
 
 impl Listener {
@@ -172,11 +175,18 @@ impl Listeners {
             catalog.has_capability("prompts"),
             catalog.has_capability("resources"),
         );
+        let mut subscribed = session.engine.subscribed.share();
+        if !subscribed.take(filter.uris.iter().map(String::len).sum()) {
+            return Err(ErrorObject::internal(
+                "the server holds as many subscriptions as it may; retry later",
+            ));
+        }
         let listener = Listener {
             session: session.key(),
             id: req.id().clone(),
             sink: sink.clone(),
             filter: Arc::new(filter),
+            _subscribed: Arc::new(subscribed),
         };
         let mut open = lock(&self.open);
         // Checked under the lock `end_all` takes after draining began: a

@@ -7,6 +7,7 @@
 //! [`Sink`] it passed in. Handlers run on a bounded pool of named threads.
 
 mod batch;
+mod budget;
 mod cancel;
 pub mod catalog;
 mod context;
@@ -28,6 +29,7 @@ mod skills;
 pub mod stateless;
 pub mod tasks;
 
+pub use budget::MAX_SUBSCRIBED_BYTES;
 pub use cancel::CancelToken;
 pub use catalog::{Changes, ListKind, Source};
 pub use context::{
@@ -175,6 +177,8 @@ pub struct Engine {
     state_key: StateKey,
     // Calls running or ended as tasks (the tasks extension).
     pub(crate) tasks: tasks::Tasks,
+    // The URIs every session and listen stream subscribes to.
+    pub(crate) subscribed: budget::Budget,
 }
 
 /// How a request handled on the pool ended, for an [`Observer`].
@@ -253,6 +257,7 @@ impl Engine {
             added_instructions: Mutex::new(std::collections::BTreeMap::new()),
             listeners: listen::Listeners::default(),
             state_key,
+            subscribed: budget::Budget::default(),
         }))
     }
 

@@ -54,6 +54,8 @@ struct State {
     protocol: ProtocolContext,
     log_level: Option<LogLevel>,
     subscriptions: HashSet<String>,
+    // The bytes of `subscriptions`, of the engine's budget for all sessions.
+    subscribed: super::budget::Share,
 }
 
 /// A session of the protocol engine, fed by one transport connection.
@@ -114,6 +116,7 @@ impl Session {
         this: Weak<Session>,
     ) -> Session {
         let id = super::session_id::new_session_id();
+        let subscribed = engine.subscribed.share();
         Session {
             engine,
             key,
@@ -131,6 +134,7 @@ impl Session {
                 ),
                 log_level: None,
                 subscriptions: HashSet::new(),
+                subscribed,
             }),
             inflight: Mutex::new(FastMap::default()),
             answering: AtomicUsize::new(0),
@@ -733,11 +737,18 @@ impl Session {
     }
 
     /// Subscribes to (or unsubscribes from) `uri`, within
-    /// [`MAX_SUBSCRIPTIONS`] of at most [`MAX_SUBSCRIPTION_URI_BYTES`] each.
+    /// [`MAX_SUBSCRIPTIONS`] of at most [`MAX_SUBSCRIPTION_URI_BYTES`] each,
+    /// and within what all sessions may hold together
+    /// ([`MAX_SUBSCRIBED_BYTES`](super::MAX_SUBSCRIBED_BYTES)).
     pub(crate) fn subscribe(&self, uri: &str, on: bool) -> Result<(), ErrorObject> {
         let mut st = lock(&self.state);
         if !on {
-            st.subscriptions.remove(uri);
+            if st.subscriptions.remove(uri) {
+                st.subscribed.give(uri.len());
+            }
+            return Ok(());
+        }
+        if st.subscriptions.contains(uri) {
             return Ok(());
         }
         if uri.len() > MAX_SUBSCRIPTION_URI_BYTES {
@@ -745,10 +756,15 @@ impl Session {
                 "the URI is longer than {MAX_SUBSCRIPTION_URI_BYTES} bytes"
             )));
         }
-        if st.subscriptions.len() >= MAX_SUBSCRIPTIONS && !st.subscriptions.contains(uri) {
+        if st.subscriptions.len() >= MAX_SUBSCRIPTIONS {
             return Err(ErrorObject::invalid_params(format!(
                 "a session may subscribe to at most {MAX_SUBSCRIPTIONS} resources"
             )));
+        }
+        if !st.subscribed.take(uri.len()) {
+            return Err(ErrorObject::internal(
+                "the server holds as many subscriptions as it may; retry later",
+            ));
         }
         st.subscriptions.insert(uri.to_owned());
         Ok(())

@@ -296,6 +296,56 @@ fn resource_updates_reach_only_subscribers() {
 }
 
 #[test]
+fn all_sessions_subscriptions_together_are_bounded() {
+    use crate::protocol::{MAX_SUBSCRIBED_BYTES, MAX_SUBSCRIPTIONS, MAX_SUBSCRIPTION_URI_BYTES};
+    let server = one_resource_server();
+    let uri = |s: usize, i: usize| {
+        let head = format!("r://{s}/{i}/");
+        head.clone() + &"u".repeat(MAX_SUBSCRIPTION_URI_BYTES - head.len())
+    };
+    // Sessions each within their own limits fill the engine's budget.
+    let full = MAX_SUBSCRIBED_BYTES / (MAX_SUBSCRIPTIONS * MAX_SUBSCRIPTION_URI_BYTES);
+    let mut clients: Vec<Client> = Vec::new();
+    for s in 0..full {
+        let mut c = Client::new(&server);
+        for i in 0..MAX_SUBSCRIPTIONS {
+            let r = c.call(i as i64, "resources/subscribe", json!({"uri": uri(s, i)}));
+            assert_eq!(r["result"], json!({}), "session {s}, {i}");
+        }
+        clients.push(c);
+    }
+    let mut late = Client::new(&server);
+    let refused = late.call(1, "resources/subscribe", json!({"uri": "r://x"}));
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    // A listen stream (2026-07-28) naming resources is refused the same way.
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let sink: Arc<dyn Sink> = Arc::new(Chan(tx));
+    let stateless = server.engine().open_session(sink.clone());
+    let listen = json!({"jsonrpc": "2.0", "id": 2, "method": "subscriptions/listen", "params": {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"}
+        },
+        "notifications": {"resourceSubscriptions": ["r://x"]}}});
+    stateless.receive(listen.to_string().as_bytes(), &sink);
+    let refused = rx.recv_timeout(WAIT).unwrap();
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    assert!(
+        refused.to_string().contains("as many subscriptions"),
+        "{refused}"
+    );
+    // What one session lets go, another may take.
+    clients[0].call(-1, "resources/unsubscribe", json!({"uri": uri(0, 0)}));
+    let taken = late.call(3, "resources/subscribe", json!({"uri": "r://x"}));
+    assert_eq!(taken["result"], json!({}), "{taken}");
+    // A session that ends gives all of its subscriptions back.
+    drop(clients);
+    drop(late);
+    assert_eq!(server.engine().subscribed.used(), 0);
+}
+
+#[test]
 fn per_session_state_is_bounded() {
     // #11 items 15 and 30 (repro t04): subscriptions and the client's
     // description are kept per session: both have a limit.
