@@ -500,6 +500,16 @@ impl ParseError {
         )
     }
 
+    /// A message the server had no memory for at the moment (shared with
+    /// other connections): not the sender's fault; it may send it again.
+    pub fn busy() -> Self {
+        Self::new(
+            INTERNAL_ERROR,
+            "the server is out of memory for incoming messages; send it again later",
+            None,
+        )
+    }
+
     /// A batch sent by a client whose protocol revision has no batches.
     pub fn batch_not_supported() -> Self {
         Self::new(

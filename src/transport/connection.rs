@@ -465,7 +465,7 @@ impl<R: Read + Send> MessageReader for LineMessages<R> {
                 None => return Ok(None),
                 Some(Frame::Line(l)) if l.iter().all(u8::is_ascii_whitespace) => continue,
                 Some(Frame::Line(l)) => return Ok(Some(l.to_vec())),
-                Some(Frame::TooLong { len }) => {
+                Some(Frame::TooLong { len } | Frame::Refused { len }) => {
                     log::warn!("client: discarded an incoming message of {len} bytes");
                     continue;
                 }

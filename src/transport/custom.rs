@@ -346,7 +346,7 @@ impl ServerConnection {
             // A line too long to keep is answered: room for it as for a request.
             let room = match frame {
                 Frame::Line(line) => self.wait_for_room(line),
-                Frame::TooLong { .. } => self.room_for(|| true),
+                Frame::TooLong { .. } | Frame::Refused { .. } => self.room_for(|| true),
             };
             if !room {
                 break;
@@ -358,6 +358,8 @@ impl ServerConnection {
                 Frame::Line(line) if line.iter().all(u8::is_ascii_whitespace) => {}
                 Frame::Line(line) => self.receive(line),
                 Frame::TooLong { len } => self.too_large(len),
+                // Logged (once) by the rejection.
+                Frame::Refused { .. } => self.session.reject(ParseError::busy(), &self.sink),
             }
         }
         Ok(())

@@ -49,6 +49,13 @@ pub enum Frame<'a> {
         /// How many bytes the discarded line had.
         len: usize,
     },
+    /// A line within the limit that the memory shared by all connections
+    /// for partial lines could not hold (others hold it): discarded up to
+    /// its newline like one too long, but not the sender's fault.
+    Refused {
+        /// How many bytes the discarded line had.
+        len: usize,
+    },
 }
 
 /// Reads newline-delimited frames; memory stays bounded by the limit plus one
@@ -65,6 +72,9 @@ pub struct LineReader<R> {
     max: usize,
     // Bytes of an over-long line dropped so far; Some while discarding.
     discarding: Option<usize>,
+    // The line being discarded is within the limit, but the shared budget
+    // could not hold it.
+    starved: bool,
     // Growth beyond the first chunk is taken from here.
     budget: Option<Arc<LineBudget>>,
     reserved: usize,
@@ -84,6 +94,7 @@ const BUFFERED_BELOW: usize = 8 * 1024;
 enum Found {
     Line(usize, usize),
     TooLong(usize),
+    Refused(usize),
 }
 
 impl<R: Read> LineReader<R> {
@@ -98,6 +109,7 @@ impl<R: Read> LineReader<R> {
             newline: None,
             max: max_line_bytes,
             discarding: None,
+            starved: false,
             budget: None,
             reserved: 0,
             spin: None,
@@ -163,6 +175,7 @@ impl<R: Read> LineReader<R> {
         Ok(found.map(|f| match f {
             Found::Line(a, b) => (Frame::Line(&self.buf[a..b]), more),
             Found::TooLong(len) => (Frame::TooLong { len }, more),
+            Found::Refused(len) => (Frame::Refused { len }, more),
         }))
     }
 
@@ -186,6 +199,16 @@ impl<R: Read> LineReader<R> {
         memchr::memchr(b'\n', &self.buf[self.scanned..self.end]).map(|p| self.scanned + p)
     }
 
+    /// A discarded line of `len` bytes: too long, or refused for want of
+    /// the shared budget.
+    fn discarded(&mut self, len: usize) -> Found {
+        if std::mem::take(&mut self.starved) {
+            Found::Refused(len)
+        } else {
+            Found::TooLong(len)
+        }
+    }
+
     fn find(&mut self) -> io::Result<Option<Found>> {
         loop {
             let newline = self.newline.take().or_else(|| self.search());
@@ -194,7 +217,7 @@ impl<R: Read> LineReader<R> {
                 self.start = nl + 1;
                 self.scanned = self.start;
                 if let Some(dropped) = self.discarding.take() {
-                    return Ok(Some(Found::TooLong(dropped + (b - a))));
+                    return Ok(Some(self.discarded(dropped + (b - a))));
                 }
                 // Too long counts every byte before the newline, as when
                 // the line is dropped piecemeal.
@@ -230,8 +253,9 @@ impl<R: Read> LineReader<R> {
                     .min(self.max + READ_CHUNK + 1)
                     .max(self.end + READ_CHUNK);
                 if !self.grow(grown) {
-                    // Out of shared budget: this line is refused as too
-                    // large; what it holds is dropped.
+                    // Out of shared budget: this line is refused; what it
+                    // holds is dropped.
+                    self.starved = true;
                     *self.discarding.get_or_insert(0) += self.end - self.start;
                     self.start = 0;
                     self.end = 0;
@@ -250,7 +274,7 @@ impl<R: Read> LineReader<R> {
             if n == 0 {
                 let rest = self.end - self.start;
                 if let Some(dropped) = self.discarding.take() {
-                    return Ok(Some(Found::TooLong(dropped + rest)));
+                    return Ok(Some(self.discarded(dropped + rest)));
                 }
                 if rest == 0 {
                     return Ok(None);
@@ -401,8 +425,9 @@ mod tests {
         let held = 4 * READ_CHUNK - budget.left();
         assert!(held >= 2 * READ_CHUNK, "{held}");
         let mut b = LineReader::new(&long[..], max).with_budget(Some(budget.clone()));
+        // Refused, not too long: the line is within the limit.
         assert!(
-            matches!(b.next_frame().unwrap(), Some(Frame::TooLong { .. })),
+            matches!(b.next_frame().unwrap(), Some(Frame::Refused { len }) if len == 3 * READ_CHUNK),
             "b's line did not fit in what a left"
         );
         assert!(matches!(
@@ -425,6 +450,7 @@ mod tests {
             out.push(match f {
                 Frame::Line(l) => String::from_utf8_lossy(l).into_owned(),
                 Frame::TooLong { len } => format!("<{len}>"),
+                Frame::Refused { len } => format!("<refused {len}>"),
             });
         }
         out
