@@ -300,6 +300,10 @@ struct Shared {
     close_pending: AtomicBool,
     // Set while one reader thread re-establishes the connection.
     reconnecting: AtomicBool,
+    // The reconnection attempts made since the last connection that lived
+    // its backoff's `reset_after`, and when the last one came up: a server
+    // that drops each new connection soon uses up the attempts.
+    reconnects: Mutex<(u32, Option<Instant>)>,
     // Which connection the writer writes to: raised, under the writer's
     // lock, when a reconnection puts in a new one. An answer to a request
     // of the server's is written only to the connection it came on (the
@@ -438,6 +442,7 @@ impl Client {
             closed: AtomicBool::new(false),
             close_pending: AtomicBool::new(false),
             reconnecting: AtomicBool::new(false),
+            reconnects: Mutex::new((0, Some(Instant::now()))),
             epoch: AtomicU64::new(0),
             options,
             on_close: Mutex::new(on_close),
@@ -1138,7 +1143,17 @@ fn connection_lost(shared: &Arc<Shared>, why: ClientError) {
     }
     log::warn!("client: connection lost ({why}); reconnecting");
     connection_ended(shared);
-    for (attempt, delay) in policy.delays().enumerate() {
+    // A connection that lived long enough starts the attempts over; one
+    // that did not goes on from where the last series stopped.
+    let first = {
+        let (made, up) = *lock(&shared.reconnects);
+        if up.is_some_and(|t| t.elapsed() >= policy.backoff.reset_after) {
+            0
+        } else {
+            made
+        }
+    };
+    for (attempt, delay) in policy.delays_from(first) {
         thread::sleep(delay);
         if shared.closed.load(Ordering::SeqCst) {
             return;
@@ -1187,6 +1202,7 @@ fn connection_lost(shared: &Arc<Shared>, why: ClientError) {
         let client = Client::internal(shared);
         match client.establish() {
             Ok((_, v)) => {
+                *lock(&shared.reconnects) = (attempt + 1, Some(Instant::now()));
                 shared.reconnecting.store(false, Ordering::SeqCst);
                 // Its reader may have ended already (the server answered
                 // and hung up), seeing a reconnection under way and leaving

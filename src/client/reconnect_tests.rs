@@ -357,3 +357,26 @@ fn a_task_that_keeps_asking_is_given_up_at_its_limit() {
         "{e}"
     );
 }
+
+#[test]
+fn servers_that_drop_each_new_connection_use_up_the_attempts() {
+    let (conns_tx, old, client, _reconnected) = connected_reconnecting();
+    drop(old);
+    // Five times (the attempts allowed), a server answers `initialize` and
+    // hangs up at once: each connection lives far less than `reset_after`.
+    for _ in 0..5 {
+        let (conn, peer, ended) = connection(None);
+        conns_tx.send(conn).unwrap();
+        peer.initialize();
+        peer.next("notifications/initialized");
+        drop(peer);
+        ended.recv_timeout(WAIT).unwrap();
+    }
+    // The series went on across them: no sixth connection is asked for,
+    // the client gives up.
+    let deadline = Instant::now() + WAIT / 2;
+    while !client.is_closed() {
+        assert!(Instant::now() < deadline, "still reconnecting");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
