@@ -664,6 +664,45 @@ fn a_tcp_connection_waiting_for_a_long_call_is_not_idle() {
     tcp.shutdown().unwrap();
 }
 
+/// A listener that stopped accepting still ends its open connections
+/// when it is shut down.
+#[test]
+fn tcp_connections_open_after_stop_accepting_end_at_shutdown() {
+    use std::io::Read;
+    let s = server();
+    let tcp = s
+        .start_tcp(TcpOptions::default().with_bind("127.0.0.1:0".parse().unwrap()))
+        .unwrap();
+    let c = Client::connect(
+        Connection::tcp(tcp.local_addr()).unwrap(),
+        ClientOptions::default(),
+    )
+    .unwrap();
+    let mut raw = std::net::TcpStream::connect(tcp.local_addr()).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // Both connections are being served (not waiting in the backlog).
+    c.ping().unwrap();
+    std::io::Write::write_all(
+        &mut raw,
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n",
+    )
+    .unwrap();
+    let mut answer = [0u8; 256];
+    let n = raw.read(&mut answer).unwrap();
+    assert!(
+        n > 0 && answer[..n].ends_with(b"\n"),
+        "the ping is answered"
+    );
+    tcp.stop_accepting();
+    c.ping().expect("open connections go on");
+    tcp.shutdown().unwrap();
+    assert!(
+        matches!(raw.read(&mut [0u8; 16]), Ok(0)),
+        "the connection ended with the listener"
+    );
+    assert!(c.ping().is_err(), "the client's connection ended too");
+}
+
 #[test]
 fn tcp_idle_connections_are_closed_and_the_cap_holds() {
     use std::io::Read;

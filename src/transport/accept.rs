@@ -245,20 +245,23 @@ impl Acceptor {
                 })?;
             // Told to stop: open keep-alive connections end after their request.
             acceptor.stopping.store(true, Ordering::SeqCst);
-            let stopped = !matches!(
+            // After `stop_accepting` the open connections go on; the stop
+            // that comes later still ends them (the worker is not run
+            // again: it waits for that stop here).
+            if matches!(
                 ctx.stop_signal().try_recv(),
                 Err(crossbeam_channel::TryRecvError::Empty)
-            );
-            if stopped && !acceptor.keep_socket.load(Ordering::SeqCst) {
+            ) {
+                let _ = ctx.stop_signal().recv();
+            }
+            if !acceptor.keep_socket.load(Ordering::SeqCst) {
                 // Closed now, not once the last connection thread (which
                 // holds the acceptor) ends: a stopped listener refuses new
                 // connections. (After `stop_accepting` they wait in the
                 // backlog instead; a passed-in socket stays its owner's.)
                 lock(&acceptor.socket).take();
             }
-            if stopped {
-                acceptor.end_connections();
-            }
+            acceptor.end_connections();
             Ok(())
         })
         .await_ready(Duration::from_secs(10))
