@@ -126,10 +126,14 @@ pub(crate) enum Asked {
 impl Round {
     /// The round of a stateless request: its answers from `requestState`
     /// (verified) and `inputResponses`. -32602 for a malformed or forged one.
-    pub(crate) fn of(req: &Request, key: &StateKey) -> Result<Round, ErrorObject> {
+    pub(crate) fn of(
+        req: &Request,
+        key: &StateKey,
+        credential: Option<&[u8; 32]>,
+    ) -> Result<Round, ErrorObject> {
         let params = req.params();
         let get = |k: &str| params.and_then(|p| p.get(k));
-        let binding = binding(req);
+        let binding = binding(req, credential);
         let mut answers = match get("requestState") {
             None => Map::new(),
             Some(Value::String(s)) => open_state(key, s, req.method(), &binding)?,
@@ -172,14 +176,15 @@ impl Round {
             .key
             .clone()
             .unwrap_or_else(|| format!("{}-{n}", q.short()));
+        // A limit of the method, not the client's fault: the handler learns
+        // it cannot ask, and what it makes of that is the outcome (one that
+        // copes without the answer succeeds).
         if !self.allowed {
-            let e = ErrorObject::invalid_request(format!(
+            return Asked::Invalid(ErrorObject::internal(format!(
                 "{} cannot ask the client for input in protocol 2026-07-28 (only {} can)",
                 self.method,
                 ROUND_METHODS.join(", ")
-            ));
-            st.invalid.get_or_insert(e.clone());
-            return Asked::Invalid(e);
+            )));
         }
         match self.answers.get(&key) {
             Some(answer) => match check_answer(q.method, answer) {
@@ -277,19 +282,24 @@ pub(crate) fn check_answer(method: &str, answer: &Value) -> Result<(), &'static 
     }
 }
 
-/// What a state is bound to: the method's target (tool, prompt, URI) and
-/// arguments, as a SHA-256 digest.
-fn binding(req: &Request) -> String {
+/// What a state is bound to, as a SHA-256 digest: the method's target
+/// (the tool or prompt by `name`, the resource by `uri`), its arguments,
+/// and the bearer credential the request came with, if any (a state is
+/// good only for the principal it was issued to).
+fn binding(req: &Request, credential: Option<&[u8; 32]>) -> String {
     let p = req.params();
-    let target = p
-        .and_then(|p| p.get("name").or_else(|| p.get("uri")))
-        .cloned()
-        .unwrap_or(Value::Null);
+    let field = if req.method() == "resources/read" {
+        "uri"
+    } else {
+        "name"
+    };
+    let target = p.and_then(|p| p.get(field)).cloned().unwrap_or(Value::Null);
     let args = p
         .and_then(|p| p.get("arguments"))
         .cloned()
         .unwrap_or(Value::Null);
-    let text = format!("{}\n{target}\n{args}", req.method());
+    let principal = credential.map_or_else(String::new, |c| base64(c));
+    let text = format!("{}\n{target}\n{args}\n{principal}", req.method());
     base64(ring::digest::digest(&ring::digest::SHA256, text.as_bytes()).as_ref())
 }
 
@@ -401,7 +411,7 @@ mod tests {
 
     #[test]
     fn a_question_without_answer_ends_the_round_with_a_signed_state() {
-        let r = Round::of(&call(json!({})), &StateKey::random()).unwrap();
+        let r = Round::of(&call(json!({})), &StateKey::random(), None).unwrap();
         assert!(matches!(r.ask(&elicit().key("name")), Asked::Pending));
         let out = settle(&r, Err(ErrorObject::internal("handler gave up"))).unwrap();
         assert_eq!(out["resultType"], "input_required");
@@ -411,14 +421,14 @@ mod tests {
         // The retry: answered from inputResponses, the state verified.
         let answer = json!({"action": "accept", "content": {"n": "Alice"}});
         let retry = call(json!({"requestState": state, "inputResponses": {"name": answer}}));
-        let r2 = Round::of(&retry, &StateKey::random()).unwrap();
+        let r2 = Round::of(&retry, &StateKey::random(), None).unwrap();
         assert!(matches!(r2.ask(&elicit().key("name")), Asked::Answer(a) if a == answer));
         // A second question: its answer is kept in the next state.
         assert!(matches!(r2.ask(&elicit()), Asked::Pending));
         let out2 = settle(&r2, Ok(json!({}))).unwrap();
         let state2 = out2["requestState"].as_str().unwrap();
         assert_ne!(state2, state);
-        let r3 = Round::of(&call(json!({"requestState": state2, "inputResponses": {"elicitation-2": {"action": "decline"}}})), &StateKey::random()).unwrap();
+        let r3 = Round::of(&call(json!({"requestState": state2, "inputResponses": {"elicitation-2": {"action": "decline"}}})), &StateKey::random(), None).unwrap();
         assert!(matches!(r3.ask(&elicit().key("name")), Asked::Answer(a) if a == answer));
         assert!(matches!(r3.ask(&elicit()), Asked::Answer(_)));
         assert_eq!(
@@ -429,7 +439,7 @@ mod tests {
 
     #[test]
     fn altered_moved_or_malformed_states_are_refused() {
-        let r = Round::of(&call(json!({})), &StateKey::random()).unwrap();
+        let r = Round::of(&call(json!({})), &StateKey::random(), None).unwrap();
         r.ask(&elicit());
         let state = settle(&r, Ok(json!({}))).unwrap()["requestState"]
             .as_str()
@@ -441,9 +451,13 @@ mod tests {
             format!("A{state}"),
             String::new(),
         ] {
-            let e = Round::of(&call(json!({"requestState": bad})), &StateKey::random())
-                .err()
-                .unwrap();
+            let e = Round::of(
+                &call(json!({"requestState": bad})),
+                &StateKey::random(),
+                None,
+            )
+            .err()
+            .unwrap();
             assert_eq!(e.code, INVALID_PARAMS);
         }
         let other = Request::new(
@@ -452,10 +466,40 @@ mod tests {
             Some(json!({"name": "u", "requestState": state})),
         );
         assert!(
-            Round::of(&other, &StateKey::random()).is_err(),
+            Round::of(&other, &StateKey::random(), None).is_err(),
             "bound to its tool and arguments"
         );
-        assert!(Round::of(&call(json!({"inputResponses": null})), &StateKey::random()).is_err());
+        assert!(
+            Round::of(
+                &call(json!({"requestState": state})),
+                &StateKey::random(),
+                Some(&[1; 32])
+            )
+            .is_err(),
+            "bound to the principal it was issued to (here: none)"
+        );
+        // A resource's state is bound to its URI, whatever name it carries.
+        let read = |uri: &str, state: Option<&str>| {
+            let mut p = json!({"uri": uri, "name": "same"});
+            if let Some(s) = state {
+                p["requestState"] = json!(s);
+            }
+            Request::new(RequestId::Number(1), "resources/read", Some(p))
+        };
+        let r = Round::of(&read("r://a", None), &StateKey::random(), None).unwrap();
+        r.ask(&elicit());
+        let state = settle(&r, Ok(json!({}))).unwrap()["requestState"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(Round::of(&read("r://a", Some(&state)), &StateKey::random(), None).is_ok());
+        assert!(Round::of(&read("r://b", Some(&state)), &StateKey::random(), None).is_err());
+        assert!(Round::of(
+            &call(json!({"inputResponses": null})),
+            &StateKey::random(),
+            None
+        )
+        .is_err());
     }
 
     #[test]
@@ -463,12 +507,13 @@ mod tests {
         let r = Round::of(
             &call(json!({"inputResponses": {"elicitation-1": 12345}})),
             &StateKey::random(),
+            None,
         )
         .unwrap();
         assert!(matches!(r.ask(&elicit()), Asked::Invalid(_)));
         assert_eq!(settle(&r, Ok(json!({}))).unwrap_err().code, INVALID_PARAMS);
 
-        let r = Round::of(&call(json!({})), &StateKey::random()).unwrap();
+        let r = Round::of(&call(json!({})), &StateKey::random(), None).unwrap();
         r.missing("sampling");
         let e = settle(&r, Ok(json!({"content": [], "isError": true}))).unwrap_err();
         assert_eq!(e.code, crate::jsonrpc::MISSING_CLIENT_CAPABILITY);
@@ -482,12 +527,30 @@ mod tests {
             e.data.unwrap(),
             json!({"requiredCapabilities": {"sampling": {}}})
         );
-        let r = Round::of(&call(json!({})), &StateKey::random()).unwrap();
+        let r = Round::of(&call(json!({})), &StateKey::random(), None).unwrap();
         r.missing("sampling");
         assert!(
             settle(&r, Ok(json!({"content": []}))).is_ok(),
             "a handler that coped succeeds"
         );
+    }
+
+    #[test]
+    fn a_method_that_cannot_ask_leaves_the_outcome_to_its_handler() {
+        let complete = Request::new(
+            RequestId::Number(1),
+            "completion/complete",
+            Some(json!({"ref": {"type": "ref/prompt", "name": "p"}})),
+        );
+        let r = Round::of(&complete, &StateKey::random(), None).unwrap();
+        let Asked::Invalid(e) = r.ask(&elicit()) else {
+            panic!("a completion cannot ask");
+        };
+        assert_eq!(e.code, crate::jsonrpc::INTERNAL_ERROR);
+        // A handler that copes succeeds; one that fails, fails with its error.
+        let coped = settle(&r, Ok(json!({"completion": {"values": []}})));
+        assert_eq!(coped.unwrap()["completion"]["values"], json!([]));
+        assert_eq!(settle(&r, Err(e.clone())).unwrap_err(), e);
     }
 
     #[test]
@@ -497,25 +560,15 @@ mod tests {
             StateKey::new(&[7; 32]),
             StateKey::new(&[8; 32]),
         );
-        let r = Round::of(&call(json!({})), &a).unwrap();
+        let r = Round::of(&call(json!({})), &a, None).unwrap();
         r.ask(&elicit());
         let state = settle(&r, Ok(json!({}))).unwrap()["requestState"].clone();
-        assert!(Round::of(&call(json!({"requestState": state})), &b).is_ok());
-        assert!(Round::of(&call(json!({"requestState": state})), &other).is_err());
+        assert!(Round::of(&call(json!({"requestState": state})), &b, None).is_ok());
+        assert!(Round::of(&call(json!({"requestState": state})), &other, None).is_err());
         assert_eq!(
             format!("{a:?}"),
             "StateKey(..)",
             "the secret is never printed"
         );
-    }
-
-    #[test]
-    fn lists_cannot_ask() {
-        let r = Round::of(
-            &Request::new(RequestId::Number(1), "completion/complete", Some(json!({}))),
-            &StateKey::random(),
-        )
-        .unwrap();
-        assert!(matches!(r.ask(&elicit()), Asked::Invalid(_)));
     }
 }

@@ -474,7 +474,11 @@ impl Session {
                 respond(sink, request.id(), outcome)
             }
             Route::Pool(f) => {
-                let round = match super::input::Round::of(&request, &self.engine.state_key) {
+                let round = match super::input::Round::of(
+                    &request,
+                    &self.engine.state_key,
+                    self.credential().as_ref(),
+                ) {
                     Ok(r) => r,
                     Err(e) => return respond(sink, request.id(), Err(e)),
                 };
