@@ -14,6 +14,9 @@
 //! | `title`, tool `outputSchema`     | 2025-06-18 | removed                  |
 //! | `icons`                          | 2025-11-25 | removed                  |
 //! | `serverInfo` `description`, `websiteUrl` | 2025-11-25 | removed          |
+//! | `annotations.lastModified`, prompt arguments' `title` | 2025-06-18 | removed |
+//! | capability `completions`         | 2025-03-26 | removed (still served)   |
+//! | capability `extensions`          | 2025-11-25 | removed                  |
 
 use super::{Answer, Content, ProtocolVersion, ToolResult};
 use serde_json::{json, Value};
@@ -100,6 +103,28 @@ pub fn implementation(version: ProtocolVersion, mut info: Value) -> Value {
     info
 }
 
+/// The server's `capabilities` for a client speaking `version`:
+/// `completions` is 2025-03-26's (a 2024-11-05 client may still ask:
+/// that revision had no capability for it), `extensions` 2025-11-25's.
+pub fn capabilities(version: ProtocolVersion, mut caps: Value) -> Value {
+    if version < V2025_03_26 {
+        remove(&mut caps, "completions");
+    }
+    if version < V2025_11_25 {
+        remove(&mut caps, "extensions");
+    }
+    caps
+}
+
+/// `annotations.lastModified` (2025-06-18) of `v`, for older clients.
+fn last_modified(v: &mut Value, version: ProtocolVersion) {
+    if version < V2025_06_18 {
+        if let Some(a) = v.get_mut("annotations") {
+            remove(a, "lastModified");
+        }
+    }
+}
+
 fn remove(v: &mut Value, key: &str) {
     if let Some(o) = v.as_object_mut() {
         o.remove(key);
@@ -115,6 +140,13 @@ fn definition(item: &mut Value, version: ProtocolVersion, tool: bool) {
         remove(item, "title");
         if tool {
             remove(item, "outputSchema");
+        } else {
+            last_modified(item, version);
+        }
+        if let Some(args) = item.get_mut("arguments").and_then(Value::as_array_mut) {
+            for a in args {
+                remove(a, "title");
+            }
         }
     }
     if version < V2025_03_26 && tool {
@@ -147,10 +179,16 @@ fn block(c: &mut Value, version: ProtocolVersion) {
         ),
         _ => {
             if version < V2025_11_25 {
-                // Embedded resources and other blocks may carry icons too.
+                // A resource link, embedded resources and other blocks may
+                // carry icons too.
+                remove(c, "icons");
                 if let Some(r) = c.get_mut("resource") {
                     remove(r, "icons");
                 }
+            }
+            last_modified(c, version);
+            if let Some(r) = c.get_mut("resource") {
+                last_modified(r, version);
             }
             return;
         }
@@ -259,5 +297,47 @@ mod tests {
                 "{version}"
             );
         }
+    }
+
+    #[test]
+    fn later_fields_of_annotations_arguments_links_and_capabilities_are_removed() {
+        let annotations = json!({"audience": ["user"], "lastModified": "2025-01-01T00:00:00Z"});
+        let listed =
+            json!({"resources": [{"uri": "r://a", "name": "a", "annotations": annotations}]});
+        let old = result("resources/list", V2025_03_26, listed.clone());
+        assert_eq!(
+            old["resources"][0]["annotations"],
+            json!({"audience": ["user"]})
+        );
+        assert_eq!(
+            result("resources/list", V2025_06_18, listed.clone()),
+            listed
+        );
+        let prompts =
+            json!({"prompts": [{"name": "p", "arguments": [{"name": "x", "title": "X"}]}]});
+        let old = result("prompts/list", V2025_03_26, prompts);
+        assert_eq!(old["prompts"][0]["arguments"][0], json!({"name": "x"}));
+        let call = json!({"content": [
+            {"type": "resource_link", "uri": "r://a", "name": "a", "icons": [{"src": "https://i"}]},
+            {"type": "text", "text": "t", "annotations": annotations}
+        ]});
+        let june = result("tools/call", V2025_06_18, call.clone());
+        assert!(june["content"][0].get("icons").is_none());
+        assert_eq!(june["content"][1], call["content"][1]);
+        let march = result("tools/call", V2025_03_26, call);
+        assert_eq!(
+            march["content"][1]["annotations"],
+            json!({"audience": ["user"]})
+        );
+        let caps = json!({"tools": {}, "completions": {}, "extensions": {"x": {}}});
+        assert_eq!(
+            capabilities(V2024_11_05, caps.clone()),
+            json!({"tools": {}})
+        );
+        assert_eq!(
+            capabilities(V2025_06_18, caps.clone()),
+            json!({"tools": {}, "completions": {}})
+        );
+        assert_eq!(capabilities(V2025_11_25, caps.clone()), caps);
     }
 }

@@ -162,7 +162,9 @@ pub(crate) fn initialize(session: &Arc<Session>, req: &Request) -> Result<Value,
     let mut result = Map::new();
     result.insert("protocolVersion".into(), version.as_str().into());
     let capabilities = engine.capabilities();
+    // Told in whole: what it serves does not depend on the revision.
     session.told_capabilities(&capabilities);
+    let capabilities = crate::model::adapt::capabilities(version, capabilities);
     result.insert("capabilities".into(), capabilities);
     let info = crate::model::adapt::implementation(version, engine.info.to_value());
     result.insert("serverInfo".into(), info);
