@@ -136,16 +136,18 @@ impl SkillsDir {
         Ok(())
     }
 
-    /// What the directory serves: every file's path, size and modification
-    /// time, in order (a change of any is a change of the skills).
-    pub fn fingerprint(&self) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
+    /// What the directory serves: every file's URI (`skill://` and its
+    /// path under the directory), size and modification time, in order (a
+    /// change of any is a change of the skills).
+    pub fn fingerprint(&self) -> Vec<(String, u64, Option<SystemTime>)> {
         let mut files = Vec::new();
         walk_files(&self.root, &mut Vec::new(), &mut files);
         files
             .into_iter()
-            .filter_map(|(path, _)| {
+            .filter_map(|(path, rel)| {
                 let meta = fs::metadata(&path).ok()?;
-                Some((path, meta.len(), meta.modified().ok()))
+                let uri = format!("{SKILL_SCHEME}{}", rel.join("/"));
+                Some((uri, meta.len(), meta.modified().ok()))
             })
             .collect()
     }
@@ -173,7 +175,16 @@ impl SkillsDir {
                     break;
                 };
                 match dir.serve(&engine) {
-                    Ok(()) => log::info!("skills in {} reloaded", dir.root.display()),
+                    Ok(()) => {
+                        log::info!("skills in {} reloaded", dir.root.display());
+                        // Subscribers to a file that changed or went are
+                        // told (the first look has nothing to compare).
+                        if !seen.is_empty() {
+                            for uri in changed(&seen, &now) {
+                                engine.notify_resource_updated(&uri);
+                            }
+                        }
+                    }
                     Err(e) => log::warn!("skills in {}: {e}", dir.root.display()),
                 }
                 seen = now;
@@ -181,6 +192,28 @@ impl SkillsDir {
             Ok(())
         })
     }
+}
+
+/// The URIs of files that changed or went between two fingerprints.
+fn changed(
+    before: &[(String, u64, Option<SystemTime>)],
+    after: &[(String, u64, Option<SystemTime>)],
+) -> Vec<String> {
+    let now: std::collections::HashMap<&str, _> = after
+        .iter()
+        .map(|(u, len, at)| (u.as_str(), (len, at)))
+        .collect();
+    let then: std::collections::HashMap<&str, _> = before
+        .iter()
+        .map(|(u, len, at)| (u.as_str(), (len, at)))
+        .collect();
+    let differ = after
+        .iter()
+        .filter(|(u, len, at)| then.get(u.as_str()) != Some(&(len, at)));
+    let gone = before
+        .iter()
+        .filter(|(u, ..)| !now.contains_key(u.as_str()));
+    differ.chain(gone).map(|(u, ..)| u.clone()).collect()
 }
 
 /// Every folder under `dir` (itself included) with its URI path.
@@ -359,8 +392,22 @@ mod tests {
         assert_eq!(md.definition()["description"], "PDFs");
         assert_eq!(md.definition()["mimeType"], "text/markdown");
         let before = SkillsDir::new(&dir).fingerprint();
+        assert!(before
+            .iter()
+            .any(|(uri, ..)| uri == "skill://pdf/references/FORMS.md"));
         write(&dir, "pdf/references/FORMS.md", "forms, changed");
-        assert_ne!(SkillsDir::new(&dir).fingerprint(), before);
+        fs::remove_file(dir.join("acme/billing/SKILL.md")).unwrap();
+        let after = SkillsDir::new(&dir).fingerprint();
+        assert_ne!(after, before);
+        // The subscribers told: of the file changed and of the one gone.
+        assert_eq!(
+            changed(&before, &after),
+            [
+                "skill://pdf/references/FORMS.md",
+                "skill://acme/billing/SKILL.md"
+            ]
+        );
+        assert!(changed(&after, &after).is_empty());
         let _ = fs::remove_dir_all(&dir);
     }
 }
