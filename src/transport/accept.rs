@@ -21,6 +21,10 @@ use supervisor::{ChildSpec, Restart, Shutdown};
 /// Stack size of a connection thread: they parse and copy, nothing deep.
 pub const CONNECTION_STACK: usize = 256 * 1024;
 
+/// How often connections refused at the cap are logged at most (each line
+/// counts those refused since the last).
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
 /// Serves one accepted connection until it ends; the flag is set when a
 /// stop ends the connection ([`Acceptor::end_connections_on_stop`]): from
 /// then on, nothing more is to be read from it.
@@ -57,6 +61,9 @@ pub(crate) struct Acceptor {
     /// ([`Acceptor::end_connections_on_stop`]), with each one's flag.
     open: Option<Mutex<OpenConnections>>,
     next_connection: AtomicU64,
+    /// Connections refused at the cap and not logged yet, and when the
+    /// last line about them was.
+    refused: Mutex<(u64, Option<std::time::Instant>)>,
 }
 
 /// Decrements the connection count however a connection thread ends,
@@ -96,6 +103,7 @@ impl Acceptor {
             waker: Mutex::new(None),
             open: None,
             next_connection: AtomicU64::new(0),
+            refused: Mutex::new((0, None)),
         }
     }
 
@@ -141,6 +149,8 @@ impl Acceptor {
         waker: &Waker,
     ) -> io::Result<()> {
         let mut pause = Duration::from_millis(5);
+        // Whether accepting is failing (logged once until it works again).
+        let mut failing = false;
         loop {
             if !matches!(stop.try_recv(), Err(crossbeam_channel::TryRecvError::Empty))
                 || self.closed.load(Ordering::SeqCst)
@@ -156,13 +166,24 @@ impl Acceptor {
             match listener.accept() {
                 Ok((stream, peer)) => {
                     pause = Duration::from_millis(5);
+                    if std::mem::take(&mut failing) {
+                        log::info!("{}: accepting again", self.name);
+                    }
                     // Some systems hand on the listener's non-blocking mode.
                     let _ = stream.set_nonblocking(false);
                     self.spawn_connection(stream, peer);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) if super::accept_errors::transient(&e) => {
-                    log::warn!("{}: accept failed ({e}); retrying in {pause:?}", self.name);
+                    if failing {
+                        log::debug!("{}: accept failed ({e}); retrying in {pause:?}", self.name);
+                    } else {
+                        log::warn!(
+                            "{}: accept failed ({e}); retrying with backoff until it works",
+                            self.name
+                        );
+                        failing = true;
+                    }
                     // Out of descriptors: wait for connections to close. A
                     // stop, or `stop_accepting`, wakes the wait early (both
                     // wake the waker); the loop's top then sees it.
@@ -177,11 +198,21 @@ impl Acceptor {
     fn spawn_connection(self: &Arc<Self>, stream: TcpStream, peer: SocketAddr) {
         if self.active.fetch_add(1, Ordering::SeqCst) >= self.max_connections {
             self.active.fetch_sub(1, Ordering::SeqCst);
-            log::warn!(
-                "{}: connection from {peer} refused: {} connections open",
-                self.name,
-                self.max_connections
-            );
+            let mut refused = lock(&self.refused);
+            refused.0 += 1;
+            if refused
+                .1
+                .is_none_or(|t| t.elapsed() >= REFUSAL_LOG_INTERVAL)
+            {
+                log::warn!(
+                    "{}: connection from {peer} refused: {} connections open ({} refused since the last such line)",
+                    self.name,
+                    self.max_connections,
+                    refused.0
+                );
+                *refused = (0, Some(std::time::Instant::now()));
+            }
+            drop(refused);
             let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
             (self.refuse)(&stream);
             return;

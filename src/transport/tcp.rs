@@ -180,8 +180,12 @@ impl super::tree::Tree<TcpListenerHandle> {
             let _ = stream.set_nodelay(true);
             let _ = stream.set_read_timeout(Some(idle));
             let _ = stream.set_write_timeout(Some(write_timeout));
-            let (Ok(writer), Ok(ender)) = (stream.try_clone(), stream.try_clone()) else {
-                return;
+            let (writer, ender) = match (stream.try_clone(), stream.try_clone()) {
+                (Ok(w), Ok(e)) => (w, e),
+                (Err(e), _) | (_, Err(e)) => {
+                    log::warn!("tcp: {peer}: connection dropped: {e}");
+                    return;
+                }
             };
             // A peer that stops reading: shut the socket down, so the
             // reader ends and the slot is freed. The session's sink keeps
@@ -190,7 +194,13 @@ impl super::tree::Tree<TcpListenerHandle> {
             let ender = Arc::new(Mutex::new(Some(ender)));
             let end: EndFn = {
                 let ender = ender.clone();
+                let once = AtomicBool::new(false);
                 Arc::new(move || {
+                    // Both the full outbox and the writer's failure call
+                    // this: said and done once.
+                    if once.swap(true, Ordering::SeqCst) {
+                        return;
+                    }
                     if let Some(s) = lock(&ender).as_ref() {
                         log::warn!("tcp: {peer}: stopped reading; closing its connection");
                         let _ = s.shutdown(std::net::Shutdown::Both);
