@@ -196,6 +196,7 @@ fn with_no_task_storage_a_required_tool_runs_plainly() {
 /// A TCP connection that ends (here: idle) is closed for its peer at
 /// once, though a task of its session, which outlives it, still holds the
 /// session's sink.
+#[cfg(feature = "tcp")]
 #[test]
 fn a_tcp_connection_ends_for_its_peer_while_its_task_runs() {
     let s = server(TaskOptions::default(), Arc::default());

@@ -12,6 +12,11 @@ use std::sync::Arc;
 /// end.
 pub const MAX_SUBSCRIBED_BYTES: usize = 64 * 1024 * 1024;
 
+/// Bytes of resource URIs one session (or one listen stream) may hold
+/// subscribed: 256 KiB, a 256th of [`MAX_SUBSCRIBED_BYTES`], so that a few
+/// clients cannot take it all. Past it, -32602.
+pub const MAX_SUBSCRIBED_BYTES_PER_SESSION: usize = 256 * 1024;
+
 /// The shared count and its limit.
 #[derive(Clone)]
 pub(crate) struct Budget {
@@ -65,6 +70,11 @@ impl Share {
             self.bytes += n;
         }
         taken.is_ok()
+    }
+
+    /// Whether `n` bytes more would keep this share within `own` bytes.
+    pub(crate) fn fits(&self, n: usize, own: usize) -> bool {
+        self.bytes.checked_add(n).is_some_and(|b| b <= own)
     }
 
     /// Gives `n` of its bytes back.

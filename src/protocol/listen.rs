@@ -175,8 +175,15 @@ impl Listeners {
             catalog.has_capability("prompts"),
             catalog.has_capability("resources"),
         );
+        let bytes: usize = filter.uris.iter().map(String::len).sum();
+        if bytes > super::budget::MAX_SUBSCRIBED_BYTES_PER_SESSION {
+            return Err(ErrorObject::invalid_params(format!(
+                "params.notifications.resourceSubscriptions: more than {} bytes of URIs",
+                super::budget::MAX_SUBSCRIBED_BYTES_PER_SESSION
+            )));
+        }
         let mut subscribed = session.engine.subscribed.share();
-        if !subscribed.take(filter.uris.iter().map(String::len).sum()) {
+        if !subscribed.take(bytes) {
             return Err(ErrorObject::internal(
                 "the server holds as many subscriptions as it may; retry later",
             ));

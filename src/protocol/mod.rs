@@ -29,7 +29,7 @@ mod skills;
 pub mod stateless;
 pub mod tasks;
 
-pub use budget::MAX_SUBSCRIBED_BYTES;
+pub use budget::{MAX_SUBSCRIBED_BYTES, MAX_SUBSCRIBED_BYTES_PER_SESSION};
 pub use cancel::CancelToken;
 pub use catalog::{Changes, ListKind, Source};
 pub use context::{

@@ -138,8 +138,8 @@ impl Outbound {
         let id = RequestId::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
         // Its total limit is spent (a later round of a call that has used
         // it up): it times out unsent, and there is nothing to cancel.
-        if wait.total.is_some_and(|t| t.is_zero()) {
-            return Err(CallError::Timeout(id, wait.timeout));
+        if let Some(spent) = wait.total.filter(|t| t.is_zero()) {
+            return Err(CallError::Timeout(id, spent));
         }
         if wait.progress.is_some() {
             if let Some(p) = params.as_object_mut() {

@@ -741,8 +741,9 @@ impl Session {
     }
 
     /// Subscribes to (or unsubscribes from) `uri`, within
-    /// [`MAX_SUBSCRIPTIONS`] of at most [`MAX_SUBSCRIPTION_URI_BYTES`] each,
-    /// and within what all sessions may hold together
+    /// [`MAX_SUBSCRIPTIONS`] of at most [`MAX_SUBSCRIPTION_URI_BYTES`] each
+    /// and [`MAX_SUBSCRIBED_BYTES_PER_SESSION`](super::MAX_SUBSCRIBED_BYTES_PER_SESSION)
+    /// in all, and within what all sessions may hold together
     /// ([`MAX_SUBSCRIBED_BYTES`](super::MAX_SUBSCRIBED_BYTES)).
     pub(crate) fn subscribe(&self, uri: &str, on: bool) -> Result<(), ErrorObject> {
         let mut st = lock(&self.state);
@@ -760,9 +761,15 @@ impl Session {
                 "the URI is longer than {MAX_SUBSCRIPTION_URI_BYTES} bytes"
             )));
         }
-        if st.subscriptions.len() >= MAX_SUBSCRIPTIONS {
+        use super::budget::MAX_SUBSCRIBED_BYTES_PER_SESSION;
+        if st.subscriptions.len() >= MAX_SUBSCRIPTIONS
+            || !st
+                .subscribed
+                .fits(uri.len(), MAX_SUBSCRIBED_BYTES_PER_SESSION)
+        {
             return Err(ErrorObject::invalid_params(format!(
-                "a session may subscribe to at most {MAX_SUBSCRIPTIONS} resources"
+                "a session may subscribe to at most {MAX_SUBSCRIPTIONS} resources, \
+                 of {MAX_SUBSCRIBED_BYTES_PER_SESSION} bytes of URIs in all"
             )));
         }
         if !st.subscribed.take(uri.len()) {
@@ -846,6 +853,13 @@ impl Session {
         }
         self.end_cancelled_waiting();
         self.outbound.close();
+        // Nothing more is sent to it: its subscriptions go (and their
+        // bytes back to the engine's budget), whatever still holds it.
+        {
+            let mut st = lock(&self.state);
+            let bytes = st.subscriptions.drain().map(|u| u.len()).sum();
+            st.subscribed.give(bytes);
+        }
         let opened = self.opened.load(Ordering::SeqCst);
         self.engine.forget_session(self.key, &self.id, opened);
     }

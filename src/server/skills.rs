@@ -164,6 +164,8 @@ impl SkillsDir {
             // the first load and this worker's start is not missed; an
             // unchanged catalog announces nothing).
             let mut seen = Vec::new();
+            // What the last reload that worked served.
+            let mut served = Vec::new();
             while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
                 ctx.stop_signal().recv_timeout(every)
             {
@@ -177,14 +179,17 @@ impl SkillsDir {
                 match dir.serve(&engine) {
                     Ok(()) => {
                         log::info!("skills in {} reloaded", dir.root.display());
-                        // Subscribers to a file that changed or went are
-                        // told (the first look has nothing to compare).
-                        if !seen.is_empty() {
-                            for uri in changed(&seen, &now) {
+                        // Subscribers to a file that changed or went since
+                        // the last reload are told (the first has nothing
+                        // to compare).
+                        if !served.is_empty() {
+                            for uri in changed(&served, &now) {
                                 engine.notify_resource_updated(&uri);
                             }
                         }
+                        served = now.clone();
                     }
+                    // Tried again at the next change.
                     Err(e) => log::warn!("skills in {}: {e}", dir.root.display()),
                 }
                 seen = now;

@@ -297,21 +297,31 @@ fn resource_updates_reach_only_subscribers() {
 
 #[test]
 fn all_sessions_subscriptions_together_are_bounded() {
-    use crate::protocol::{MAX_SUBSCRIBED_BYTES, MAX_SUBSCRIPTIONS, MAX_SUBSCRIPTION_URI_BYTES};
+    use crate::protocol::{
+        MAX_SUBSCRIBED_BYTES, MAX_SUBSCRIBED_BYTES_PER_SESSION, MAX_SUBSCRIPTION_URI_BYTES,
+    };
     let server = one_resource_server();
     let uri = |s: usize, i: usize| {
         let head = format!("r://{s}/{i}/");
         head.clone() + &"u".repeat(MAX_SUBSCRIPTION_URI_BYTES - head.len())
     };
     // Sessions each within their own limits fill the engine's budget.
-    let full = MAX_SUBSCRIBED_BYTES / (MAX_SUBSCRIPTIONS * MAX_SUBSCRIPTION_URI_BYTES);
+    let per_session = MAX_SUBSCRIBED_BYTES_PER_SESSION / MAX_SUBSCRIPTION_URI_BYTES;
+    let full = MAX_SUBSCRIBED_BYTES / MAX_SUBSCRIBED_BYTES_PER_SESSION;
     let mut clients: Vec<Client> = Vec::new();
     for s in 0..full {
         let mut c = Client::new(&server);
-        for i in 0..MAX_SUBSCRIPTIONS {
+        for i in 0..per_session {
             let r = c.call(i as i64, "resources/subscribe", json!({"uri": uri(s, i)}));
             assert_eq!(r["result"], json!({}), "session {s}, {i}");
         }
+        // One more is past the session's own share.
+        let over = c.call(
+            -9,
+            "resources/subscribe",
+            json!({"uri": uri(s, per_session)}),
+        );
+        assert_eq!(over["error"]["code"], -32602, "{over}");
         clients.push(c);
     }
     let mut late = Client::new(&server);
@@ -339,9 +349,13 @@ fn all_sessions_subscriptions_together_are_bounded() {
     clients[0].call(-1, "resources/unsubscribe", json!({"uri": uri(0, 0)}));
     let taken = late.call(3, "resources/subscribe", json!({"uri": "r://x"}));
     assert_eq!(taken["result"], json!({}), "{taken}");
-    // A session that ends gives all of its subscriptions back.
-    drop(clients);
-    drop(late);
+    // A session that ends gives all of its subscriptions back, even while
+    // something (a task, a handler) still holds it.
+    let held: Vec<Arc<Session>> = clients.iter().map(|c| c.session.clone()).collect();
+    for s in &held {
+        s.close();
+    }
+    late.session.close();
     assert_eq!(server.engine().subscribed.used(), 0);
 }
 

@@ -288,8 +288,9 @@ impl Acceptor {
             if !acceptor.keep_socket.load(Ordering::SeqCst) {
                 // Closed now, not once the last connection thread (which
                 // holds the acceptor) ends: a stopped listener refuses new
-                // connections. (After `stop_accepting` they wait in the
-                // backlog instead; a passed-in socket stays its owner's.)
+                // connections (after `stop_accepting` they waited in the
+                // backlog until this stop; a passed-in socket stays its
+                // owner's).
                 lock(&acceptor.socket).take();
             }
             acceptor.end_connections();

@@ -202,7 +202,8 @@ impl<R: Read> LineReader<R> {
     /// A discarded line of `len` bytes: too long, or refused for want of
     /// the shared budget.
     fn discarded(&mut self, len: usize) -> Found {
-        if std::mem::take(&mut self.starved) {
+        // Starved, but over the limit in the end: too long all the same.
+        if std::mem::take(&mut self.starved) && len <= self.max {
             Found::Refused(len)
         } else {
             Found::TooLong(len)

@@ -183,7 +183,16 @@ impl super::tree::Tree<TcpListenerHandle> {
             let (writer, ender) = match (stream.try_clone(), stream.try_clone()) {
                 (Ok(w), Ok(e)) => (w, e),
                 (Err(e), _) | (_, Err(e)) => {
-                    log::warn!("tcp: {peer}: connection dropped: {e}");
+                    // Out of descriptors, likely for many at once: said at
+                    // most every few seconds.
+                    static SAID: Mutex<Option<std::time::Instant>> = Mutex::new(None);
+                    let mut said = lock(&SAID);
+                    if said.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                        log::warn!(
+                            "tcp: {peer}: connection dropped: {e} (said at most every 10 s)"
+                        );
+                        *said = Some(std::time::Instant::now());
+                    }
                     return;
                 }
             };

@@ -192,12 +192,21 @@ enum Answering {
 
 /// Request `id` of ours fails with `error`, as a message for the client.
 fn failed(id: &RequestId, error: &ErrorObject) -> Received {
+    match failure(id, error) {
+        Some((body, m)) => Received::Message(body, Parsed::Single(m), None),
+        None => Received::Skip,
+    }
+}
+
+/// The error response failing request `id` of ours with `error`: its
+/// bytes and the message.
+fn failure(id: &RequestId, error: &ErrorObject) -> Option<(Vec<u8>, Message)> {
     let body = jsonrpc::error_response_value(Some(id), error)
         .to_string()
         .into_bytes();
     match jsonrpc::parse(&body) {
-        Ok(parsed) => Received::Message(body, parsed, None),
-        Err(_) => Received::Skip,
+        Ok(Parsed::Single(m)) => Some((body, m)),
+        _ => None,
     }
 }
 
@@ -429,10 +438,14 @@ impl Shared {
             .map_err(|e| format!("publish: {e}"))
     }
 
-    /// The order and message id of the next message written.
+    /// The order and message id of the next message written. The id is
+    /// random past the queue's name: answers are taken by it, and anyone
+    /// who can publish to the queue knows the name (a counter would let
+    /// them guess the ids of requests waiting for answers).
     fn next_message(&self, st: &mut State) -> (u64, String) {
         st.next += 1;
-        (st.next, format!("{}-{}", self.reply_queue, st.next))
+        let random = crate::protocol::new_session_id();
+        (st.next, format!("{}-{}", self.reply_queue, &random[..24]))
     }
 
     /// What every message of this client carries: answers come back to its
@@ -656,14 +669,29 @@ impl Shared {
         let mut related = None;
         let correlation_id = envelope.correlation_id.as_deref();
         if let Parsed::Batch(items) = &mut parsed {
-            // Each answer in it is taken as it would be alone; what is not
-            // ours leaves the batch.
-            items.retain(|item| match item {
-                Ok(Message::Response(r)) => {
-                    !matches!(st.answering(r, correlation_id), Answering::Foreign)
+            // Each answer in it is taken as it would be alone: what is not
+            // ours leaves the batch, a refusal fails the request it names.
+            let mut kept = Vec::with_capacity(items.len());
+            for item in std::mem::take(items) {
+                let Ok(Message::Response(r)) = &item else {
+                    kept.push(item);
+                    continue;
+                };
+                match st.answering(r, correlation_id) {
+                    Answering::Foreign => log::warn!(
+                        "amqp client: dropped an answer in a batch whose correlation id is not its request's (id {:?})",
+                        r.id()
+                    ),
+                    Answering::Refused(id) => {
+                        let error = r.outcome().err().unwrap_or_else(|| {
+                            ErrorObject::internal("the server answered with id null")
+                        });
+                        kept.extend(failure(&id, &error).map(|(_, m)| Ok(m)));
+                    }
+                    Answering::Ours(_) | Answering::Unknown => kept.push(item),
                 }
-                _ => true,
-            });
+            }
+            *items = kept;
         }
         if let Parsed::Single(m) = &parsed {
             match m {
@@ -1463,6 +1491,22 @@ mod tests {
         let e = r.outcome().unwrap_err();
         assert_eq!(e.code, -32600);
         assert!(e.message.contains("size limit"), "{}", e.message);
+        assert!(lock(&shared.state).unanswered.is_empty());
+        // In a batch too: the refusal becomes the failure of its request.
+        let (shared, message_id) = waiting_for_4(&config);
+        let batch = json!([{"jsonrpc": "2.0", "id": null,
+            "error": {"code": -32600, "message": "refused"}}])
+        .to_string()
+        .into_bytes();
+        let Received::Message(_, Parsed::Batch(items), _) =
+            shared.received(batch, &props(Some(&message_id)))
+        else {
+            panic!("a batch");
+        };
+        match items.as_slice() {
+            [Ok(Message::Response(r))] => assert_eq!(r.id(), Some(&RequestId::Number(4))),
+            other => panic!("{other:?}"),
+        }
         assert!(lock(&shared.state).unanswered.is_empty());
     }
 

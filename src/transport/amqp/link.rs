@@ -27,9 +27,10 @@ pub(crate) fn stopped(stop: &Receiver<()>) -> bool {
 /// (`first`, if given, then fresh ones) until it returns [`Outcome::Stop`]
 /// or `stop` is signalled (`Ok`), or every reconnection attempt failed
 /// (`Err`, after [`AmqpEvent::GaveUp`]). A connection that came up (`serve`
-/// sets `up` once its topology is declared and it consumes) restarts the
-/// backoff; one the broker took and then refused counts as a failed
-/// attempt, or it would be tried for ever.
+/// sets `up` once its topology is declared and it consumes) and served
+/// for the backoff's `reset_after` restarts the attempts; one the broker
+/// took and then refused, or dropped sooner, counts as a failed attempt,
+/// or it would be tried for ever.
 ///
 /// `generations` numbers the connections and is owned by the caller, so
 /// the numbers only ever grow, also across restarts of this loop by a
@@ -62,6 +63,7 @@ pub(crate) fn run(
                     let generation = generations.fetch_add(1, Ordering::SeqCst) + 1;
                     config.emit(AmqpEvent::Connected { generation });
                     let up = Cell::new(false);
+                    let since = std::time::Instant::now();
                     let outcome = serve(&mut conn, &channel, generation, &up);
                     match outcome {
                         Outcome::Stop => {
@@ -72,7 +74,11 @@ pub(crate) fn run(
                         }
                         Outcome::Lost(why) => {
                             config.emit(AmqpEvent::Disconnected(why.clone()));
-                            if up.get() {
+                            // Only a connection that served a while starts
+                            // the attempts over: one the broker drops each
+                            // time at once (a message it refuses, published
+                            // again) uses them up.
+                            if up.get() && since.elapsed() >= config.reconnect.backoff.reset_after {
                                 delays = config.reconnect.delays();
                             }
                             why

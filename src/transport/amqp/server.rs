@@ -613,13 +613,20 @@ fn serve(
     let mut overdue = false;
     // Whether the shared queue's consumer was cancelled (draining).
     let mut cancelled = requests.is_none();
+    let cancel = |cancelled: &mut bool| -> Result<(), Outcome> {
+        if *cancelled || !draining() {
+            return Ok(());
+        }
+        *cancelled = true;
+        if let Some(Err(e)) = requests.as_ref().map(amiquip::Consumer::cancel) {
+            return Err(lost("cancelling the request queue's consumer", e));
+        }
+        log::info!("amqp: draining: no longer taking new sessions or stateless requests");
+        Ok(())
+    };
     loop {
-        if !cancelled && draining() {
-            cancelled = true;
-            if let Some(Err(e)) = requests.as_ref().map(amiquip::Consumer::cancel) {
-                return lost("cancelling the request queue's consumer", e);
-            }
-            log::info!("amqp: draining: no longer taking new sessions or stateless requests");
+        if let Err(outcome) = cancel(&mut cancelled) {
+            return outcome;
         }
         // What the handlers produced by now is published first, then the
         // requests confirmed meanwhile are acknowledged: both reach
@@ -657,11 +664,15 @@ fn serve(
         overdue = false;
         let result = match op.index() {
             i if i == i_requests => match op.recv(requests_rx) {
-                // Taken before the consumer was cancelled: back to the
-                // queue, for another instance (this one gets no more).
-                Ok(ConsumerMessage::Delivery(d)) if cancelled => d
-                    .nack(channel, true)
-                    .map_err(|e| Outcome::Lost(format!("nack: {e}"))),
+                // Taken before the consumer was cancelled (or just as the
+                // drain began: cancelled first): back to the queue, for
+                // another instance (this one gets no more).
+                Ok(ConsumerMessage::Delivery(d)) if draining() => {
+                    cancel(&mut cancelled).and_then(|()| {
+                        d.nack(channel, true)
+                            .map_err(|e| Outcome::Lost(format!("nack: {e}")))
+                    })
+                }
                 // The cancelled consumer's end: nothing more comes from it.
                 Ok(_) | Err(_) if cancelled => {
                     sel.remove(i_requests);
