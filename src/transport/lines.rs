@@ -440,7 +440,16 @@ mod tests {
             Some(Frame::Line(b"next"))
         ));
         assert!(a.next_frame().unwrap().is_none());
-        drop((a, b));
+        // Starved, and over the limit too: too long (sending it again
+        // would not help).
+        let mut huge = vec![b'x'; 20 * READ_CHUNK];
+        huge.push(b'\n');
+        let mut c = LineReader::new(&huge[..], max).with_budget(Some(budget.clone()));
+        assert!(matches!(
+            c.next_frame().unwrap(),
+            Some(Frame::TooLong { len }) if len == 20 * READ_CHUNK
+        ));
+        drop((a, b, c));
         assert_eq!(budget.left(), 4 * READ_CHUNK, "everything given back");
     }
 
