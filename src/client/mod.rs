@@ -42,6 +42,7 @@ use crate::jsonrpc::{self, ErrorObject, Message, Parsed, Request, RequestId};
 use crate::protocol::pool::Pool;
 use crate::protocol::{CallError, CancelToken, Outbound, Outgoing, ProtocolVersion, Wait};
 use crate::sync::{lock, FastMap};
+use crate::transport::reconnect::QuickDrops;
 use crossbeam_channel::Sender;
 use serde_json::{json, Map, Value};
 use std::cell::RefCell;
@@ -300,10 +301,10 @@ struct Shared {
     close_pending: AtomicBool,
     // Set while one reader thread re-establishes the connection.
     reconnecting: AtomicBool,
-    // The reconnection attempts made since the last connection that lived
-    // its backoff's `reset_after`, and when the last one came up: a server
-    // that drops each new connection soon uses up the attempts.
-    reconnects: Mutex<(u32, Option<Instant>)>,
+    // Connections in a row lost soon after they came up, and when the
+    // current one came up: a server that drops each new connection at once
+    // is given up on.
+    reconnects: Mutex<(QuickDrops, Instant)>,
     // Which connection the writer writes to: raised, under the writer's
     // lock, when a reconnection puts in a new one. An answer to a request
     // of the server's is written only to the connection it came on (the
@@ -442,7 +443,7 @@ impl Client {
             closed: AtomicBool::new(false),
             close_pending: AtomicBool::new(false),
             reconnecting: AtomicBool::new(false),
-            reconnects: Mutex::new((0, Some(Instant::now()))),
+            reconnects: Mutex::new((QuickDrops::default(), Instant::now())),
             epoch: AtomicU64::new(0),
             options,
             on_close: Mutex::new(on_close),
@@ -1141,19 +1142,24 @@ fn connection_lost(shared: &Arc<Shared>, why: ClientError) {
     if shared.reconnecting.swap(true, Ordering::SeqCst) {
         return;
     }
+    let go_on = {
+        let mut r = lock(&shared.reconnects);
+        let lived = r.1.elapsed();
+        r.0.go_on(&policy, lived)
+    };
+    if !go_on {
+        shared.reconnecting.store(false, Ordering::SeqCst);
+        return give_up(
+            shared,
+            ClientError::transport(format!(
+                "{} connections in a row were lost within {:?} of coming up; last: {why}",
+                policy.max_attempts, policy.backoff.reset_after
+            )),
+        );
+    }
     log::warn!("client: connection lost ({why}); reconnecting");
     connection_ended(shared);
-    // A connection that lived long enough starts the attempts over; one
-    // that did not goes on from where the last series stopped.
-    let first = {
-        let (made, up) = *lock(&shared.reconnects);
-        if up.is_some_and(|t| t.elapsed() >= policy.backoff.reset_after) {
-            0
-        } else {
-            made
-        }
-    };
-    for (attempt, delay) in policy.delays_from(first) {
+    for (attempt, delay) in policy.delays().enumerate() {
         thread::sleep(delay);
         if shared.closed.load(Ordering::SeqCst) {
             return;
@@ -1202,7 +1208,7 @@ fn connection_lost(shared: &Arc<Shared>, why: ClientError) {
         let client = Client::internal(shared);
         match client.establish() {
             Ok((_, v)) => {
-                *lock(&shared.reconnects) = (attempt + 1, Some(Instant::now()));
+                lock(&shared.reconnects).1 = Instant::now();
                 shared.reconnecting.store(false, Ordering::SeqCst);
                 // Its reader may have ended already (the server answered
                 // and hung up), seeing a reconnection under way and leaving

@@ -12,9 +12,11 @@ use std::sync::Arc;
 /// end.
 pub const MAX_SUBSCRIBED_BYTES: usize = 64 * 1024 * 1024;
 
-/// Bytes of resource URIs one session (or one listen stream) may hold
-/// subscribed: 256 KiB, a 256th of [`MAX_SUBSCRIBED_BYTES`], so that a few
-/// clients cannot take it all. Past it, -32602.
+/// Bytes of resource URIs one session (or one connection's listen
+/// streams together) may hold subscribed: 256 KiB, a 256th of
+/// [`MAX_SUBSCRIBED_BYTES`]. Past it, -32602. It takes 256 sessions at
+/// their limit to hold the whole budget (a stateless HTTP request is a
+/// session of its own).
 pub const MAX_SUBSCRIBED_BYTES_PER_SESSION: usize = 256 * 1024;
 
 /// The shared count and its limit.

@@ -159,6 +159,9 @@ impl fmt::Display for PeerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PeerError::NotSupported(c) => write!(f, "the client does not support {c}"),
+            PeerError::Timeout(d) if d.is_zero() => {
+                f.write_str("the call's total time limit was spent before it was sent")
+            }
             PeerError::Timeout(d) => write!(f, "the client did not answer within {d:?}"),
             PeerError::Cancelled => f.write_str("the request was cancelled"),
             PeerError::Closed => f.write_str("the session is closed"),

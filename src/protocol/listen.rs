@@ -210,13 +210,19 @@ impl Listeners {
         }
         let mine = || open.iter().filter(|l| l.session == listener.session);
         let uris: usize = mine().map(|l| l.filter.uris.len()).sum();
+        let bytes: usize = mine()
+            .chain(std::iter::once(&listener))
+            .flat_map(|l| l.filter.uris.iter().map(String::len))
+            .sum();
         if mine().count() >= MAX_LISTENERS_PER_SESSION
             || uris + listener.filter.uris.len() > MAX_SUBSCRIPTIONS
+            || bytes > super::budget::MAX_SUBSCRIBED_BYTES_PER_SESSION
         {
             return Err(ErrorObject::internal(format!(
                 "this connection has as many listen streams as it may \
-                 ({MAX_LISTENERS_PER_SESSION}, naming {MAX_SUBSCRIPTIONS} resources in all); \
-                 cancel one first"
+                 ({MAX_LISTENERS_PER_SESSION}, naming {MAX_SUBSCRIPTIONS} resources and {} bytes \
+                 of URIs in all); cancel one first",
+                super::budget::MAX_SUBSCRIBED_BYTES_PER_SESSION
             )));
         }
         // The acknowledgement goes first: sent under the lock every

@@ -756,6 +756,11 @@ impl Session {
         if st.subscriptions.contains(uri) {
             return Ok(());
         }
+        // Closed meanwhile (it drained the set under this lock after
+        // setting the flag): nothing would ever be sent for it.
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(ErrorObject::internal("the session is closed"));
+        }
         if uri.len() > MAX_SUBSCRIPTION_URI_BYTES {
             return Err(ErrorObject::invalid_params(format!(
                 "the URI is longer than {MAX_SUBSCRIPTION_URI_BYTES} bytes"

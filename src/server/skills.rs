@@ -164,8 +164,9 @@ impl SkillsDir {
             // the first load and this worker's start is not missed; an
             // unchanged catalog announces nothing).
             let mut seen = Vec::new();
-            // What the last reload that worked served.
-            let mut served = Vec::new();
+            // What the last reload that worked served (none yet: the
+            // first has nothing to compare).
+            let mut served: Option<Vec<_>> = None;
             while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
                 ctx.stop_signal().recv_timeout(every)
             {
@@ -180,14 +181,14 @@ impl SkillsDir {
                     Ok(()) => {
                         log::info!("skills in {} reloaded", dir.root.display());
                         // Subscribers to a file that changed or went since
-                        // the last reload are told (the first has nothing
-                        // to compare).
-                        if !served.is_empty() {
-                            for uri in changed(&served, &now) {
-                                engine.notify_resource_updated(&uri);
-                            }
+                        // the last reload are told.
+                        for uri in served
+                            .as_deref()
+                            .map_or_else(Vec::new, |s| changed(s, &now))
+                        {
+                            engine.notify_resource_updated(&uri);
                         }
-                        served = now.clone();
+                        served = Some(now.clone());
                     }
                     // Tried again at the next change.
                     Err(e) => log::warn!("skills in {}: {e}", dir.root.display()),

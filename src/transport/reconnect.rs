@@ -7,9 +7,10 @@ use std::time::Duration;
 pub const DEFAULT_RECONNECT_ATTEMPTS: u32 = 10;
 
 /// How to reconnect: exponential backoff with jitter, capped, a bounded
-/// number of attempts. A client's attempts start over only once a
-/// connection has lived `backoff.reset_after`; a server that drops each
-/// new connection sooner uses them up.
+/// number of attempts. Each outage gets all the attempts; but connections
+/// that end before `backoff.reset_after` count too ([`QuickDrops`]): a peer
+/// that drops every new connection at once is given up on after
+/// `max_attempts` of them in a row.
 #[derive(Clone, Debug)]
 pub struct Reconnect {
     /// Delays between attempts (base, multiplier, max delay, jitter).
@@ -38,25 +39,55 @@ impl Reconnect {
     /// the backoff and jittered downwards (a xorshift seeded by the clock:
     /// jitter spreads peers apart, it needs no cryptographic quality).
     pub fn delays(&self) -> impl Iterator<Item = Duration> + '_ {
-        self.delays_from(0).map(|(_, delay)| delay)
-    }
-
-    /// [`delays`](Self::delays) from attempt `first` on (numbered from 0),
-    /// each with its number: a series that goes on where an earlier one
-    /// stopped (none at all once `first` reaches `max_attempts`).
-    pub fn delays_from(&self, first: u32) -> impl Iterator<Item = (u32, Duration)> + '_ {
         let mut seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
             | 1;
-        (first..self.max_attempts).map(move |attempt| {
+        (0..self.max_attempts).map(move |attempt| {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
-            let delay = self
-                .backoff
-                .delay(attempt, (seed >> 11) as f64 / (1u64 << 53) as f64);
-            (attempt, delay)
+            self.backoff
+                .delay(attempt, (seed >> 11) as f64 / (1u64 << 53) as f64)
         })
+    }
+}
+
+/// Connections in a row that ended before the backoff's `reset_after`.
+#[derive(Debug, Default)]
+pub(crate) struct QuickDrops(u32);
+
+impl QuickDrops {
+    /// A connection that lived `lived` ended: whether to reconnect (false
+    /// once `max_attempts` connections in a row lived less than
+    /// `reset_after`).
+    pub(crate) fn go_on(&mut self, policy: &Reconnect, lived: Duration) -> bool {
+        if lived >= policy.backoff.reset_after {
+            self.0 = 0;
+        } else {
+            self.0 += 1;
+        }
+        self.0 < policy.max_attempts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_dropped_at_once_use_up_the_attempts() {
+        let policy = Reconnect::default();
+        let mut drops = QuickDrops::default();
+        let (short, long) = (Duration::from_millis(5), policy.backoff.reset_after);
+        for _ in 1..policy.max_attempts {
+            assert!(drops.go_on(&policy, short));
+        }
+        // One that served a while starts the count over.
+        assert!(drops.go_on(&policy, long));
+        for _ in 1..policy.max_attempts {
+            assert!(drops.go_on(&policy, short));
+        }
+        assert!(!drops.go_on(&policy, short), "max_attempts in a row");
     }
 }

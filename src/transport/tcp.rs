@@ -185,13 +185,19 @@ impl super::tree::Tree<TcpListenerHandle> {
                 (Err(e), _) | (_, Err(e)) => {
                     // Out of descriptors, likely for many at once: said at
                     // most every few seconds.
-                    static SAID: Mutex<Option<std::time::Instant>> = Mutex::new(None);
+                    // (when it was last said, how many were dropped since)
+                    static SAID: Mutex<(Option<std::time::Instant>, u64)> = Mutex::new((None, 0));
                     let mut said = lock(&SAID);
-                    if said.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                    said.1 += 1;
+                    if said
+                        .0
+                        .is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
+                    {
                         log::warn!(
-                            "tcp: {peer}: connection dropped: {e} (said at most every 10 s)"
+                            "tcp: {peer}: connection dropped: {e} ({} dropped so; said at most every 10 s)",
+                            said.1
                         );
-                        *said = Some(std::time::Instant::now());
+                        *said = (Some(std::time::Instant::now()), 0);
                     }
                     return;
                 }

@@ -672,16 +672,14 @@ impl Shared {
             // Each answer in it is taken as it would be alone: what is not
             // ours leaves the batch, a refusal fails the request it names.
             let mut kept = Vec::with_capacity(items.len());
+            let mut foreign = 0usize;
             for item in std::mem::take(items) {
                 let Ok(Message::Response(r)) = &item else {
                     kept.push(item);
                     continue;
                 };
                 match st.answering(r, correlation_id) {
-                    Answering::Foreign => log::warn!(
-                        "amqp client: dropped an answer in a batch whose correlation id is not its request's (id {:?})",
-                        r.id()
-                    ),
+                    Answering::Foreign => foreign += 1,
                     Answering::Refused(id) => {
                         let error = r.outcome().err().unwrap_or_else(|| {
                             ErrorObject::internal("the server answered with id null")
@@ -692,6 +690,11 @@ impl Shared {
                 }
             }
             *items = kept;
+            if foreign > 0 {
+                log::warn!(
+                    "amqp client: dropped {foreign} answer(s) in a batch whose correlation id is not their request's"
+                );
+            }
         }
         if let Parsed::Single(m) = &parsed {
             match m {

@@ -27,10 +27,11 @@ pub(crate) fn stopped(stop: &Receiver<()>) -> bool {
 /// (`first`, if given, then fresh ones) until it returns [`Outcome::Stop`]
 /// or `stop` is signalled (`Ok`), or every reconnection attempt failed
 /// (`Err`, after [`AmqpEvent::GaveUp`]). A connection that came up (`serve`
-/// sets `up` once its topology is declared and it consumes) and served
-/// for the backoff's `reset_after` restarts the attempts; one the broker
-/// took and then refused, or dropped sooner, counts as a failed attempt,
-/// or it would be tried for ever.
+/// sets `up` once its topology is declared and it consumes) restarts the
+/// attempts; one the broker took and then refused counts as a failed
+/// attempt, and so many connections in a row lost before the backoff's
+/// `reset_after` ([`QuickDrops`](super::super::reconnect::QuickDrops)) end
+/// it too, or either would be tried for ever.
 ///
 /// `generations` numbers the connections and is owned by the caller, so
 /// the numbers only ever grow, also across restarts of this loop by a
@@ -45,6 +46,9 @@ pub(crate) fn run(
     mut serve: impl FnMut(&mut Connection, &Channel, u64, &Cell<bool>) -> Outcome,
 ) -> Result<(), String> {
     let mut delays = config.reconnect.delays();
+    let mut quick = super::super::reconnect::QuickDrops::default();
+    // Set when connections keep being lost as soon as they are up.
+    let mut give_up = false;
     loop {
         let connection = match first.take() {
             Some(c) => Ok(c),
@@ -74,12 +78,15 @@ pub(crate) fn run(
                         }
                         Outcome::Lost(why) => {
                             config.emit(AmqpEvent::Disconnected(why.clone()));
-                            // Only a connection that served a while starts
-                            // the attempts over: one the broker drops each
-                            // time at once (a message it refuses, published
-                            // again) uses them up.
-                            if up.get() && since.elapsed() >= config.reconnect.backoff.reset_after {
+                            // A connection that came up: the outage gets
+                            // every attempt, unless connections keep being
+                            // dropped at once (a message the broker refuses,
+                            // published again each time).
+                            if up.get() {
                                 delays = config.reconnect.delays();
+                                if !quick.go_on(&config.reconnect, since.elapsed()) {
+                                    give_up = true;
+                                }
                             }
                             why
                         }
@@ -93,11 +100,18 @@ pub(crate) fn run(
             config.emit(AmqpEvent::Closed);
             return Ok(());
         }
-        let Some(delay) = delays.next() else {
-            let why = format!(
-                "{} reconnection attempts failed; last error: {why}",
-                config.reconnect.max_attempts
-            );
+        let Some(delay) = delays.next().filter(|_| !give_up) else {
+            let why = if give_up {
+                format!(
+                    "{} connections in a row were lost within {:?} of coming up; last error: {why}",
+                    config.reconnect.max_attempts, config.reconnect.backoff.reset_after
+                )
+            } else {
+                format!(
+                    "{} reconnection attempts failed; last error: {why}",
+                    config.reconnect.max_attempts
+                )
+            };
             config.emit(AmqpEvent::GaveUp(why.clone()));
             return Err(why);
         };
