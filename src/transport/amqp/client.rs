@@ -1437,6 +1437,15 @@ mod tests {
         }
     }
 
+    /// The single answer `shared` takes from `body` published with
+    /// `correlation_id`.
+    fn answer_taken(shared: &Shared, body: Vec<u8>, correlation_id: &str) -> jsonrpc::Response {
+        match shared.received(body, &props(Some(correlation_id))) {
+            Received::Message(_, Parsed::Single(Message::Response(r)), _) => r,
+            _ => panic!("not an answer"),
+        }
+    }
+
     #[test]
     fn only_the_answer_correlated_with_a_request_answers_it() {
         let config = AmqpConfig::new("amqp://guest:guest@127.0.0.1:5672", "forged").unwrap();
@@ -1461,11 +1470,7 @@ mod tests {
         assert!(items.is_empty());
         assert_eq!(lock(&shared.state).unanswered.len(), 1);
         // The real one is taken.
-        let Received::Message(_, Parsed::Single(Message::Response(r)), _) =
-            shared.received(answer, &props(Some(&message_id)))
-        else {
-            panic!("the answer");
-        };
+        let r = answer_taken(&shared, answer, &message_id);
         assert_eq!(r.id(), Some(&RequestId::Number(4)));
         assert!(lock(&shared.state).unanswered.is_empty());
     }
@@ -1479,17 +1484,9 @@ mod tests {
         .to_string()
         .into_bytes();
         // Naming no request of ours: left to the client (which drops it).
-        let r = shared.received(refusal.clone(), &props(Some("elsewhere")));
-        assert!(matches!(
-            r,
-            Received::Message(_, Parsed::Single(Message::Response(_)), _)
-        ));
+        answer_taken(&shared, refusal.clone(), "elsewhere");
         assert_eq!(lock(&shared.state).unanswered.len(), 1);
-        let Received::Message(_, Parsed::Single(Message::Response(r)), _) =
-            shared.received(refusal, &props(Some(&message_id)))
-        else {
-            panic!("the answer");
-        };
+        let r = answer_taken(&shared, refusal, &message_id);
         assert_eq!(r.id(), Some(&RequestId::Number(4)));
         let e = r.outcome().unwrap_err();
         assert_eq!(e.code, -32600);
