@@ -13,7 +13,11 @@ use serde_json::{Map, Value};
 use std::fmt;
 use std::sync::OnceLock;
 
+#[cfg(feature = "client")]
+mod head;
 mod members;
+#[cfg(feature = "client")]
+pub(crate) use head::response_id as head_response_id;
 mod reply;
 use members::{Members, Version};
 pub use reply::Reply;

@@ -1,7 +1,7 @@
 //! What a client talks through: a message writer and a message reader, made
 //! from any byte stream (stdio of a child process, TCP) or an in-process pair.
 
-use crate::jsonrpc::{self, ParseError, Parsed, RequestId};
+use crate::jsonrpc::{self, ErrorObject, ParseError, Parsed, RequestId};
 use crate::transport::lines::{Frame, LineReader};
 use serde_json::Value;
 use std::io::{self, BufWriter, Read, Write};
@@ -465,9 +465,20 @@ impl<R: Read + Send> MessageReader for LineMessages<R> {
                 None => return Ok(None),
                 Some(Frame::Line(l)) if l.iter().all(u8::is_ascii_whitespace) => continue,
                 Some(Frame::Line(l)) => return Ok(Some(l.to_vec())),
-                Some(Frame::TooLong { len } | Frame::Refused { len }) => {
+                Some(Frame::TooLong { len, head }) => {
                     log::warn!("client: discarded an incoming message of {len} bytes");
-                    continue;
+                    // An answer to one of our calls: the call fails now,
+                    // saying why, not at its timeout.
+                    if let Some(id) = jsonrpc::head_response_id(head) {
+                        let why = ErrorObject::internal(format!(
+                            "the answer of {len} bytes is over this client's limit"
+                        ));
+                        let failed = jsonrpc::error_response_value(Some(&id), &why);
+                        return Ok(Some(failed.to_string().into_bytes()));
+                    }
+                }
+                Some(Frame::Refused { len }) => {
+                    log::warn!("client: discarded an incoming message of {len} bytes");
                 }
             }
         }
@@ -556,6 +567,26 @@ mod tests {
         assert_eq!(lines[3], "x".repeat(10));
         assert_eq!(lines[4], "last without an end");
         assert_eq!(lines.len(), 5);
+    }
+
+    #[test]
+    fn an_answer_too_large_fails_its_call_at_once() {
+        let mut input = br#"{"jsonrpc":"2.0","id":9,"result":{"text":""#.to_vec();
+        input.extend(vec![b'x'; 500]);
+        input.extend_from_slice(b"\"}}\n");
+        // A request too large gets nothing: the client cannot answer it.
+        input.extend_from_slice(br#"{"jsonrpc":"2.0","id":3,"method":"ping","params":{"x":""#);
+        input.extend(vec![b'x'; 500]);
+        input.extend_from_slice(b"\"}}\nlast\n");
+        let mut reader = LineMessages(LineReader::new(&input[..], 100));
+        let failed = reader.read().unwrap().unwrap();
+        let Ok(Parsed::Single(Message::Response(r))) = jsonrpc::parse(&failed) else {
+            panic!("an answer: {}", String::from_utf8_lossy(&failed));
+        };
+        assert_eq!(r.id(), Some(&RequestId::Number(9)));
+        let e = r.outcome().unwrap_err();
+        assert!(e.message.contains("over this client's limit"), "{e:?}");
+        assert_eq!(reader.read().unwrap().unwrap(), b"last");
     }
 
     /// Fails every write, counting them.

@@ -357,7 +357,7 @@ impl ServerConnection {
             match frame {
                 Frame::Line(line) if line.iter().all(u8::is_ascii_whitespace) => {}
                 Frame::Line(line) => self.receive(line),
-                Frame::TooLong { len } => self.too_large(len),
+                Frame::TooLong { len, .. } => self.too_large(len),
                 // Logged (once) by the rejection.
                 Frame::Refused { .. } => self.session.reject(ParseError::busy(), &self.sink),
             }

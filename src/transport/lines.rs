@@ -39,6 +39,9 @@ impl LineBudget {
     }
 }
 
+/// How many first bytes of a line too long are kept ([`Frame::TooLong`]).
+pub const KEPT_HEAD: usize = 1024;
+
 /// One frame of input.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Frame<'a> {
@@ -48,6 +51,9 @@ pub enum Frame<'a> {
     TooLong {
         /// How many bytes the discarded line had.
         len: usize,
+        /// Its first bytes (at most [`KEPT_HEAD`]): enough to tell, say,
+        /// which request an answer too large to take answered.
+        head: &'a [u8],
     },
     /// A line within the limit that the memory shared by all connections
     /// for partial lines could not hold (others hold it): discarded up to
@@ -75,6 +81,8 @@ pub struct LineReader<R> {
     // The line being discarded is within the limit, but the shared budget
     // could not hold it.
     starved: bool,
+    // The first bytes of the line being discarded.
+    head: Vec<u8>,
     // Growth beyond the first chunk is taken from here.
     budget: Option<Arc<LineBudget>>,
     reserved: usize,
@@ -110,6 +118,7 @@ impl<R: Read> LineReader<R> {
             max: max_line_bytes,
             discarding: None,
             starved: false,
+            head: Vec::new(),
             budget: None,
             reserved: 0,
             spin: None,
@@ -174,7 +183,13 @@ impl<R: Read> LineReader<R> {
         let more = found.is_some() && self.line_at_hand();
         Ok(found.map(|f| match f {
             Found::Line(a, b) => (Frame::Line(&self.buf[a..b]), more),
-            Found::TooLong(len) => (Frame::TooLong { len }, more),
+            Found::TooLong(len) => (
+                Frame::TooLong {
+                    len,
+                    head: &self.head,
+                },
+                more,
+            ),
             Found::Refused(len) => (Frame::Refused { len }, more),
         }))
     }
@@ -197,6 +212,13 @@ impl<R: Read> LineReader<R> {
     /// The next newline in the bytes read and not yet searched.
     fn search(&self) -> Option<usize> {
         memchr::memchr(b'\n', &self.buf[self.scanned..self.end]).map(|p| self.scanned + p)
+    }
+
+    /// Keeps the first bytes of `buf[a..b]`, a line being discarded.
+    fn keep_head(&mut self, a: usize, b: usize) {
+        self.head.clear();
+        self.head
+            .extend_from_slice(&self.buf[a..b.min(a + KEPT_HEAD)]);
     }
 
     /// A discarded line of `len` bytes: too long, or refused for want of
@@ -227,6 +249,7 @@ impl<R: Read> LineReader<R> {
                     b -= 1;
                 }
                 if b - a > self.max {
+                    self.keep_head(a, b);
                     return Ok(Some(Found::TooLong(raw)));
                 }
                 return Ok(Some(Found::Line(a, b)));
@@ -238,6 +261,9 @@ impl<R: Read> LineReader<R> {
             let cr = usize::from(pending > 0 && self.buf[self.end - 1] == b'\r');
             if pending > self.max + cr || self.discarding.is_some() {
                 // Over the limit with no newline yet: drop what we hold.
+                if self.discarding.is_none() {
+                    self.keep_head(self.start, self.end);
+                }
                 *self.discarding.get_or_insert(0) += pending;
                 self.start = 0;
                 self.end = 0;
@@ -257,6 +283,9 @@ impl<R: Read> LineReader<R> {
                     // Out of shared budget: this line is refused; what it
                     // holds is dropped.
                     self.starved = true;
+                    if self.discarding.is_none() {
+                        self.keep_head(self.start, self.end);
+                    }
                     *self.discarding.get_or_insert(0) += self.end - self.start;
                     self.start = 0;
                     self.end = 0;
@@ -447,7 +476,7 @@ mod tests {
         let mut c = LineReader::new(&huge[..], max).with_budget(Some(budget.clone()));
         assert!(matches!(
             c.next_frame().unwrap(),
-            Some(Frame::TooLong { len }) if len == 20 * READ_CHUNK
+            Some(Frame::TooLong { len, .. }) if len == 20 * READ_CHUNK
         ));
         drop((a, b, c));
         assert_eq!(budget.left(), 4 * READ_CHUNK, "everything given back");
@@ -459,7 +488,7 @@ mod tests {
         while let Some(f) = r.next_frame().unwrap() {
             out.push(match f {
                 Frame::Line(l) => String::from_utf8_lossy(l).into_owned(),
-                Frame::TooLong { len } => format!("<{len}>"),
+                Frame::TooLong { len, .. } => format!("<{len}>"),
                 Frame::Refused { len } => format!("<refused {len}>"),
             });
         }
@@ -486,8 +515,31 @@ mod tests {
         let mut r = LineReader::new(&big[..], 1000);
         assert!(matches!(
             r.next_frame().unwrap(),
-            Some(Frame::TooLong { len: 5_000_000 })
+            Some(Frame::TooLong { len: 5_000_000, head }) if head.len() == KEPT_HEAD
         ));
         assert!(r.buf.len() <= 1000 + READ_CHUNK + 1);
+    }
+
+    #[test]
+    fn a_line_too_long_keeps_its_first_bytes() {
+        let mut input = b"{\"id\":1,".to_vec();
+        input.extend(vec![b'x'; 3000]);
+        input.extend_from_slice(b"\nshort\n");
+        // Dropped piecemeal (no newline within the limit), and whole.
+        for max in [100, 2000] {
+            let mut r = LineReader::new(&input[..], max);
+            match r.next_frame().unwrap() {
+                Some(Frame::TooLong { len, head }) => {
+                    assert_eq!(len, 3008, "{max}");
+                    assert!(head.starts_with(b"{\"id\":1,x"), "{max}");
+                    assert!(head.len() <= KEPT_HEAD);
+                }
+                other => panic!("{max}: {other:?}"),
+            }
+            assert!(matches!(
+                r.next_frame().unwrap(),
+                Some(Frame::Line(b"short"))
+            ));
+        }
     }
 }
