@@ -1031,10 +1031,32 @@ fn the_metrics_listener_rides_out_running_out_of_descriptors() {
         .filter_map(|_| std::net::TcpStream::connect(&http).ok())
         .collect();
     logged("http: accept failed");
-    let scraper = std::thread::spawn(move || scrape(&metrics));
-    logged("metrics: accept failed");
+    // The scrape waits while the metrics listener cannot accept (it logs
+    // so); the HTTP listener's churn through its backlog may also free a
+    // descriptor for a moment, and then the scrape is answered at once.
+    let (scraped_tx, scraped) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let _ = scraped_tx.send(scrape(&metrics));
+    });
+    let answered = loop {
+        crossbeam_channel::select! {
+            recv(log) -> line => {
+                let line = line.expect("the daemon's log goes on");
+                if line.contains("metrics: accept failed") {
+                    break None;
+                }
+            }
+            recv(scraped) -> answer => break Some(answer.expect("scraped")),
+            default(Duration::from_secs(20)) => panic!("neither scraped nor logged a failed accept"),
+        }
+    };
     drop(hogs);
-    let (status, body) = scraper.join().unwrap();
+    let (status, body) = match answered {
+        Some(answer) => answer,
+        None => scraped
+            .recv_timeout(Duration::from_secs(20))
+            .expect("scraped once the descriptors are back"),
+    };
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert!(body.contains("mcpvisor_"), "{body}");
     assert!(d.child.try_wait().unwrap().is_none(), "still running");

@@ -313,6 +313,7 @@ impl<R: Read> LineReader<R> {
                 self.start = self.end;
                 self.scanned = self.end;
                 if rest > self.max {
+                    self.keep_head(a, b);
                     return Ok(Some(Found::TooLong(rest)));
                 }
                 return Ok(Some(Found::Line(a, b)));
