@@ -31,14 +31,15 @@ pub(crate) trait Exchange: Send + Sync {
     fn log_level(&self) -> Option<LogLevel>;
     /// Requests to the client and their answers.
     fn outbound(&self) -> &Outbound;
-    /// The answer to a request is about to leave: from now on it no
-    /// longer counts against the in-flight limit (its client may send the
-    /// next one as soon as it reads the answer), though it stays in flight
+    /// The answer to request `id` (the one with `cancel`) is about to
+    /// leave: from now on it no longer counts against the in-flight limit
+    /// nor holds its id (its client may send the next request, with that
+    /// id too, as soon as it reads the answer), though it stays in flight
     /// until [`Exchange::request_done`].
-    fn answering(&self);
-    /// The request `id` has ended (answered or suppressed, after
-    /// [`Exchange::answering`]).
-    fn request_done(&self, id: &RequestId);
+    fn answering(&self, id: &RequestId, cancel: &CancelToken);
+    /// The request `id` (the one with `cancel`) has ended (answered or
+    /// suppressed, after [`Exchange::answering`]).
+    fn request_done(&self, id: &RequestId, cancel: &CancelToken);
     /// A handle on the session for use outside the request, if the
     /// exchange is a session with a client that stays (not a stateless
     /// request).
@@ -359,13 +360,13 @@ impl Context {
             self.protocol.version,
             task.created_result().into(),
         );
-        self.exchange.answering();
+        self.exchange.answering(&self.request_id, &self.cancel);
         self.sink.send(Outgoing::Response(Reply::Result(
             self.request_id.clone(),
             created,
         )));
         drop(state);
-        self.exchange.request_done(&self.request_id);
+        self.exchange.request_done(&self.request_id, &self.cancel);
         true
     }
 
@@ -680,11 +681,11 @@ impl Context {
             let outcome = outcome.map(|v| self.engine().shape(&self.method, version, v));
             Outgoing::Response(Reply::answer(self.request_id.clone(), outcome))
         };
-        self.exchange.answering();
+        self.exchange.answering(&self.request_id, &self.cancel);
         self.sink.send(out);
         // Only now is the request no longer in flight: whoever waits for the
         // session to go idle (EOF, shutdown) finds its answer already queued.
-        self.exchange.request_done(&self.request_id);
+        self.exchange.request_done(&self.request_id, &self.cancel);
     }
 }
 

@@ -12,6 +12,7 @@ mod cancel;
 pub mod catalog;
 mod context;
 mod dispatch;
+mod inflight;
 pub mod input;
 mod listen;
 pub(crate) use dispatch::is_engine_method;

@@ -5,6 +5,7 @@
 use super::cancel::CancelToken;
 use super::context::{Context, Exchange, ProtocolContext};
 use super::dispatch::{self, Route};
+use super::inflight::InFlight;
 use super::outbound::Outbound;
 use super::peer::{SessionEvent, SessionHandle};
 use super::sink::{Outgoing, Sink};
@@ -15,7 +16,7 @@ use crate::jsonrpc::{
     Response,
 };
 use crate::model::{Answer, LogLevel, ProtocolVersion};
-use crate::sync::{lock, FastMap};
+use crate::sync::lock;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -67,10 +68,7 @@ pub struct Session {
     log_name: super::session_id::LogName,
     sink: Arc<dyn Sink>,
     state: Mutex<State>,
-    inflight: Mutex<FastMap<RequestId, CancelToken>>,
-    // Of those in flight, the ones whose answer is already on its way
-    // (changed under `inflight`'s lock, or before taking it).
-    answering: AtomicUsize,
+    inflight: Mutex<InFlight>,
     idle: Condvar,
     // Threads in `wait_idle` (changed and read under `inflight`'s lock):
     // only then does a request's end notify `idle` (std's notify is a
@@ -136,8 +134,7 @@ impl Session {
                 subscriptions: HashSet::new(),
                 subscribed,
             }),
-            inflight: Mutex::new(FastMap::default()),
-            answering: AtomicUsize::new(0),
+            inflight: Mutex::default(),
             idle: Condvar::new(),
             idle_waiters: AtomicUsize::new(0),
             outbound: Outbound::default(),
@@ -211,7 +208,7 @@ impl Session {
     /// threads; `false` when the pool refuses it (its queue is full). The
     /// pool is asked under the session's lock (it never blocks): a job
     /// queued meanwhile always has a running one to take it after.
-    fn submit(self: &Arc<Self>, cancel: CancelToken, job: Job) -> bool {
+    fn submit(self: &Arc<Self>, cancel: &CancelToken, job: Job) -> bool {
         let mut running = lock(&self.running);
         if running.now >= self.running_cap() {
             // Cancelled between its entry in flight and here (a close or a
@@ -222,7 +219,7 @@ impl Session {
                 job();
                 return true;
             }
-            running.waiting.push_back((cancel, job));
+            running.waiting.push_back((cancel.clone(), job));
             return true;
         }
         running.now += 1;
@@ -410,7 +407,7 @@ impl Session {
             method => dispatch::route(self, method),
         };
         match route {
-            Route::Inline(_) if lock(&self.inflight).contains_key(request.id()) => {
+            Route::Inline(_) if lock(&self.inflight).holds(request.id()) => {
                 self.refuse_duplicate(request.id(), sink)
             }
             Route::Inline(f) => {
@@ -453,7 +450,7 @@ impl Session {
             super::LISTEN => {
                 // An id a request in flight has.
                 let id = request.id();
-                if lock(&self.inflight).contains_key(id) {
+                if lock(&self.inflight).holds(id) {
                     return self.refuse_duplicate(id, sink);
                 }
                 if let Err(e) = self.engine.listeners.open(self, &request, sink) {
@@ -533,7 +530,7 @@ impl Session {
                 let e = ErrorObject::internal("the session has ended");
                 return respond(&sink, &id, Err(e));
             }
-            if inflight.contains_key(&id) {
+            if inflight.holds(&id) {
                 drop(inflight);
                 return self.refuse_duplicate(&id, &sink);
             }
@@ -541,10 +538,7 @@ impl Session {
             // Answered requests still waiting to leave the table do not
             // count: a client keeping `limit` requests outstanding sends
             // the next one as soon as it reads an answer.
-            let unanswered = inflight
-                .len()
-                .saturating_sub(self.answering.load(Ordering::SeqCst));
-            if unanswered >= limit {
+            if inflight.unanswered() >= limit {
                 drop(inflight);
                 log::warn!(
                     "session {}: {limit} requests in flight; request {id} refused",
@@ -555,7 +549,7 @@ impl Session {
                 ));
                 return respond(&sink, &id, Err(e));
             }
-            inflight.insert(id.clone(), cancel.clone());
+            inflight.join(id.clone(), cancel.clone());
         }
         let quick = dispatch::is_quick_call(self, &request);
         let mut ctx = Context::new(
@@ -615,8 +609,8 @@ impl Session {
             // Run where it is: no box to allocate.
             return self.engine.pool.run_here(job);
         }
-        if !self.submit(cancels_job, Box::new(job)) {
-            self.request_done(&id);
+        if !self.submit(&cancels_job, Box::new(job)) {
+            self.request_ended(&id, &cancels_job);
             log::warn!(
                 "session {}: handler queue full, request {id} refused",
                 self.log_name()
@@ -658,9 +652,7 @@ impl Session {
                     .params()
                     .and_then(|p| p.get("requestId"))
                     .and_then(RequestId::from_value);
-                let token = id
-                    .as_ref()
-                    .and_then(|id| lock(&self.inflight).get(id).cloned());
+                let token = id.as_ref().and_then(|id| lock(&self.inflight).token(id));
                 match token {
                     Some(token) => {
                         token.cancel();
@@ -790,16 +782,10 @@ impl Session {
         lock(&self.state).subscriptions.contains(uri)
     }
 
-    pub(crate) fn request_done(&self, id: &RequestId) {
-        self.request_ended(id, false);
-    }
-
-    /// The request `id` left the table; `answered` after [`Exchange::answering`].
-    fn request_ended(&self, id: &RequestId, answered: bool) {
+    /// The request `id` (the one with `cancel`) left the table.
+    fn request_ended(&self, id: &RequestId, cancel: &CancelToken) {
         let mut inflight = lock(&self.inflight);
-        if inflight.remove(id).is_some() && answered {
-            self.answering.fetch_sub(1, Ordering::SeqCst);
-        }
+        inflight.leave(id, cancel);
         if inflight.is_empty() && self.idle_waiters.load(Ordering::SeqCst) > 0 {
             self.idle.notify_all();
         }
@@ -808,7 +794,7 @@ impl Session {
     /// Whether the request with `id` is in flight (a redelivered copy of it
     /// can be dropped: the original will answer).
     pub fn is_inflight(&self, id: &RequestId) -> bool {
-        lock(&self.inflight).contains_key(id)
+        lock(&self.inflight).has(id)
     }
 
     /// Number of requests in flight.
@@ -852,7 +838,7 @@ impl Session {
             if self.closed.swap(true, Ordering::SeqCst) {
                 return;
             }
-            for token in inflight.values() {
+            for token in inflight.tokens() {
                 token.cancel();
             }
         }
@@ -898,11 +884,11 @@ impl Exchange for Session {
     fn outbound(&self) -> &Outbound {
         &self.outbound
     }
-    fn answering(&self) {
-        self.answering.fetch_add(1, Ordering::SeqCst);
+    fn answering(&self, id: &RequestId, cancel: &CancelToken) {
+        lock(&self.inflight).answering(id, cancel);
     }
-    fn request_done(&self, id: &RequestId) {
-        self.request_ended(id, true)
+    fn request_done(&self, id: &RequestId, cancel: &CancelToken) {
+        self.request_ended(id, cancel)
     }
     fn handle(&self) -> Option<SessionHandle> {
         if self.phase() == Phase::Stateless {

@@ -216,6 +216,63 @@ fn duplicate_ids_in_flight_are_rejected() {
     assert_eq!(done["result"]["content"][0]["text"], "done");
 }
 
+/// A client may reuse an id as soon as it reads the answer, which can be
+/// before the handler's thread has taken the request out of the table:
+/// here the client sends its next request, with the same id, from within
+/// the delivery of the answer.
+#[test]
+fn an_id_may_be_reused_the_moment_its_answer_is_delivered() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{OnceLock, Weak};
+    const CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"done"}}"#;
+    struct Eager {
+        tx: Sender<Value>,
+        session: OnceLock<Weak<Session>>,
+        me: OnceLock<Weak<Eager>>,
+        reused: AtomicBool,
+    }
+    impl Sink for Eager {
+        fn send(&self, out: Outgoing) {
+            let Some(m) = out.message().map(|m| m.into_owned()) else {
+                return;
+            };
+            let first_answer = m["id"] == json!(1) && !self.reused.swap(true, Ordering::SeqCst);
+            let _ = self.tx.send(m);
+            if first_answer {
+                let session = self.session.get().and_then(Weak::upgrade).unwrap();
+                let me: Arc<dyn Sink> = self.me.get().and_then(Weak::upgrade).unwrap();
+                session.receive(CALL.as_bytes(), &me);
+            }
+        }
+    }
+    let server = server_with(vec![tool("done", |_| ToolResult::text("done"))], 2);
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let eager = Arc::new(Eager {
+        tx,
+        session: OnceLock::new(),
+        me: OnceLock::new(),
+        reused: AtomicBool::new(false),
+    });
+    let _ = eager.me.set(Arc::downgrade(&eager));
+    let sink: Arc<dyn Sink> = eager.clone();
+    let session = server.engine().open_session(sink.clone());
+    let _ = eager.session.set(Arc::downgrade(&session));
+    session.receive(br#"{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#, &sink);
+    session.receive(
+        br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        &sink,
+    );
+    assert!(rx.recv_timeout(WAIT).unwrap()["result"].is_object());
+    session.receive(CALL.as_bytes(), &sink);
+    for _ in 0..2 {
+        let answer = rx.recv_timeout(WAIT).expect("both calls answered");
+        assert_eq!(answer["id"], json!(1), "{answer}");
+        assert_eq!(text(&answer).as_deref(), Some("done"), "{answer}");
+    }
+    assert!(session.wait_idle(WAIT));
+    assert_eq!(session.inflight(), 0);
+}
+
 #[test]
 fn cursor_pagination_walks_every_tool_in_order() {
     let names = ["e", "a", "d", "b", "c"];
