@@ -190,24 +190,12 @@ enum Answering {
     Unknown,
 }
 
-/// Request `id` of ours fails with `error`, as a message for the client.
+/// Request `id` of ours fails with `error`, as a message for the client:
+/// its bytes and the message.
 fn failed(id: &RequestId, error: &ErrorObject) -> Received {
-    match failure(id, error) {
-        Some((body, m)) => Received::Message(body, Parsed::Single(m), None),
-        None => Received::Skip,
-    }
-}
-
-/// The error response failing request `id` of ours with `error`: its
-/// bytes and the message.
-fn failure(id: &RequestId, error: &ErrorObject) -> Option<(Vec<u8>, Message)> {
-    let body = jsonrpc::error_response_value(Some(id), error)
-        .to_string()
-        .into_bytes();
-    match jsonrpc::parse(&body) {
-        Ok(Parsed::Single(m)) => Some((body, m)),
-        _ => None,
-    }
+    let m = jsonrpc::Response::error(id.clone(), error);
+    let body = serde_json::to_vec(m.object()).unwrap_or_default();
+    Received::Message(body, Parsed::Single(Message::Response(m)), None)
 }
 
 /// What is published and on what: the writers and the link thread take it
@@ -684,7 +672,7 @@ impl Shared {
                         let error = r.outcome().err().unwrap_or_else(|| {
                             ErrorObject::internal("the server answered with id null")
                         });
-                        kept.extend(failure(&id, &error).map(|(_, m)| Ok(m)));
+                        kept.push(Ok(Message::Response(jsonrpc::Response::error(id, &error))));
                     }
                     Answering::Ours(_) | Answering::Unknown => kept.push(item),
                 }
