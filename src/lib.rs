@@ -35,6 +35,7 @@ pub mod serve;
 pub mod server;
 pub mod service;
 mod sync;
+mod throttle;
 pub mod transport;
 mod wait;
 

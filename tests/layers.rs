@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, u8)] = &[
     ("sync", 0),
     ("wait", 0),
+    ("throttle", 0),
     ("jsonrpc", 0),
     ("model", 1),
     ("protocol", 2),

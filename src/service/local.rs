@@ -3,6 +3,7 @@
 //! within a deadline, at most [`MAX_CLIENTS`] at once, and waits for the
 //! next with no timeout (its stop wakes it).
 
+use crate::throttle::{Throttle, DEFAULT_LOG_INTERVAL};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
@@ -68,6 +69,9 @@ pub(crate) fn worker<L: Accept>(
     let serve = Arc::new(serve);
     let serving = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let kept = std::sync::Mutex::new(None);
+    // Told at most every 10 s each, with a count: a peer can make both
+    // happen many times a second.
+    let (refused, failed) = (Throttle::default(), Throttle::default());
     ChildSpec::worker(id, move |ctx| {
         let socket = socket.try_clone_listener()?;
         socket.set_nonblocking(true)?;
@@ -83,7 +87,11 @@ pub(crate) fn worker<L: Accept>(
                 Ok(stream) => {
                     let client = Client(serving.clone());
                     if client.0.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
-                        log::warn!("{name}: {MAX_CLIENTS} clients served at once; one more closed");
+                        if let Some(n) = refused.event() {
+                            log::warn!(
+                                "{name}: {MAX_CLIENTS} clients served at once; one more closed ({n} since the last such line, said at most every {DEFAULT_LOG_INTERVAL:?})"
+                            );
+                        }
                         continue;
                     }
                     let (serve, who, due) =
@@ -106,7 +114,11 @@ pub(crate) fn worker<L: Accept>(
                 // and go on; failing would restart this worker at once,
                 // again and again, until its supervisor gave up.
                 Err(e) if crate::transport::accept_errors::transient(&e) => {
-                    log::warn!("{name}: accept failed ({e}); retrying in {ACCEPT_RETRY:?}");
+                    if let Some(n) = failed.event() {
+                        log::warn!(
+                            "{name}: accept failed ({e}; {n} failed since the last such line, said at most every {DEFAULT_LOG_INTERVAL:?}); retrying every {ACCEPT_RETRY:?}"
+                        );
+                    }
                     waker.sleep(ACCEPT_RETRY);
                 }
                 Err(e) => return Err(e.into()),

@@ -8,6 +8,7 @@
 //! that a new connection is refused at once.
 
 use crate::sync::lock;
+use crate::throttle::{Throttle, DEFAULT_LOG_INTERVAL};
 use crate::wait::Waker;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -20,10 +21,6 @@ use supervisor::{ChildSpec, Restart, Shutdown};
 
 /// Stack size of a connection thread: they parse and copy, nothing deep.
 pub const CONNECTION_STACK: usize = 256 * 1024;
-
-/// How often connections refused at the cap are logged at most (each line
-/// counts those refused since the last).
-const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Serves one accepted connection until it ends; the flag is set when a
 /// stop ends the connection ([`Acceptor::end_connections_on_stop`]): from
@@ -61,9 +58,11 @@ pub(crate) struct Acceptor {
     /// ([`Acceptor::end_connections_on_stop`]), with each one's flag.
     open: Option<Mutex<OpenConnections>>,
     next_connection: AtomicU64,
-    /// Connections refused at the cap and not logged yet, and when the
-    /// last line about them was.
-    refused: Mutex<(u64, Option<std::time::Instant>)>,
+    /// Connections refused at the cap, told at most every 10 s.
+    refused: Throttle,
+    /// Accepts failed (out of descriptors, say), told at most every 10 s:
+    /// under a backlog the loop can fail and succeed by turns.
+    accept_failures: Throttle,
 }
 
 /// Decrements the connection count however a connection thread ends,
@@ -103,7 +102,8 @@ impl Acceptor {
             waker: Mutex::new(None),
             open: None,
             next_connection: AtomicU64::new(0),
-            refused: Mutex::new((0, None)),
+            refused: Throttle::default(),
+            accept_failures: Throttle::default(),
         }
     }
 
@@ -149,7 +149,7 @@ impl Acceptor {
         waker: &Waker,
     ) -> io::Result<()> {
         let mut pause = Duration::from_millis(5);
-        // Whether accepting is failing (logged once until it works again).
+        // Whether a failed accept was told and its recovery not yet.
         let mut failing = false;
         loop {
             if !matches!(stop.try_recv(), Err(crossbeam_channel::TryRecvError::Empty))
@@ -175,14 +175,14 @@ impl Acceptor {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) if super::accept_errors::transient(&e) => {
-                    if failing {
-                        log::debug!("{}: accept failed ({e}); retrying in {pause:?}", self.name);
-                    } else {
+                    if let Some(failed) = self.accept_failures.event() {
                         log::warn!(
-                            "{}: accept failed ({e}); retrying with backoff until it works",
+                            "{}: accept failed ({e}; {failed} failed since the last such line, said at most every {DEFAULT_LOG_INTERVAL:?}); retrying with backoff",
                             self.name
                         );
                         failing = true;
+                    } else {
+                        log::debug!("{}: accept failed ({e}); retrying in {pause:?}", self.name);
                     }
                     // Out of descriptors: wait for connections to close. A
                     // stop, or `stop_accepting`, wakes the wait early (both
@@ -198,21 +198,13 @@ impl Acceptor {
     fn spawn_connection(self: &Arc<Self>, stream: TcpStream, peer: SocketAddr) {
         if self.active.fetch_add(1, Ordering::SeqCst) >= self.max_connections {
             self.active.fetch_sub(1, Ordering::SeqCst);
-            let mut refused = lock(&self.refused);
-            refused.0 += 1;
-            if refused
-                .1
-                .is_none_or(|t| t.elapsed() >= REFUSAL_LOG_INTERVAL)
-            {
+            if let Some(refused) = self.refused.event() {
                 log::warn!(
-                    "{}: connection from {peer} refused: {} connections open ({} refused since the last such line)",
+                    "{}: connection from {peer} refused: {} connections open ({refused} refused since the last such line, said at most every {DEFAULT_LOG_INTERVAL:?})",
                     self.name,
                     self.max_connections,
-                    refused.0
                 );
-                *refused = (0, Some(std::time::Instant::now()));
             }
-            drop(refused);
             let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
             (self.refuse)(&stream);
             return;

@@ -8,6 +8,7 @@ use super::lines::LineBudget;
 use super::stdio::{serve_lines, EndFn, Output, StdioOptions};
 use crate::protocol::Engine;
 use crate::sync::lock;
+use crate::throttle::{Throttle, DEFAULT_LOG_INTERVAL};
 use std::io;
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -183,21 +184,12 @@ impl super::tree::Tree<TcpListenerHandle> {
             let (writer, ender) = match (stream.try_clone(), stream.try_clone()) {
                 (Ok(w), Ok(e)) => (w, e),
                 (Err(e), _) | (_, Err(e)) => {
-                    // Out of descriptors, likely for many at once: said at
-                    // most every few seconds.
-                    // (when it was last said, how many were dropped since)
-                    static SAID: Mutex<(Option<std::time::Instant>, u64)> = Mutex::new((None, 0));
-                    let mut said = lock(&SAID);
-                    said.1 += 1;
-                    if said
-                        .0
-                        .is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
-                    {
+                    // Out of descriptors, likely for many at once.
+                    static DROPPED: Throttle = Throttle::new(DEFAULT_LOG_INTERVAL);
+                    if let Some(dropped) = DROPPED.event() {
                         log::warn!(
-                            "tcp: {peer}: connection dropped: {e} ({} dropped so; said at most every 10 s)",
-                            said.1
+                            "tcp: {peer}: connection dropped: {e} ({dropped} dropped since the last such line, said at most every {DEFAULT_LOG_INTERVAL:?})"
                         );
-                        *said = (Some(std::time::Instant::now()), 0);
                     }
                     return;
                 }
