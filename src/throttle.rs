@@ -2,8 +2,10 @@
 //! in between: for events a peer or the system can make happen many
 //! times a second (connections refused at the cap, accepts failing for
 //! want of descriptors), so that the log says each kind once a period
-//! however fast they come, and nothing is hidden: each line counts the
-//! events since the last.
+//! however fast they come: each line counts the events since the last.
+//! Events after the last line are told by the next one, or by the caller
+//! with [`Throttle::take_untold`] when what they were about is over (a
+//! listener accepting again); else they are not told.
 
 use crate::sync::lock;
 use std::sync::Mutex;
@@ -34,6 +36,12 @@ impl Throttle {
     /// counts the events since that line, this one included.
     pub(crate) fn event(&self) -> Option<u64> {
         self.event_at(Instant::now())
+    }
+
+    /// The events counted since the last line, which are then told: for
+    /// the line saying what they were about is over.
+    pub(crate) fn take_untold(&self) -> u64 {
+        std::mem::take(&mut lock(&self.state).0)
     }
 
     fn event_at(&self, now: Instant) -> Option<u64> {
@@ -79,6 +87,12 @@ mod tests {
         assert_eq!(throttle.event_at(start + Duration::from_secs(11)), None);
         // A quiet spell: the next event is told at once, with the one before.
         assert_eq!(throttle.event_at(start + Duration::from_secs(60)), Some(2));
+        assert_eq!(throttle.event_at(start + Duration::from_secs(61)), None);
+        assert_eq!(throttle.take_untold(), 1);
+        assert_eq!(throttle.take_untold(), 0);
+        // Told: the next line within the period counts only what follows.
+        assert_eq!(throttle.event_at(start + Duration::from_secs(62)), None);
+        assert_eq!(throttle.event_at(start + Duration::from_secs(70)), Some(2));
     }
 
     #[test]

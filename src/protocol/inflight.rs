@@ -6,8 +6,10 @@
 //! there), but from the moment its answer is about to leave it no longer
 //! holds its id: a client may reuse an id as soon as it reads the
 //! answer, which can be before the handler's thread has taken the
-//! request out. A new request with that id then takes the entry's place,
-//! and the old request's end leaves the new entry alone.
+//! request out. A new request with that id then takes the entry's place;
+//! the old one stays in flight, set aside, until it ends (its answer may
+//! still be on its way to the client's queue), and its end leaves the new
+//! entry alone.
 
 use super::cancel::CancelToken;
 use crate::jsonrpc::RequestId;
@@ -26,7 +28,9 @@ struct Entry {
 #[derive(Default)]
 pub(crate) struct InFlight {
     entries: FastMap<RequestId, Entry>,
-    /// Of the entries, those answered.
+    /// Answered requests whose id a new request took, until they end.
+    set_aside: Vec<CancelToken>,
+    /// Of the entries and those set aside, those answered.
     answered: usize,
 }
 
@@ -46,27 +50,28 @@ impl InFlight {
     /// Requests in flight whose answer has not left: what counts against
     /// the session's limit.
     pub(crate) fn unanswered(&self) -> usize {
-        self.entries.len() - self.answered
+        self.len() - self.answered
     }
 
-    /// Entries, answered or not.
+    /// Requests in flight, answered or not.
     pub(crate) fn len(&self) -> usize {
-        self.entries.len()
+        self.entries.len() + self.set_aside.len()
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len() == 0
     }
 
     /// Adds request `id` with `cancel`; the caller checked
-    /// [`InFlight::holds`]. An answered entry with that id gives way.
+    /// [`InFlight::holds`]. An answered entry with that id is set aside.
     pub(crate) fn join(&mut self, id: RequestId, cancel: CancelToken) {
         let entry = Entry {
             cancel,
             answered: false,
         };
-        if self.entries.insert(id, entry).is_some_and(|e| e.answered) {
-            self.answered -= 1;
+        if let Some(old) = self.entries.insert(id, entry) {
+            debug_assert!(old.answered, "joined over a request holding its id");
+            self.set_aside.push(old.cancel);
         }
     }
 
@@ -84,10 +89,12 @@ impl InFlight {
     /// Request `id` (the one with `cancel`) has ended; an entry that took
     /// its place stays.
     pub(crate) fn leave(&mut self, id: &RequestId, cancel: &CancelToken) {
-        if !self.entries.get(id).is_some_and(|e| e.cancel.same(cancel)) {
-            return;
-        }
-        if self.entries.remove(id).is_some_and(|e| e.answered) {
+        if self.entries.get(id).is_some_and(|e| e.cancel.same(cancel)) {
+            if self.entries.remove(id).is_some_and(|e| e.answered) {
+                self.answered -= 1;
+            }
+        } else if let Some(at) = self.set_aside.iter().position(|c| c.same(cancel)) {
+            self.set_aside.swap_remove(at);
             self.answered -= 1;
         }
     }
@@ -97,9 +104,12 @@ impl InFlight {
         self.entries.get(id).map(|e| e.cancel.clone())
     }
 
-    /// Every entry's token.
+    /// Every request's token, those set aside too.
     pub(crate) fn tokens(&self) -> impl Iterator<Item = &CancelToken> {
-        self.entries.values().map(|e| &e.cancel)
+        self.entries
+            .values()
+            .map(|e| &e.cancel)
+            .chain(&self.set_aside)
     }
 }
 
@@ -118,13 +128,16 @@ mod tests {
         assert!(!table.holds(&id), "its answer is on its way");
         assert!(table.has(&id));
         assert_eq!((table.len(), table.unanswered()), (1, 0));
-        // The client read the answer and reused the id at once.
+        // The client read the answer and reused the id at once; the first
+        // is still in flight until it ends (its answer may not be queued).
         table.join(id.clone(), second.clone());
         assert!(table.holds(&id));
-        assert_eq!((table.len(), table.unanswered()), (1, 1));
+        assert_eq!((table.len(), table.unanswered()), (2, 1));
+        assert_eq!(table.tokens().count(), 2);
         // The first request's end, late: the second stays.
         table.leave(&id, &first);
         assert!(table.holds(&id));
+        assert_eq!((table.len(), table.unanswered()), (1, 1));
         table.answering(&id, &first);
         assert_eq!(
             table.unanswered(),
@@ -133,6 +146,24 @@ mod tests {
         );
         table.answering(&id, &second);
         table.leave(&id, &second);
+        assert!(table.is_empty());
+        assert_eq!(table.answered, 0);
+    }
+
+    #[test]
+    fn a_request_set_aside_keeps_the_table_busy_until_it_ends() {
+        let mut table = InFlight::default();
+        let (id, first, second) = (RequestId::Number(1), CancelToken::new(), CancelToken::new());
+        table.join(id.clone(), first.clone());
+        table.answering(&id, &first);
+        table.join(id.clone(), second.clone());
+        // The second ends first: the first, set aside, is still in flight.
+        table.answering(&id, &second);
+        table.leave(&id, &second);
+        assert!(!table.has(&id));
+        assert_eq!((table.len(), table.unanswered()), (1, 0));
+        assert!(!table.is_empty());
+        table.leave(&id, &first);
         assert!(table.is_empty());
         assert_eq!(table.answered, 0);
     }

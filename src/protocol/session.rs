@@ -791,10 +791,18 @@ impl Session {
         }
     }
 
-    /// Whether the request with `id` is in flight (a redelivered copy of it
-    /// can be dropped: the original will answer).
+    /// Whether the request with `id` is in flight, its answer perhaps on
+    /// its way already (a redelivered copy of it can be dropped: the
+    /// original answers, or has).
     pub fn is_inflight(&self, id: &RequestId) -> bool {
         lock(&self.inflight).has(id)
+    }
+
+    /// Whether a request in flight whose answer has not left holds `id`:
+    /// another request with it would be refused. Once its answer leaves,
+    /// the id is free for the client to use again.
+    pub fn holds_id(&self, id: &RequestId) -> bool {
+        lock(&self.inflight).holds(id)
     }
 
     /// Number of requests in flight.

@@ -219,12 +219,14 @@ fn duplicate_ids_in_flight_are_rejected() {
 /// A client may reuse an id as soon as it reads the answer, which can be
 /// before the handler's thread has taken the request out of the table:
 /// here the client sends its next request, with the same id, from within
-/// the delivery of the answer.
+/// the delivery of the answer. The first request's end then leaves the
+/// second in flight, holding the id.
 #[test]
 fn an_id_may_be_reused_the_moment_its_answer_is_delivered() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{OnceLock, Weak};
-    const CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"done"}}"#;
+    const REUSE: &str =
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"wait"}}"#;
     struct Eager {
         tx: Sender<Value>,
         session: OnceLock<Weak<Session>>,
@@ -241,11 +243,23 @@ fn an_id_may_be_reused_the_moment_its_answer_is_delivered() {
             if first_answer {
                 let session = self.session.get().and_then(Weak::upgrade).unwrap();
                 let me: Arc<dyn Sink> = self.me.get().and_then(Weak::upgrade).unwrap();
-                session.receive(CALL.as_bytes(), &me);
+                session.receive(REUSE.as_bytes(), &me);
             }
         }
     }
-    let server = server_with(vec![tool("done", |_| ToolResult::text("done"))], 2);
+    let (started_tx, started) = crossbeam_channel::bounded::<()>(1);
+    let (release, release_rx) = crossbeam_channel::bounded::<()>(1);
+    let server = server_with(
+        vec![
+            tool("done", |_| ToolResult::text("done")),
+            tool("wait", move |_| {
+                let _ = started_tx.send(());
+                let _ = release_rx.recv();
+                ToolResult::text("waited")
+            }),
+        ],
+        2,
+    );
     let (tx, rx) = crossbeam_channel::unbounded();
     let eager = Arc::new(Eager {
         tx,
@@ -263,14 +277,27 @@ fn an_id_may_be_reused_the_moment_its_answer_is_delivered() {
         &sink,
     );
     assert!(rx.recv_timeout(WAIT).unwrap()["result"].is_object());
-    session.receive(CALL.as_bytes(), &sink);
-    for _ in 0..2 {
-        let answer = rx.recv_timeout(WAIT).expect("both calls answered");
-        assert_eq!(answer["id"], json!(1), "{answer}");
-        assert_eq!(text(&answer).as_deref(), Some("done"), "{answer}");
-    }
+    session.receive(
+        br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"done"}}"#,
+        &sink,
+    );
+    let first = rx.recv_timeout(WAIT).expect("the first call answered");
+    assert_eq!(text(&first).as_deref(), Some("done"), "{first}");
+    // The second runs (one job at a time with two threads: the first's
+    // job, its end included, is over), holding the id.
+    started
+        .recv_timeout(WAIT)
+        .expect("the reused id's call runs");
+    assert_eq!(session.inflight(), 1);
+    session.receive(REUSE.as_bytes(), &sink);
+    let refused = rx.recv_timeout(WAIT).expect("a third call refused");
+    assert_eq!(refused["error"]["code"], json!(-32600), "{refused}");
+    assert_eq!(refused["id"], Value::Null);
+    release.send(()).unwrap();
+    let second = rx.recv_timeout(WAIT).expect("the second call answered");
+    assert_eq!(second["id"], json!(1), "{second}");
+    assert_eq!(text(&second).as_deref(), Some("waited"), "{second}");
     assert!(session.wait_idle(WAIT));
-    assert_eq!(session.inflight(), 0);
 }
 
 #[test]

@@ -167,7 +167,11 @@ impl Acceptor {
                 Ok((stream, peer)) => {
                     pause = Duration::from_millis(5);
                     if std::mem::take(&mut failing) {
-                        log::info!("{}: accepting again", self.name);
+                        let untold = self.accept_failures.take_untold();
+                        log::info!(
+                            "{}: accepting again ({untold} failed accepts since the last line about them)",
+                            self.name
+                        );
                     }
                     // Some systems hand on the listener's non-blocking mode.
                     let _ = stream.set_nonblocking(false);

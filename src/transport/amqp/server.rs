@@ -1081,7 +1081,16 @@ impl Link<'_> {
             }
         }
         if let (Some(s), Parsed::Single(Message::Request(r))) = (&session, &parsed) {
-            if s.mcp.is_inflight(r.id()) {
+            // The broker's copy of a request still in the table is one;
+            // a new message may reuse the id of a request whose answer
+            // has left (its client read it), else it is a copy too (a
+            // request published again after a resume).
+            let copy = if ticket.delivery.redelivered {
+                s.mcp.is_inflight(r.id())
+            } else {
+                s.mcp.holds_id(r.id())
+            };
+            if copy {
                 log::debug!(
                     "amqp: session {}: request {} delivered again while in flight; the original answers",
                     s.mcp.log_name(),
