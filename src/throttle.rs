@@ -40,6 +40,7 @@ impl Throttle {
 
     /// The events counted since the last line, which are then told: for
     /// the line saying what they were about is over.
+    #[cfg(any(feature = "tcp", feature = "http", test))]
     pub(crate) fn take_untold(&self) -> u64 {
         std::mem::take(&mut lock(&self.state).0)
     }
