@@ -1158,17 +1158,29 @@ enum Step {
     Index(usize),
 }
 
+/// The steps of a key path as [`Reader`] writes it: keys joined by dots,
+/// `[n]` after an array's key. A part that is not `key[n]…` exactly (a
+/// key of the file holding brackets) is one key.
 fn steps(path: &str) -> Vec<Step> {
     let mut out = Vec::new();
     for part in path.split('.').filter(|p| !p.is_empty()) {
         let (key, indexes) = part.split_once('[').unwrap_or((part, ""));
-        if !key.is_empty() {
-            out.push(Step::Key(key.to_owned()));
-        }
-        for ix in indexes.split('[') {
-            if let Ok(n) = ix.trim_end_matches(']').parse() {
-                out.push(Step::Index(n));
+        let indexes: Option<Vec<usize>> = if indexes.is_empty() {
+            Some(Vec::new())
+        } else {
+            indexes
+                .strip_suffix(']')
+                .map(|ix| ix.split("][").map(str::parse).collect::<Result<_, _>>())
+                .and_then(Result::ok)
+        };
+        match indexes {
+            Some(indexes) => {
+                if !key.is_empty() {
+                    out.push(Step::Key(key.to_owned()));
+                }
+                out.extend(indexes.into_iter().map(Step::Index));
             }
+            None => out.push(Step::Key(part.to_owned())),
         }
     }
     out
@@ -1351,6 +1363,10 @@ impl Scan<'_> {
             (Step::Index(n), b'[') => {
                 self.i += 1;
                 for _ in 0..*n {
+                    self.ws();
+                    if self.b.get(self.i) == Some(&b']') {
+                        return None; // fewer elements than the index
+                    }
                     self.skip()?;
                     self.ws();
                     if self.b.get(self.i) == Some(&b',') {
@@ -1393,6 +1409,20 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.path, "commands.a.b.timeoutMs", "{e}");
         assert_eq!((e.line, e.column), (2, 2), "{e}");
+    }
+
+    #[test]
+    fn a_key_with_brackets_is_located_as_one_key_at_once() {
+        // Found by the config fuzz target: a key read as `listen` and a
+        // huge index made the locator step over the array's end for ever.
+        let e = parse("{\"listen\": [],\n \"listen[99999999999][8[e\": 1}").unwrap_err();
+        assert_eq!(e.path, "listen[99999999999][8[e", "{e}");
+        assert_eq!((e.line, e.column), (2, 2), "{e}");
+        assert!(e.message.contains("unknown key"), "{e}");
+        let e = parse("{\"listen\": [\"stdio\"],\n \"listen[1]\": 1}").unwrap_err();
+        assert!(e.message.contains("unknown key"), "{e}");
+        assert_eq!(locate("{\"a\": [1, 2]}", "a[5]"), None);
+        assert_eq!(locate("{\"a\": [1, [2, 3]]}", "a[1][1]"), Some((1, 15)));
     }
 
     #[test]
