@@ -9,7 +9,10 @@
 //! request out. A new request with that id then takes the entry's place;
 //! the old one stays in flight, set aside, until it ends (its answer may
 //! still be on its way to the client's queue), and its end leaves the new
-//! entry alone.
+//! entry alone. (So a client that sends an id again before it has the
+//! answer, against the rule, is refused only while the first is running:
+//! one arriving while the answer is committed but not yet queued is run,
+//! and each gets its answer.)
 
 use super::cancel::CancelToken;
 use crate::jsonrpc::RequestId;
@@ -28,8 +31,9 @@ struct Entry {
 #[derive(Default)]
 pub(crate) struct InFlight {
     entries: FastMap<RequestId, Entry>,
-    /// Answered requests whose id a new request took, until they end.
-    set_aside: Vec<CancelToken>,
+    /// Requests whose id a new request took (answered ones: the caller
+    /// checks [`InFlight::holds`] first), until they end.
+    set_aside: Vec<Entry>,
     /// Of the entries and those set aside, those answered.
     answered: usize,
 }
@@ -71,7 +75,7 @@ impl InFlight {
         };
         if let Some(old) = self.entries.insert(id, entry) {
             debug_assert!(old.answered, "joined over a request holding its id");
-            self.set_aside.push(old.cancel);
+            self.set_aside.push(old);
         }
     }
 
@@ -93,9 +97,10 @@ impl InFlight {
             if self.entries.remove(id).is_some_and(|e| e.answered) {
                 self.answered -= 1;
             }
-        } else if let Some(at) = self.set_aside.iter().position(|c| c.same(cancel)) {
-            self.set_aside.swap_remove(at);
-            self.answered -= 1;
+        } else if let Some(at) = self.set_aside.iter().position(|e| e.cancel.same(cancel)) {
+            if self.set_aside.swap_remove(at).answered {
+                self.answered -= 1;
+            }
         }
     }
 
@@ -108,8 +113,8 @@ impl InFlight {
     pub(crate) fn tokens(&self) -> impl Iterator<Item = &CancelToken> {
         self.entries
             .values()
-            .map(|e| &e.cancel)
             .chain(&self.set_aside)
+            .map(|e| &e.cancel)
     }
 }
 

@@ -438,7 +438,19 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn error(&self, path: &str, message: impl Into<String>) -> ConfigError {
-        let (line, column) = locate(self.text, path).unwrap_or((0, 0));
+        self.error_at(path, steps(path), message)
+    }
+
+    /// An error about `key` of the object at `path`: the key is found as
+    /// the file spells it, brackets and dots in it included.
+    fn key_error(&self, path: &str, key: &str, message: impl Into<String>) -> ConfigError {
+        let mut at = steps(path);
+        at.push(Step::Key(key.to_owned()));
+        self.error_at(&join(path, key), at, message)
+    }
+
+    fn error_at(&self, path: &str, at: Vec<Step>, message: impl Into<String>) -> ConfigError {
+        let (line, column) = locate(self.text, &at).unwrap_or((0, 0));
         ConfigError {
             file: self.file.to_owned(),
             line,
@@ -461,8 +473,9 @@ impl Reader<'_> {
             .as_object()
             .ok_or_else(|| self.error(path, "expected an object"))?;
         if let Some(k) = o.keys().find(|k| !known.contains(&k.as_str())) {
-            return Err(self.error(
-                &join(path, k),
+            return Err(self.key_error(
+                path,
+                k,
                 format!("unknown key (known here: {})", known.join(", ")),
             ));
         }
@@ -1123,14 +1136,15 @@ pub fn expand(s: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, S
     Ok(out)
 }
 
-/// The 1-based line and column of the key (or element) at `path` in JSON
-/// `text`, found by a small scan of the already-valid document.
-fn locate(text: &str, path: &str) -> Option<(usize, usize)> {
+/// The 1-based line and column of the key (or element) that `steps`
+/// name in JSON `text`, found by a small scan of the already-valid
+/// document.
+fn locate(text: &str, steps: &[Step]) -> Option<(usize, usize)> {
     let mut scan = Scan {
         b: text.as_bytes(),
         i: 0,
     };
-    let offset = scan.find(&steps(path))?;
+    let offset = scan.find(steps)?;
     Some(position(text, offset))
 }
 
@@ -1419,10 +1433,19 @@ mod tests {
         assert_eq!(e.path, "listen[99999999999][8[e", "{e}");
         assert_eq!((e.line, e.column), (2, 2), "{e}");
         assert!(e.message.contains("unknown key"), "{e}");
-        let e = parse("{\"listen\": [\"stdio\"],\n \"listen[1]\": 1}").unwrap_err();
+        // A key spelled as a path to an element is found as the key.
+        let e = parse("{\"listen\": [\"stdio\", \"stdio\"],\n \"listen[1]\": 1}").unwrap_err();
         assert!(e.message.contains("unknown key"), "{e}");
-        assert_eq!(locate("{\"a\": [1, 2]}", "a[5]"), None);
-        assert_eq!(locate("{\"a\": [1, [2, 3]]}", "a[1][1]"), Some((1, 15)));
+        assert_eq!(
+            (e.path.as_str(), e.line, e.column),
+            ("listen[1]", 2, 2),
+            "{e}"
+        );
+        assert_eq!(locate("{\"a\": [1, 2]}", &steps("a[5]")), None);
+        assert_eq!(
+            locate("{\"a\": [1, [2, 3]]}", &steps("a[1][1]")),
+            Some((1, 15))
+        );
     }
 
     #[test]

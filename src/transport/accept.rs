@@ -149,7 +149,7 @@ impl Acceptor {
         waker: &Waker,
     ) -> io::Result<()> {
         let mut pause = Duration::from_millis(5);
-        // Whether a failed accept was told and its recovery not yet.
+        // Whether an accept failed since the last one that succeeded.
         let mut failing = false;
         loop {
             if !matches!(stop.try_recv(), Err(crossbeam_channel::TryRecvError::Empty))
@@ -184,10 +184,10 @@ impl Acceptor {
                             "{}: accept failed ({e}; {failed} failed since the last such line, said at most every {DEFAULT_LOG_INTERVAL:?}); retrying with backoff",
                             self.name
                         );
-                        failing = true;
                     } else {
                         log::debug!("{}: accept failed ({e}); retrying in {pause:?}", self.name);
                     }
+                    failing = true;
                     // Out of descriptors: wait for connections to close. A
                     // stop, or `stop_accepting`, wakes the wait early (both
                     // wake the waker); the loop's top then sees it.
