@@ -16,6 +16,10 @@ cd "$(dirname "$0")"
 TARGETS="jsonrpc http_request sse lines amqp_delivery config uri_template"
 if [ "${1:-}" = "--list" ]; then echo "$TARGETS"; exit 0; fi
 
+# The smoke run builds quicker code (profile `smoke`, opt-level 1); long
+# runs build for speed (`release`).
+PROFILE=release
+if [ "${1:-}" = "--smoke" ]; then PROFILE=smoke; fi
 HOST=$(rustc -vV | sed -n 's/^host: //p')
 # With --target, RUSTFLAGS reach only the target's crates (not build
 # scripts or proc macros).
@@ -24,8 +28,8 @@ RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares \
 --cfg fuzzing -Cdebug-assertions -Coverflow-checks" \
-    cargo build --quiet --release --target "$HOST" --target-dir target --bins
-BIN=target/$HOST/release
+    cargo build --quiet --profile "$PROFILE" --target "$HOST" --target-dir target --bins
+BIN=target/$HOST/$PROFILE
 ARTIFACTS=target/artifacts
 
 run() {
