@@ -15,11 +15,19 @@ use std::time::Duration;
 pub const WAIT: Duration = Duration::from_secs(20);
 
 /// `tests/<sub>` with its pinned npm packages installed (`npm ci` once,
-/// when `marker` under `node_modules` is missing).
+/// when `marker` under `node_modules` is missing). Tests of one binary
+/// and of others run at once: an exclusive lock on a file in the target
+/// directory lets one install while the others wait (`npm ci` removes
+/// `node_modules` first, so none may look while it runs).
 pub fn npm_dir(sub: &str, marker: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests")
         .join(sub);
+    let lock = std::fs::File::create(
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("npm-ci-{sub}.lock")),
+    )
+    .expect("the npm lock file");
+    lock.lock().expect("locking the npm lock file");
     if !dir.join("node_modules").join(marker).exists() {
         let ok = Command::new("npm")
             .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
