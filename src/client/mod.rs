@@ -1142,20 +1142,8 @@ fn connection_lost(shared: &Arc<Shared>, why: ClientError) {
     if shared.reconnecting.swap(true, Ordering::SeqCst) {
         return;
     }
-    let go_on = {
-        let mut r = lock(&shared.reconnects);
-        let lived = r.1.elapsed();
-        r.0.go_on(&policy, lived)
-    };
-    if !go_on {
-        shared.reconnecting.store(false, Ordering::SeqCst);
-        return give_up(
-            shared,
-            ClientError::transport(format!(
-                "{} connections in a row were lost within {:?} of coming up; last: {why}",
-                policy.max_attempts, policy.backoff.reset_after
-            )),
-        );
+    if lost_too_often(shared, &policy, &why) {
+        return;
     }
     log::warn!("client: connection lost ({why}); reconnecting");
     connection_ended(shared);
@@ -1219,6 +1207,11 @@ fn connection_lost(shared: &Arc<Shared>, why: ClientError) {
                         return;
                     }
                     log::info!("client: reconnect attempt {} ended at once", attempt + 1);
+                    // A connection lost like any other: it counts.
+                    let why = ClientError::transport("the connection ended once initialized");
+                    if lost_too_often(shared, &policy, &why) {
+                        return;
+                    }
                     connection_ended(shared);
                     continue;
                 }
@@ -1251,6 +1244,28 @@ fn connection_lost(shared: &Arc<Shared>, why: ClientError) {
             policy.max_attempts
         )),
     );
+}
+
+/// Counts a lost connection (by how long it lived) and, once
+/// `max_attempts` in a row lived less than the backoff's `reset_after`,
+/// gives up (the caller, which holds `reconnecting`, then just returns).
+fn lost_too_often(shared: &Arc<Shared>, policy: &Reconnect, why: &ClientError) -> bool {
+    let go_on = {
+        let mut r = lock(&shared.reconnects);
+        let lived = r.1.elapsed();
+        r.0.go_on(policy, lived)
+    };
+    if !go_on {
+        shared.reconnecting.store(false, Ordering::SeqCst);
+        give_up(
+            shared,
+            ClientError::transport(format!(
+                "{} connections in a row were lost within {:?} of coming up; last: {why}",
+                policy.max_attempts, policy.backoff.reset_after
+            )),
+        );
+    }
+    !go_on
 }
 
 /// What ends with a connection: the calls waiting on it fail, and the

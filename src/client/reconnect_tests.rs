@@ -372,10 +372,36 @@ fn servers_that_drop_each_new_connection_use_up_the_attempts() {
         drop(peer);
         ended.recv_timeout(WAIT).unwrap();
     }
-    // The client gives up, asking for no sixth connection.
+    gives_up_asking_for_no_sixth(&client);
+}
+
+/// The client gives up, asking for no sixth connection (a sixth would
+/// wait for the connector's `WAIT`).
+fn gives_up_asking_for_no_sixth(client: &Client) {
     let deadline = Instant::now() + WAIT / 2;
     while !client.is_closed() {
         assert!(Instant::now() < deadline, "still reconnecting");
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+#[test]
+fn connections_that_end_while_initializing_use_up_the_attempts_too() {
+    // Each new connection ends while the client is still writing its
+    // `initialized`: its reader sees the end while the reconnection is
+    // under way and leaves it to that thread, which must count it as a
+    // lost connection like one its reader reports (it took an attempt
+    // and asked for a sixth connection).
+    let (conns_tx, old, client, _reconnected) = connected_reconnecting();
+    drop(old);
+    for _ in 0..4 {
+        let (release, hold) = crossbeam_channel::bounded(1);
+        let (conn, peer, ended) = connection(Some(hold));
+        conns_tx.send(conn).unwrap();
+        peer.initialize();
+        drop(peer);
+        ended.recv_timeout(WAIT).unwrap();
+        release.send(()).unwrap();
+    }
+    gives_up_asking_for_no_sixth(&client);
 }
