@@ -1045,9 +1045,11 @@ impl Shared {
         }
     }
 
-    fn shutdown(&self) {
+    /// Closes the client; whether this call did it (false when it was
+    /// closed already).
+    fn shutdown(&self) -> bool {
         if self.closed.swap(true, Ordering::SeqCst) {
-            return;
+            return false;
         }
         // A write blocked on a peer that stopped reading holds the writer:
         // do not wait for it. Closing the connection (a child is signalled
@@ -1074,6 +1076,7 @@ impl Shared {
         if let Some(ending) = ending {
             let _ = ending.join();
         }
+        true
     }
 }
 
@@ -1282,9 +1285,13 @@ fn give_up(shared: &Arc<Shared>, why: ClientError) {
     if shared.closed.load(Ordering::SeqCst) {
         return;
     }
-    log::warn!("client: connection closed: {why}");
     connection_ended(shared);
-    shared.shutdown();
+    // Two threads may give up at once (a reader that ends late, and the
+    // thread that was reconnecting): one closes and tells.
+    if !shared.shutdown() {
+        return;
+    }
+    log::warn!("client: connection closed: {why}");
     if let Some(cb) = &shared.options.on_closed {
         cb(&why);
     }

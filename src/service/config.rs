@@ -1387,6 +1387,10 @@ impl Scan<'_> {
                         self.i += 1;
                     }
                 }
+                self.ws();
+                if self.b.get(self.i) == Some(&b']') {
+                    return None; // the index is the array's length
+                }
                 self.find(rest)
             }
             _ => None,
@@ -1442,6 +1446,8 @@ mod tests {
             "{e}"
         );
         assert_eq!(locate("{\"a\": [1, 2]}", &steps("a[5]")), None);
+        assert_eq!(locate("{\"a\": [1, 2]}", &steps("a[2]")), None);
+        assert_eq!(locate("{\"a\": []}", &steps("a[0]")), None);
         assert_eq!(
             locate("{\"a\": [1, [2, 3]]}", &steps("a[1][1]")),
             Some((1, 15))

@@ -63,6 +63,10 @@ pub(crate) struct Acceptor {
     /// Accepts failed (out of descriptors, say), told at most every 10 s:
     /// under a backlog the loop can fail and succeed by turns.
     accept_failures: Throttle,
+    /// "Accepting again" after failures none of whose lines was said,
+    /// told at most every 10 s (else failing and succeeding by turns
+    /// would say it every turn).
+    recoveries: Throttle,
 }
 
 /// Decrements the connection count however a connection thread ends,
@@ -104,6 +108,7 @@ impl Acceptor {
             next_connection: AtomicU64::new(0),
             refused: Throttle::default(),
             accept_failures: Throttle::default(),
+            recoveries: Throttle::default(),
         }
     }
 
@@ -149,8 +154,9 @@ impl Acceptor {
         waker: &Waker,
     ) -> io::Result<()> {
         let mut pause = Duration::from_millis(5);
-        // Whether an accept failed since the last one that succeeded.
-        let mut failing = false;
+        // Whether an accept failed since the last one that succeeded, and
+        // whether a line about those failures was said.
+        let (mut failing, mut warned) = (false, false);
         loop {
             if !matches!(stop.try_recv(), Err(crossbeam_channel::TryRecvError::Empty))
                 || self.closed.load(Ordering::SeqCst)
@@ -166,7 +172,8 @@ impl Acceptor {
             match listener.accept() {
                 Ok((stream, peer)) => {
                     pause = Duration::from_millis(5);
-                    if std::mem::take(&mut failing) {
+                    let told = std::mem::take(&mut warned);
+                    if std::mem::take(&mut failing) && (told || self.recoveries.event().is_some()) {
                         let untold = self.accept_failures.take_untold();
                         log::info!(
                             "{}: accepting again ({untold} failed accepts since the last line about them)",
@@ -184,6 +191,7 @@ impl Acceptor {
                             "{}: accept failed ({e}; {failed} failed since the last such line, said at most every {DEFAULT_LOG_INTERVAL:?}); retrying with backoff",
                             self.name
                         );
+                        warned = true;
                     } else {
                         log::debug!("{}: accept failed ({e}); retrying in {pause:?}", self.name);
                     }
