@@ -1178,24 +1178,15 @@ enum Step {
 fn steps(path: &str) -> Vec<Step> {
     let mut out = Vec::new();
     for part in path.split('.').filter(|p| !p.is_empty()) {
-        let (key, indexes) = part.split_once('[').unwrap_or((part, ""));
-        let indexes: Option<Vec<usize>> = if indexes.is_empty() {
-            Some(Vec::new())
-        } else {
-            indexes
-                .strip_suffix(']')
-                .map(|ix| ix.split("][").map(str::parse).collect::<Result<_, _>>())
-                .and_then(Result::ok)
-        };
-        match indexes {
-            Some(indexes) => {
-                if !key.is_empty() {
-                    out.push(Step::Key(key.to_owned()));
-                }
-                out.extend(indexes.into_iter().map(Step::Index));
-            }
-            None => out.push(Step::Key(part.to_owned())),
+        let indexed = part.split_once('[').and_then(|(key, ix)| {
+            let ix = ix.strip_suffix(']')?.split("][").map(str::parse);
+            Some((key, ix.collect::<Result<Vec<usize>, _>>().ok()?))
+        });
+        let (key, indexes) = indexed.unwrap_or((part, Vec::new()));
+        if !key.is_empty() {
+            out.push(Step::Key(key.to_owned()));
         }
+        out.extend(indexes.into_iter().map(Step::Index));
     }
     out
 }
@@ -1376,20 +1367,21 @@ impl Scan<'_> {
             }
             (Step::Index(n), b'[') => {
                 self.i += 1;
-                for _ in 0..*n {
+                // Element `n` is there only if the array has not ended
+                // before it.
+                for k in 0..=*n {
                     self.ws();
                     if self.b.get(self.i) == Some(&b']') {
-                        return None; // fewer elements than the index
+                        return None;
+                    }
+                    if k == *n {
+                        break;
                     }
                     self.skip()?;
                     self.ws();
                     if self.b.get(self.i) == Some(&b',') {
                         self.i += 1;
                     }
-                }
-                self.ws();
-                if self.b.get(self.i) == Some(&b']') {
-                    return None; // the index is the array's length
                 }
                 self.find(rest)
             }
