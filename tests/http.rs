@@ -269,6 +269,17 @@ fn get_and_delete_can_be_switched_off() {
         status_of(addr, "DELETE", &[("Mcp-Session-Id", &sid)], ""),
         405
     );
+    // A preflight offers only what is served.
+    let h = [
+        ("Origin", "http://localhost"),
+        ("Access-Control-Request-Method", "POST"),
+    ];
+    let preflight = send(addr, "OPTIONS", "/mcp", &h, b"");
+    assert_eq!(preflight.status, 204);
+    assert_eq!(
+        preflight.header("access-control-allow-methods"),
+        Some("POST, OPTIONS")
+    );
     http.shutdown().unwrap();
 }
 
@@ -366,6 +377,47 @@ fn bearer_auth_and_sessions_bound_to_their_credential() {
         404,
         "another credential cannot see it"
     );
+    http.shutdown().unwrap();
+}
+
+/// A token taken away by a reload ends the sessions opened with it at
+/// once: their open streams stop (they would carry every server message
+/// on, and an open stream keeps a session from expiring), and a session of
+/// a token that stays goes on.
+#[test]
+fn a_revoked_token_ends_its_sessions_and_their_streams() {
+    let tokens = |t: &[&str]| {
+        HttpOptions::default().with_bearer_tokens(t.iter().map(|t| t.to_string()).collect())
+    };
+    let (http, _s, _g) = test_server(tokens(&["alpha", "beta"]));
+    let addr = http.local_addr();
+    let (alpha, beta) = (
+        ("Authorization", "Bearer alpha"),
+        ("Authorization", "Bearer beta"),
+    );
+    let revoked = initialize(addr, &[alpha]);
+    let kept = initialize(addr, &[beta]);
+    let h = [
+        ("Accept", "text/event-stream"),
+        ("Mcp-Session-Id", revoked.as_str()),
+        alpha,
+    ];
+    let mut stream = send(addr, "GET", "/mcp", &h, b"");
+    assert_eq!(stream.status, 200);
+    stream.event().expect("the priming event");
+    http.set_access(&tokens(&["beta"]));
+    assert!(
+        stream.event().is_none(),
+        "the revoked session's stream ended"
+    );
+    assert_eq!(http.session_count(), 1);
+    let ping = json!({"jsonrpc":"2.0","id":2,"method":"ping"});
+    assert_eq!(post(addr, Some(&revoked), &ping, &[alpha]).status, 401);
+    assert_eq!(post(addr, Some(&kept), &ping, &[beta]).status, 200);
+    // Tokens dropped altogether: a session bound to one is unreachable
+    // without it, and ends too.
+    http.set_access(&HttpOptions::default());
+    assert_eq!(http.session_count(), 0);
     http.shutdown().unwrap();
 }
 
@@ -912,16 +964,21 @@ fn what_the_server_sends_before_the_get_stream_opens_reaches_it() {
     };
     note("early");
     let mut first = get_stream(addr, &sid, None);
-    // The priming event's id comes before the replayed event's: a client
-    // that resumes from it (its connection cut at once) still gets it.
+    // What was kept for it comes first, then the priming event, under an
+    // id of its own after the event's: a client that resumes from either
+    // has missed nothing, and gets nothing twice.
+    let early = first.event().expect("the early notification");
+    let m: Value = serde_json::from_str(&early.data).unwrap();
+    assert_eq!(m["params"]["data"], "early");
     let priming = first.event().expect("the priming event");
     assert!(priming.data.is_empty(), "{priming:?}");
-    let (id, m) = first.message().expect("the early notification");
-    assert_eq!(m["params"]["data"], "early");
-    let seq = |id: &str| -> u64 { id.rsplit('-').next().unwrap().parse().unwrap() };
+    let seq = |id: &Option<String>| -> u64 {
+        let id = id.as_deref().expect("an event id");
+        id.rsplit('-').next().unwrap().parse().unwrap()
+    };
     assert!(
-        seq(priming.id.as_deref().unwrap_or("")) < seq(&id),
-        "priming {priming:?}, event {id}"
+        seq(&early.id) < seq(&priming.id),
+        "priming {priming:?}, event {early:?}"
     );
     note("live");
     let (_, m) = first.message().expect("the next one, live");
@@ -929,9 +986,10 @@ fn what_the_server_sends_before_the_get_stream_opens_reaches_it() {
     http.shutdown().unwrap();
 }
 
-/// A stream closed for polling twice: the second close, on the resumed
-/// stream, names the newest event written on it, not the one the stream
-/// was resumed from (the client would get that event again).
+/// A stream closed for polling twice: after the second close, on the
+/// resumed stream, the client resumes from the newest event written on
+/// it, not from the one the stream was resumed from (it would get that
+/// event again), and no event id is written twice.
 #[test]
 fn a_resumed_stream_closed_again_names_its_newest_event() {
     let (http, _s, gate) = default_server();
@@ -949,13 +1007,22 @@ fn a_resumed_stream_closed_again_names_its_newest_event() {
     assert_eq!(resumed.status, 200);
     // Attached: the progress is written live on this connection.
     gate.release.send(()).unwrap();
-    let (progress_id, m) = resumed.message().expect("the progress");
-    assert_eq!(m["method"], "notifications/progress");
-    let mut ids = Vec::new();
+    let (mut ids, mut progress_id) = (Vec::new(), None);
     while let Some(e) = resumed.event() {
+        if e.data.contains("notifications/progress") {
+            progress_id = e.id.clone();
+        }
         ids.extend(e.id);
     }
+    let progress_id = progress_id.expect("the progress");
     assert_eq!(ids.last(), Some(&progress_id), "after {last}: {ids:?}");
+    // Event ids are unique in a session: the close does not repeat the
+    // newest event's id (the client keeps it), nor the one resumed from.
+    let mut unique = ids.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), ids.len(), "after {last}: {ids:?}");
+    assert!(!ids.contains(&last), "after {last}: {ids:?}");
     gate.release.send(()).unwrap();
     http.shutdown().unwrap();
 }
@@ -1094,6 +1161,44 @@ fn a_request_cancelled_before_any_output_gets_an_empty_stream() {
         assert!(!body.contains("\"id\":31"), "{mode:?}: a response: {body}");
         http.shutdown().unwrap();
     }
+}
+
+/// JSON only: a client that gives up on a long call (closes its
+/// connection) frees the connection's thread while the call runs on,
+/// instead of holding it, and a connection slot, until the answer comes.
+#[test]
+fn json_only_a_client_that_leaves_frees_its_connection_while_the_call_runs() {
+    use std::io::Write;
+    let (http, started) = waiting_server(ResponseMode::JsonOnly);
+    let addr = http.local_addr();
+    let sid = initialize(addr, &[]);
+    let body = call(33, "waits", json!({})).to_string();
+    let mut raw = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        raw,
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n\
+         Mcp-Session-Id: {sid}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    started.recv_timeout(common::WAIT).expect("the tool runs");
+    let connections_become = |n: usize| {
+        let deadline = std::time::Instant::now() + common::WAIT;
+        while http.connection_count() != n {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} connections, not {n}",
+                http.connection_count()
+            );
+            std::thread::yield_now();
+        }
+    };
+    // The call's connection is the only one open (initialize's is done).
+    connections_become(1);
+    drop(raw);
+    connections_become(0);
+    http.shutdown().unwrap();
 }
 
 /// JSON only: a session that ends while its request runs (after output

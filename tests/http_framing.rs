@@ -423,3 +423,46 @@ fn a_request_line_past_its_limit_is_refused_even_when_the_head_comes_whole() {
     assert_eq!(got.first().map(|(s, _)| *s), Some(414), "{got:?}");
     http.shutdown().unwrap();
 }
+
+/// A stopped listener serves nothing more, not even a request that comes
+/// on a connection kept alive from before the stop: the stop ends idle
+/// connections, and a head read as it came is answered 503.
+#[test]
+fn a_stopped_listener_serves_no_request_on_a_kept_alive_connection() {
+    let http = server(HttpOptions::default());
+    let mut s = TcpStream::connect(http.local_addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let health = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    let status = |r: &mut BufReader<TcpStream>| -> Option<String> {
+        let mut line = String::new();
+        r.read_line(&mut line).ok().filter(|n| *n > 0)?;
+        // The rest of the head, and the body its length names.
+        let mut length = 0;
+        loop {
+            let mut h = String::new();
+            r.read_line(&mut h).ok()?;
+            let h = h.trim_end().to_ascii_lowercase();
+            if h.is_empty() {
+                break;
+            }
+            if let Some(v) = h.strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap();
+            }
+        }
+        let mut body = vec![0; length];
+        r.read_exact(&mut body).ok()?;
+        Some(line.split_whitespace().nth(1)?.to_owned())
+    };
+    s.write_all(health).unwrap();
+    assert_eq!(status(&mut r).as_deref(), Some("200"));
+    http.shutdown().unwrap();
+    // The server may have closed the connection already (then the write
+    // fails or the read finds its end); it never serves the request.
+    let _ = s.write_all(health);
+    let after = status(&mut r);
+    assert!(
+        after.is_none() || after.as_deref() == Some("503"),
+        "served after the stop: {after:?}"
+    );
+}

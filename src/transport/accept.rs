@@ -116,9 +116,9 @@ impl Acceptor {
     /// failure) ends the open connections' input: each session then ends
     /// as at its peer's end of input, its work in flight given its grace
     /// and its answers written. For transports whose connections are their
-    /// sessions (TCP): a listener shut down or removed by a reload serves
-    /// no one any more.
-    #[cfg_attr(not(feature = "tcp"), allow(dead_code))]
+    /// sessions (TCP), and for HTTP's idle keep-alive connections: a
+    /// listener shut down or removed by a reload serves no one any more.
+    #[cfg_attr(not(any(feature = "tcp", feature = "http")), allow(dead_code))]
     pub(crate) fn end_connections_on_stop(mut self) -> Self {
         self.open = Some(Mutex::default());
         self

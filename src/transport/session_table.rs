@@ -271,6 +271,29 @@ impl<T: Expirable> SessionTable<T> {
             .collect()
     }
 
+    /// Ends and removes every session whose owner `keep` refuses (its
+    /// credential was revoked): such a session could never be reached
+    /// again, and what it streams must stop. Returns how many ended.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) fn retain_owners(&self, keep: impl Fn(&Owner) -> bool) -> usize {
+        let ended: Vec<Arc<T>> = {
+            let mut entries = self.lock();
+            let gone: Vec<String> = entries
+                .iter()
+                .filter(|(_, e)| !keep(&e.owner))
+                .map(|(id, _)| id.clone())
+                .collect();
+            gone.iter()
+                .filter_map(|id| entries.remove(id))
+                .map(|e| e.value)
+                .collect()
+        };
+        for s in &ended {
+            s.end();
+        }
+        ended.len()
+    }
+
     /// Ends and removes every session.
     pub fn clear(&self) {
         let all: Vec<Arc<T>> = self.lock().drain().map(|(_, e)| e.value).collect();
@@ -506,5 +529,26 @@ mod tests {
         assert_eq!(t.sweep(), 1);
         assert!(a.ended.load(Ordering::SeqCst));
         assert_eq!(t.len(), 0);
+    }
+
+    #[test]
+    fn sessions_of_a_revoked_owner_end_and_the_rest_stay() {
+        let t = SessionTable::new(8, Duration::from_secs(60), Arc::new(ManualClock::new()));
+        let (kept, revoked) = (Some([1u8; 32]), Some([2u8; 32]));
+        let sessions: Vec<(Owner, Arc<S>)> = [kept, revoked, None]
+            .into_iter()
+            .map(|o| (o, Arc::new(S::default())))
+            .collect();
+        for (i, (owner, s)) in sessions.iter().enumerate() {
+            t.insert(format!("s{i}"), s.clone(), *owner).unwrap();
+        }
+        assert_eq!(t.retain_owners(|o| *o == kept), 2);
+        let ended: Vec<bool> = sessions
+            .iter()
+            .map(|(_, s)| s.ended.load(Ordering::SeqCst))
+            .collect();
+        assert_eq!(ended, [false, true, true]);
+        assert_eq!(t.len(), 1);
+        assert!(t.get("s0", &kept).is_some());
     }
 }

@@ -79,7 +79,11 @@ pub fn origin_allowed(origin: &str, allowed: &AllowList) -> bool {
         AllowList::Any => true,
         AllowList::List(list) => list
             .iter()
-            .any(|o| o.eq_ignore_ascii_case(origin.trim_end_matches('/'))),
+            // A configured entry may be written with its slash too.
+            .any(|o| {
+                o.trim_end_matches('/')
+                    .eq_ignore_ascii_case(origin.trim_end_matches('/'))
+            }),
         AllowList::Loopback => {
             let Some((scheme, rest)) = origin.split_once("://") else {
                 return false;
@@ -273,6 +277,9 @@ mod tests {
         let list = AllowList::List(vec!["https://app.example".into()]);
         assert!(origin(&req(&[("origin", "https://app.example")]), &list).is_ok());
         assert!(origin(&req(&[("origin", "https://other.example")]), &list).is_err());
+        // An entry configured with a trailing slash matches too.
+        let list = AllowList::List(vec!["https://app.example/".into()]);
+        assert!(origin(&req(&[("origin", "https://app.example")]), &list).is_ok());
     }
 
     #[test]

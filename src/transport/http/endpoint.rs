@@ -11,7 +11,7 @@ use crate::jsonrpc::{self, ErrorObject, Message, Parsed};
 use crate::protocol::{Engine, ProtocolVersion, Session};
 use crate::sync::read;
 use crate::transport::session_table::{Owner, SessionTable};
-use crossbeam_channel::RecvTimeoutError;
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 use serde_json::json;
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -19,7 +19,6 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 const SESSION_HEADER: &str = "Mcp-Session-Id";
-const ALLOW_METHODS: &str = "GET, POST, DELETE, OPTIONS";
 const ALLOW_HEADERS: &str = "Content-Type, Accept, Authorization, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID, Mcp-Method, Mcp-Name";
 const EXPOSE_HEADERS: &str = "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate";
 
@@ -49,6 +48,15 @@ impl Access {
                 .iter()
                 .map(|t| checks::token_digest(t))
                 .collect(),
+        }
+    }
+
+    /// Whether a session bound to `owner` can still be reached: its
+    /// credential is among the tokens, or it has none and none are asked.
+    pub(crate) fn admits(&self, owner: &Owner) -> bool {
+        match owner {
+            None => self.tokens.is_empty(),
+            Some(digest) => self.tokens.contains(digest),
         }
     }
 }
@@ -175,7 +183,7 @@ impl Endpoint {
         if req.method == "OPTIONS" {
             return Ok(Reply::Full(
                 Response::status(204)
-                    .header("Access-Control-Allow-Methods", ALLOW_METHODS)
+                    .header("Access-Control-Allow-Methods", self.allow())
                     .header("Access-Control-Allow-Headers", ALLOW_HEADERS)
                     .header("Access-Control-Max-Age", "600"),
             ));
@@ -419,19 +427,26 @@ impl Endpoint {
             ResponseMode::JsonOnly => None,
         };
         let first = match wait {
-            None => attached.rx.recv().map_err(|_| ()),
+            None => next_frame(&attached.rx, stream),
             Some(w) => match attached.rx.recv_timeout(w) {
                 Ok(f) => Ok(f),
                 Err(RecvTimeoutError::Timeout) => {
                     return self.sse(stream, session, attached, headers, framing, None, true)
                 }
-                Err(RecvTimeoutError::Disconnected) => Err(()),
+                Err(RecvTimeoutError::Disconnected) => Err(Unanswered::SessionEnded),
             },
         };
-        let Ok(first) = first else {
-            // The session ended before anything was produced.
-            let resp = reject(404, -32001, "Session not found");
-            return write_response(stream, &resp, keep_alive).is_ok() && keep_alive;
+        let first = match first {
+            Ok(first) => first,
+            Err(Unanswered::ClientGone) => {
+                session.release(attached.stream, attached.token);
+                return false;
+            }
+            Err(Unanswered::SessionEnded) => {
+                // The session ended before anything was produced.
+                let resp = reject(404, -32001, "Session not found");
+                return write_response(stream, &resp, keep_alive).is_ok() && keep_alive;
+            }
         };
         // A new session's initialize: did it succeed? (Its answer comes
         // first.) A failed one names no session and leaves none: it is
@@ -497,9 +512,13 @@ impl Endpoint {
                         return ok && keep_alive;
                     }
                     Some(_) => {}
-                    None => match attached.rx.recv() {
+                    None => match next_frame(&attached.rx, stream) {
                         Ok(f) => frame = Some(f),
-                        Err(_) => {
+                        Err(Unanswered::ClientGone) => {
+                            session.release(attached.stream, attached.token);
+                            return false;
+                        }
+                        Err(Unanswered::SessionEnded) => {
                             // The session ended meanwhile: no head has
                             // gone out yet, so say so.
                             session.release(attached.stream, attached.token);
@@ -549,18 +568,30 @@ impl Endpoint {
             .version()
             .is_some_and(|v| v >= ProtocolVersion::V2025_11_25);
         let mut out = Vec::new();
-        // The id a client resumes from to miss nothing of this connection:
-        // where its replay starts, then each event's as it is written.
-        let mut newest = EventId(attached.stream, attached.from_seq);
-        if prime && primes {
-            // Priming event: an id to resume from, no data.
-            let _ = write!(out, "id: {newest}\nretry: {retry_ms}\ndata: \n\n");
-        }
+        // Whether an event id went out on this connection: a client that
+        // must reconnect before any did is told one to resume from.
+        let mut wrote_id = false;
         let mut delivered_end = false;
-        let mut pending: std::collections::VecDeque<Frame> =
-            attached.replay.into_iter().chain(first).collect();
+        // What this stream missed comes first; the priming event after it
+        // (it is written with it, at once), under an id no event has.
+        for frame in attached.replay {
+            if let Frame::Event { id, data, last } = frame {
+                write_event(&mut out, id, &data);
+                wrote_id = true;
+                delivered_end |= last;
+            }
+        }
+        if prime && primes && !delivered_end {
+            let id = EventId(attached.stream, attached.prime_seq);
+            let _ = write!(out, "id: {id}\nretry: {retry_ms}\ndata: \n\n");
+            wrote_id = true;
+        }
+        let mut pending = first;
         let result: io::Result<()> = (|| loop {
-            let frame = match pending.pop_front() {
+            if delivered_end {
+                return Ok(());
+            }
+            let frame = match pending.take() {
                 Some(f) => f,
                 None => {
                     if !out.is_empty() {
@@ -580,22 +611,20 @@ impl Endpoint {
             };
             match frame {
                 Frame::Event { id, data, last } => {
-                    let _ = write!(out, "id: {id}\nevent: message\ndata: {data}\n\n");
-                    newest = id;
-                    if last {
-                        delivered_end = true;
-                        return Ok(());
-                    }
+                    write_event(&mut out, id, &data);
+                    wrote_id = true;
+                    delivered_end = last;
                 }
-                Frame::End => {
-                    delivered_end = true;
-                    return Ok(());
-                }
+                Frame::End => delivered_end = true,
                 Frame::Reconnect(retry) => {
-                    // SSE polling: tell the client when to come back, then close.
-                    // Not an older id than the client has: it would get
-                    // what it already has again.
-                    let _ = write!(out, "id: {newest}\ndata: \n\n");
+                    // SSE polling: tell the client when to come back, then
+                    // close. The client resumes from the last id it got
+                    // here; only if none went out is it given the priming
+                    // id (never an event's: ids are unique in a session).
+                    if !wrote_id {
+                        let id = EventId(attached.stream, attached.prime_seq);
+                        let _ = write!(out, "id: {id}\ndata: \n\n");
+                    }
                     let _ = write!(out, "retry: {}\n\n", retry.as_millis());
                     return Ok(());
                 }
@@ -614,6 +643,37 @@ impl Endpoint {
         }
         matches!(ok, Ok(true)) && framing.keep_alive
     }
+}
+
+/// Why a connection stopped waiting for its stream's next frame.
+enum Unanswered {
+    /// The session ended.
+    SessionEnded,
+    /// The client closed its connection.
+    ClientGone,
+}
+
+/// The next frame for a connection that writes nothing while it waits
+/// (JSON only, an initialize): its client is looked at every
+/// [`stateless::DISCONNECT_POLL`], so one that left frees the connection's
+/// thread at once. The request runs on (leaving is no cancellation), and
+/// its answer is logged as any other.
+fn next_frame(rx: &Receiver<Frame>, stream: &TcpStream) -> Result<Frame, Unanswered> {
+    loop {
+        match rx.recv_timeout(stateless::DISCONNECT_POLL) {
+            Ok(frame) => return Ok(frame),
+            Err(RecvTimeoutError::Disconnected) => return Err(Unanswered::SessionEnded),
+            Err(RecvTimeoutError::Timeout) if stateless::peer_gone(stream) => {
+                return Err(Unanswered::ClientGone)
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+    }
+}
+
+/// One message of an SSE stream.
+fn write_event(out: &mut Vec<u8>, id: EventId, data: &str) {
+    let _ = write!(out, "id: {id}\nevent: message\ndata: {data}\n\n");
 }
 
 /// `session` bound to the credential its requests come with, if any: the

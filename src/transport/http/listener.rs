@@ -80,6 +80,13 @@ impl HttpConnections {
         let mut conn = Conn::new(stream, self.limits.clone());
         loop {
             let read = conn.read_head().and_then(|mut req| {
+                // A stopped listener serves no request that arrives on a
+                // kept-alive connection (the stop ends idle ones' input;
+                // this one's head was on its way).
+                if self.stopping.load(Ordering::SeqCst) {
+                    let stopped = Response::status(503).header("Retry-After", "1");
+                    return Ok(Err(Box::new((req, stopped))));
+                }
                 if let Err(resp) = self.handler.check_head(&req) {
                     return Ok(Err(Box::new((req, resp))));
                 }
@@ -94,13 +101,14 @@ impl HttpConnections {
                     let (req, refused) = *refusal;
                     // Refused on its head. Without a body the connection
                     // goes on; with one, the body is unread, so it closes.
-                    let keep_alive = req.keep_alive && !req.has_body();
+                    let keep_alive =
+                        req.keep_alive && !req.has_body() && !self.stopping.load(Ordering::SeqCst);
                     let written = if req.method == "HEAD" {
                         write_head_response(&write_side, &refused, keep_alive)
                     } else {
                         write_response(&write_side, &refused, keep_alive)
                     };
-                    if written.is_ok() && keep_alive && !self.stopping.load(Ordering::SeqCst) {
+                    if written.is_ok() && keep_alive {
                         continue;
                     }
                     if req.has_body() {

@@ -285,12 +285,24 @@ impl HttpListener {
     /// Takes `options`' Host and Origin allow lists and bearer tokens
     /// (what a configuration reload may change) from the next request
     /// on; the rest of `options` is left as it was. A token that is gone
-    /// is refused (401) from then on, and with it the sessions opened
-    /// with it. The allow lists'
-    /// loopback defaults follow this listener's address, as when bound.
+    /// is refused (401) from then on, and the sessions opened with it
+    /// end at once, their open streams with them (as do the sessions
+    /// opened without a token once tokens are asked for, and those opened
+    /// with one once none are). The allow lists' loopback defaults follow
+    /// this listener's address, as when bound.
     pub fn set_access(&self, options: &HttpOptions) {
         let options = options.clone().with_bind(self.addr);
-        *crate::sync::write(&self.access) = Arc::new(endpoint::Access::of(&options));
+        let access = Arc::new(endpoint::Access::of(&options));
+        // Swapped first: no request admitted from here on opens a session
+        // under a credential that is gone.
+        *crate::sync::write(&self.access) = access.clone();
+        let ended = self.sessions.retain_owners(|owner| access.admits(owner));
+        if ended > 0 {
+            log::info!(
+                "http {}: ended {ended} session(s) of a revoked credential",
+                self.addr
+            );
+        }
     }
 
     /// The bound address.
@@ -374,13 +386,19 @@ impl crate::transport::tree::Tree<HttpListener> {
             limits: options.limits.clone(),
             stopping: stopping.clone(),
         });
-        let acceptor = Arc::new(Acceptor::new(
-            "http",
-            Arc::new(move |stream, peer, _| connections.serve_connection(stream, peer)),
-            listener::refuse,
-            options.max_connections,
-            stopping,
-        ));
+        let acceptor = Arc::new(
+            Acceptor::new(
+                "http",
+                Arc::new(move |stream, peer, _| connections.serve_connection(stream, peer)),
+                listener::refuse,
+                options.max_connections,
+                stopping,
+            )
+            // A stop ends idle keep-alive connections (their next request
+            // would reach a listener that is gone); a stream being written
+            // reads nothing, and ends with its session.
+            .end_connections_on_stop(),
+        );
         if options.listener.is_some() {
             acceptor.keep_socket();
         }

@@ -127,10 +127,11 @@ pub struct Attached {
     pub replay: Vec<Frame>,
     /// Live frames.
     pub rx: Receiver<Frame>,
-    /// The sequence number the replay and the live events follow: the id
-    /// to resume from before anything of this attachment is written (for
-    /// priming ids).
-    pub from_seq: u64,
+    /// The sequence number of the priming event, written after the replay:
+    /// no event has it (a resumed stream reserves one, a new stream's is 0),
+    /// so event ids stay unique in the session, and a client that resumes
+    /// from it has missed nothing before the live events.
+    pub prime_seq: u64,
 }
 
 /// An MCP session reached over HTTP.
@@ -210,7 +211,7 @@ impl SessionStreams {
                 token,
                 replay: Vec::new(),
                 rx,
-                from_seq: 0,
+                prime_seq: 0,
             },
         )
     }
@@ -265,13 +266,16 @@ impl SessionStreams {
             let _ = tx.try_send(Frame::End);
         }
         s.live = Some((token, tx, kept));
-        s.forwarded = s.next_seq - 1;
+        // Reserved for the priming event: the events after it are live.
+        let prime_seq = s.next_seq;
+        s.next_seq += 1;
+        s.forwarded = prime_seq;
         Ok(Attached {
             stream,
             token,
             replay,
             rx,
-            from_seq,
+            prime_seq,
         })
     }
 
@@ -279,12 +283,7 @@ impl SessionStreams {
     /// last bytes of an answer leave: once a client holds its answer, the
     /// session is no longer busy with it.
     pub fn release(&self, stream: u64, token: u64) {
-        let mut st = self.lock();
-        if let Some(s) = st.get_mut(stream) {
-            if s.live.as_ref().is_some_and(|(t, _, _)| *t == token) {
-                s.live = None;
-            }
-        }
+        self.lock().release(stream, token);
     }
 
     /// The end of a finished request stream reached its client: forget it
@@ -392,6 +391,22 @@ impl Streams {
             self.standalone.as_mut()
         } else {
             self.map.get_mut(&stream)
+        }
+    }
+
+    /// Detaches the connection of `token` from `stream`. A finished
+    /// request stream whose log was all evicted while that connection
+    /// wrote it goes (eviction left it for the writer, which may yet fail
+    /// and never forget it): nothing is left to resume.
+    fn release(&mut self, stream: u64, token: u64) {
+        let Some(s) = self.get_mut(stream) else {
+            return;
+        };
+        if s.live.as_ref().is_some_and(|(t, _, _)| *t == token) {
+            s.live = None;
+            if stream != STANDALONE && s.finished && s.log.is_empty() {
+                self.map.remove(&stream);
+            }
         }
     }
 
@@ -560,6 +575,30 @@ mod tests {
         assert_eq!(st.bytes, 10, "the big one went for the newest");
         st.remove(1);
         assert_eq!((st.bytes, st.order.len()), (0, 0));
+    }
+
+    #[test]
+    fn a_finished_stream_evicted_while_written_goes_when_released() {
+        let mut st = Streams {
+            standalone: Some(Stream::new()),
+            ..Default::default()
+        };
+        let (tx, _rx) = crossbeam_channel::unbounded();
+        let mut answered = Stream::new();
+        answered.live = Some((7, tx, None));
+        answered.finished = true;
+        answered.log.push_back((1, Arc::from("answer"), true));
+        st.map.insert(1, answered);
+        st.order.push_back((1, 1));
+        st.bytes = 6;
+        // Evicted while its connection writes it: kept for the writer.
+        st.evict(0, 0);
+        assert!(st.map.contains_key(&1));
+        st.release(1, 8);
+        assert!(st.map.contains_key(&1), "another connection's token");
+        st.release(1, 7);
+        assert!(st.map.is_empty(), "released with nothing to resume: gone");
+        assert_eq!(st.bytes, 0);
     }
 
     #[test]
