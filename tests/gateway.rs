@@ -566,6 +566,50 @@ for line in sys.stdin:
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn a_stopped_daemon_leaves_nothing_of_an_upstream_s_group_behind() {
+    // The upstream leaves a helper in its group that does not end with
+    // its stdin, and its shell lingers after its server ends (as a
+    // wrapper script may): only the first close of its client, which
+    // waits its grace period for the shell and then kills the group,
+    // ends the helper, and the daemon must not exit before it has.
+    let dir = scratch("gateway-stop-group");
+    let helper = dir.join("helper.pid");
+    let script = format!(
+        "sleep 600 </dev/null >/dev/null 2>&1 & echo $! > {helper}; {conf}; sleep 30 >/dev/null",
+        helper = helper.display(),
+        conf = common::example("conformance").display(),
+    );
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "mcpServers": {"conf": {"command": "/bin/sh", "args": ["-c", script]}},
+    });
+    let mut g = start(&dir, &config);
+    let c = Client::connect(Connection::http(&g.url).unwrap(), ClientOptions::default()).unwrap();
+    until(&c, "the upstream's tools", |n| n.len() > 1);
+    let helper = pid_in(&helper);
+    assert!(alive(helper), "the helper runs");
+    c.close();
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(g.child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(g.child.wait().unwrap().code(), Some(0));
+    // It was killed before the daemon exited: only its end is awaited.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(helper) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let survived = alive(helper);
+    if survived {
+        // SAFETY: kill(2) on the helper this test's upstream started.
+        unsafe { libc::kill(helper, libc::SIGKILL) };
+    }
+    assert!(
+        !survived,
+        "the upstream's helper ({helper}) outlived the daemon"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The daemon with npm's server-everything (pinned in tests/js) as the
 /// required upstream `everything`, and the tests/js directory.
 fn everything(dir: &std::path::Path) -> (Gateway, std::path::PathBuf) {

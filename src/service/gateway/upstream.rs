@@ -22,6 +22,7 @@ use crossbeam_channel::select;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::Duration;
 use supervisor::{Backoff, ChildSpec, Restart, Strategy, SupervisorSpec};
 
@@ -236,6 +237,55 @@ fn run(
     ctx: &supervisor::ChildContext,
 ) -> supervisor::WorkerResult {
     let epoch = sources.begin(&cfg.name);
+    // The client of the life under way: a stop closes it (on a thread of
+    // its own: the hook must not block), so that a request the upstream
+    // does not answer (its tools/list, say) does not hold the stop up.
+    let current: Arc<Mutex<Option<Client>>> = Arc::default();
+    // That thread, joined before the worker returns: its close is the
+    // first, the one that reaps the child and kills what is left of its
+    // group and session (a later close returns at once), and the daemon
+    // must not exit before it has.
+    let closer: Arc<Mutex<Option<JoinHandle<()>>>> = Arc::default();
+    {
+        let (current, closer) = (current.clone(), closer.clone());
+        ctx.on_stop(move || {
+            // Held while the client is taken and its closer started, so
+            // that the worker cannot look for the closer in between.
+            let mut closer = crate::sync::lock(&closer);
+            if let Some(client) = crate::sync::lock(&current).take() {
+                let closing = std::thread::Builder::new()
+                    .name("mcpvisor-upstream-stop".into())
+                    .spawn(move || client.close());
+                match closing {
+                    Ok(handle) => *closer = Some(handle),
+                    // The worker's own close is then the first.
+                    Err(e) => {
+                        log::warn!("cannot start a thread to close an upstream's client: {e}")
+                    }
+                }
+            }
+        });
+    }
+    let ran = lives(cfg, server, sources, epoch, max_name, ctx, &current);
+    let closing = crate::sync::lock(&closer).take();
+    if let Some(closing) = closing {
+        if closing.join().is_err() {
+            log::error!("upstream {}: closing its client panicked", cfg.name);
+        }
+    }
+    ran
+}
+
+/// The lives of the upstream, one after another, as [`run`] describes.
+fn lives(
+    cfg: &Arc<UpstreamConfig>,
+    server: &Server,
+    sources: &Sources,
+    epoch: u64,
+    max_name: usize,
+    ctx: &supervisor::ChildContext,
+    current: &Mutex<Option<Client>>,
+) -> supervisor::WorkerResult {
     // A required one fails as a command does: past its intensity, the
     // daemon with it.
     let remote = matches!(cfg.transport, UpstreamTransport::Http { .. }) && !cfg.required;
@@ -243,23 +293,6 @@ fn run(
     let first_delay = cfg.backoff.min(MAX_BACKOFF);
     let mut delay = first_delay;
     let mut told: Option<String> = None;
-    // The client of the life under way: a stop closes it (on a thread of
-    // its own: the hook must not block), so that a request the upstream
-    // does not answer (its tools/list, say) does not hold the stop up.
-    let current: Arc<Mutex<Option<Client>>> = Arc::default();
-    {
-        let current = current.clone();
-        ctx.on_stop(move || {
-            if let Some(client) = crate::sync::lock(&current).take() {
-                let closing = std::thread::Builder::new()
-                    .name("mcpvisor-upstream-stop".into())
-                    .spawn(move || client.close());
-                if let Err(e) = closing {
-                    log::warn!("cannot start a thread to close an upstream's client: {e}");
-                }
-            }
-        });
-    }
     loop {
         let mut served = false;
         let lived = life(
@@ -269,7 +302,7 @@ fn run(
             epoch,
             max_name,
             ctx,
-            &current,
+            current,
             &mut served,
         );
         let why = match lived {
