@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -129,19 +129,21 @@ impl CommandTool {
             }
         };
         let group = child.id() as libc::pid_t;
+        // Watched first, then counted as running: a run that cannot be
+        // watched is already killed and reaped, and was never counted.
+        let watched = watch(&mut child, group, self.max_output_bytes, spawn_thread);
+        let Watch {
+            stdout,
+            stderr,
+            done,
+        } = match watched {
+            Ok(w) => w,
+            Err(e) => {
+                runs.record(&self.name, RunEnd::Unstartable);
+                return ToolResult::error(format!("{}: {e}", self.name));
+            }
+        };
         lock(&runs.groups).insert(group);
-        let limit = self.max_output_bytes;
-        let stdout = child.stdout.take().map(|s| capture(s, Keep::Head(limit)));
-        let stderr = child
-            .stderr
-            .take()
-            .map(|s| capture(s, Keep::Tail(STDERR_TAIL_BYTES)));
-        // Its exit is waited for without reaping it: until the group is
-        // killed below, its id (the group's) stays its own.
-        let (done_tx, done) = crossbeam_channel::bounded(1);
-        std::thread::spawn(move || {
-            let _ = done_tx.send(crate::transport::child_exit::exited_unreaped(group));
-        });
         let started = Instant::now();
         let deadline = after(self.timeout);
         let ticks = tick(PROGRESS_INTERVAL);
@@ -251,7 +253,8 @@ pub enum RunEnd {
     TimedOut,
     /// Killed because the call was cancelled.
     Cancelled,
-    /// The program could not be started.
+    /// The program could not be started, or was killed at once because
+    /// no thread could be started to watch it.
     Unstartable,
 }
 
@@ -357,38 +360,123 @@ enum Keep {
     Tail(usize),
 }
 
-/// Reads `source` to its end on a thread of its own, keeping what `keep`
-/// says (the rest is read and dropped, so the program never blocks on a
-/// full pipe).
-fn capture(mut source: impl Read + Send + 'static, keep: Keep) -> Capture {
+/// How a thread named so is started to run the function: [`spawn_thread`],
+/// or in a test one that fails as thread creation does under a task limit.
+type Spawn = fn(&str, Box<dyn FnOnce() + Send>) -> std::io::Result<()>;
+
+/// Starts a thread named `name` running `f` (detached).
+fn spawn_thread(name: &str, f: Box<dyn FnOnce() + Send>) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(f)
+        .map(drop)
+}
+
+/// The threads that watch a run: its stdout and stderr read, its exit
+/// waited for.
+struct Watch {
+    stdout: Option<Capture>,
+    stderr: Option<Capture>,
+    /// Its exit, waited for without reaping it: until its group is killed,
+    /// its id (the group's) stays its own.
+    done: crossbeam_channel::Receiver<std::io::Result<()>>,
+}
+
+/// Starts the [`Watch`] of `child`, the leader of process group `group`
+/// (its stdout kept up to `limit` bytes), with `spawn`. When a thread
+/// cannot be started, the group is killed and the child reaped, and the
+/// error says so: nothing of the run is left.
+fn watch(
+    child: &mut Child,
+    group: libc::pid_t,
+    limit: usize,
+    spawn: Spawn,
+) -> Result<Watch, String> {
+    watchers(child, group, limit, spawn).map_err(|e| {
+        // SAFETY: kill(2) on the process group we created for it; its
+        // leader is not yet reaped, so the id is still its.
+        unsafe {
+            libc::kill(-group, libc::SIGKILL);
+        }
+        let _ = child.wait();
+        format!("cannot start a thread to watch the command, so it was killed: {e}")
+    })
+}
+
+/// [`watch`]'s threads; the first that cannot be started is the error.
+fn watchers(
+    child: &mut Child,
+    group: libc::pid_t,
+    limit: usize,
+    spawn: Spawn,
+) -> std::io::Result<Watch> {
+    let stdout = child
+        .stdout
+        .take()
+        .map(|s| capture(s, Keep::Head(limit), spawn))
+        .transpose()?;
+    let stderr = child
+        .stderr
+        .take()
+        .map(|s| capture(s, Keep::Tail(STDERR_TAIL_BYTES), spawn))
+        .transpose()?;
+    let (done_tx, done) = crossbeam_channel::bounded(1);
+    spawn(
+        "mcpvisor-command-exit",
+        Box::new(move || {
+            let _ = done_tx.send(crate::transport::child_exit::exited_unreaped(group));
+        }),
+    )?;
+    Ok(Watch {
+        stdout,
+        stderr,
+        done,
+    })
+}
+
+/// Reads `source` to its end on a thread of its own (started with
+/// `spawn`), keeping what `keep` says (the rest is read and dropped, so
+/// the program never blocks on a full pipe).
+fn capture(
+    mut source: impl Read + Send + 'static,
+    keep: Keep,
+    spawn: Spawn,
+) -> std::io::Result<Capture> {
     let got = Arc::new(std::sync::Mutex::new(Captured::default()));
     let (done, ended) = crossbeam_channel::bounded(1);
     let into = got.clone();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 16 * 1024];
-        loop {
-            match source.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    let mut c = crate::sync::lock(&into);
-                    c.total += n;
-                    match keep {
-                        Keep::Head(limit) => {
-                            let room = n.min(limit.saturating_sub(c.bytes.len()));
-                            c.bytes.extend_from_slice(&buf[..room]);
-                        }
-                        Keep::Tail(last) => {
-                            c.bytes.extend_from_slice(&buf[..n]);
-                            let over = c.bytes.len().saturating_sub(last);
-                            c.bytes.drain(..over);
+    let name = match keep {
+        Keep::Head(_) => "mcpvisor-command-out",
+        Keep::Tail(_) => "mcpvisor-command-err",
+    };
+    spawn(
+        name,
+        Box::new(move || {
+            let mut buf = [0u8; 16 * 1024];
+            loop {
+                match source.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        let mut c = crate::sync::lock(&into);
+                        c.total += n;
+                        match keep {
+                            Keep::Head(limit) => {
+                                let room = n.min(limit.saturating_sub(c.bytes.len()));
+                                c.bytes.extend_from_slice(&buf[..room]);
+                            }
+                            Keep::Tail(last) => {
+                                c.bytes.extend_from_slice(&buf[..n]);
+                                let over = c.bytes.len().saturating_sub(last);
+                                c.bytes.drain(..over);
+                            }
                         }
                     }
                 }
             }
-        }
-        let _ = done.send(());
-    });
-    Capture { got, ended }
+            let _ = done.send(());
+        }),
+    )?;
+    Ok(Capture { got, ended })
 }
 
 /// Fills `{name}` placeholders from `args`: a string as it is, anything
@@ -455,10 +543,68 @@ mod tests {
     }
 
     #[test]
+    fn a_run_whose_watching_thread_cannot_start_is_killed_and_reaped() {
+        // Thread creation fails as it does under a task limit, for the
+        // last of the three threads (its output's readers have started).
+        fn refuse_the_exit_waiter(name: &str, f: Box<dyn FnOnce() + Send>) -> std::io::Result<()> {
+            if name == "mcpvisor-command-exit" {
+                return Err(std::io::Error::from_raw_os_error(libc::EAGAIN));
+            }
+            spawn_thread(name, f)
+        }
+        use std::io::{BufRead, BufReader};
+        let mut child = Command::new("/bin/sh")
+            .args(["-c", "sleep 600 & echo $!; wait"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let helper: libc::pid_t = line.trim().parse().unwrap();
+        let group = child.id() as libc::pid_t;
+        let e = watch(&mut child, group, 1024, refuse_the_exit_waiter)
+            .err()
+            .expect("a thread could not start");
+        assert!(e.contains("cannot start a thread"), "{e}");
+        // Reaped (its status is known) after a SIGKILL to its group.
+        let status = child.try_wait().unwrap().expect("reaped");
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        // The helper in its group was killed too: it ends (a zombie until
+        // whoever inherited it reaps it).
+        let dead = || {
+            std::fs::read_to_string(format!("/proc/{helper}/stat"))
+                .ok()
+                .is_none_or(|s| s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z')))
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !dead() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let survived = !dead();
+        if survived {
+            // SAFETY: kill(2) on the helper this test started.
+            unsafe {
+                libc::kill(helper, libc::SIGKILL);
+            }
+        }
+        assert!(!survived, "the helper ({helper}) outlived its run");
+    }
+
+    #[test]
     fn the_head_of_output_and_the_tail_of_errors_are_kept() {
         let text: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
-        let head = capture(std::io::Cursor::new(text.clone()), Keep::Head(1000))
-            .finish(std::time::Instant::now() + DRAIN_WAIT);
+        let head = capture(
+            std::io::Cursor::new(text.clone()),
+            Keep::Head(1000),
+            spawn_thread,
+        )
+        .unwrap()
+        .finish(std::time::Instant::now() + DRAIN_WAIT);
         assert_eq!(
             (head.bytes.as_slice(), head.total),
             (&text[..1000], text.len())
@@ -466,7 +612,9 @@ mod tests {
         let tail = capture(
             std::io::Cursor::new(text.clone()),
             Keep::Tail(STDERR_TAIL_BYTES),
+            spawn_thread,
         )
+        .unwrap()
         .finish(std::time::Instant::now() + DRAIN_WAIT);
         assert_eq!(tail.total, text.len());
         assert_eq!(
