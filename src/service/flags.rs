@@ -2,6 +2,7 @@
 //! status` asks a running one. Flags override the configuration file.
 
 use super::config::{metrics_addr, LOG_LEVELS};
+use crate::transport::listen::redact;
 use std::path::PathBuf;
 
 /// `--help`.
@@ -74,7 +75,10 @@ impl Flags {
                 "--amqp" => {
                     let url = value("--amqp")?;
                     if !(url.starts_with("amqp://") || url.starts_with("amqps://")) {
-                        return Err(format!("--amqp: not an amqp:// or amqps:// URL: {url}"));
+                        return Err(format!(
+                            "--amqp: not an amqp:// or amqps:// URL: {}",
+                            redact(&url)
+                        ));
                     }
                     f.listen.push(url);
                 }
@@ -107,7 +111,7 @@ impl Flags {
         // A listener the flags name must parse: a usage error otherwise.
         for l in &f.listen {
             l.parse::<crate::transport::listen::Listen>()
-                .map_err(|e| format!("{l}: {e}"))?;
+                .map_err(|e| format!("{}: {e}", redact(l)))?;
         }
         Ok(f)
     }
@@ -172,6 +176,28 @@ mod tests {
         assert!(Flags::parse(args(&["--bogus"]))
             .unwrap_err()
             .contains("--bogus"));
+    }
+
+    #[test]
+    fn a_usage_error_hides_a_password() {
+        for (a, shown) in [
+            // An AMQP listener without its ?name=.
+            (
+                ["--listen", "amqp://u:s3cret@broker/vh"],
+                "amqp://u:***@broker/vh",
+            ),
+            (
+                ["--amqp", "amqp://u:s3cret@broker/vh"],
+                "amqp://u:***@broker/vh",
+            ),
+            (
+                ["--amqp", "http://u:s3cret@host/mcp"],
+                "http://u:***@host/mcp",
+            ),
+        ] {
+            let e = Flags::parse(args(&a)).unwrap_err();
+            assert!(!e.contains("s3cret") && e.contains(shown), "{a:?}: {e}");
+        }
     }
 
     #[test]
