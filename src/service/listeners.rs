@@ -2,7 +2,8 @@
 //! `listener URL`, with the configured restart intensity. Sockets the
 //! service manager passed (socket activation) serve the configured
 //! listener with the same address, or, when none has it, a listener of
-//! the kind their name says (`http…` or `tcp…`).
+//! the kind their name says (`http…` or `tcp…`); one on the port of a
+//! configured listener it does not serve is a configuration error.
 
 use super::activation::Inherited;
 use super::config::Intensity;
@@ -72,7 +73,11 @@ impl Active {
     }
 }
 
-/// Pairs the configured listeners with the inherited sockets.
+/// Pairs the configured listeners with the inherited sockets: a socket
+/// serves the listener configured on exactly its address, else a
+/// listener of the kind its name says. A socket on the port of a
+/// configured listener it does not serve (one of the two on every
+/// address) is an error: that listener could not bind.
 pub(crate) fn plan(listen: &[String], inherited: Vec<Inherited>) -> Result<Vec<Planned>, String> {
     let mut out: Vec<Planned> = Vec::new();
     for l in listen {
@@ -83,19 +88,33 @@ pub(crate) fn plan(listen: &[String], inherited: Vec<Inherited>) -> Result<Vec<P
             socket: None,
         });
     }
+    // Every exact pair first: a socket that overlaps a listener another
+    // socket serves is no clash.
+    let mut unpaired = Vec::new();
     for socket in inherited {
-        let name = socket.name.clone();
-        let fd = socket.fd;
+        let (name, fd) = (socket.name.clone(), socket.fd);
         let tcp = socket.into_tcp()?;
         let addr = tcp
             .local_addr()
             .map_err(|e| format!("inherited socket {name:?}: {e}"))?;
-        if let Some(p) = out
+        match out
             .iter_mut()
             .find(|p| p.socket.is_none() && listen_addr(&p.listen) == Some(addr))
         {
-            p.socket = Some(tcp);
-            continue;
+            Some(p) => p.socket = Some(tcp),
+            None => unpaired.push((name, fd, tcp, addr)),
+        }
+    }
+    for (name, fd, tcp, addr) in unpaired {
+        let overlapped = out.iter().find(|p| {
+            p.socket.is_none() && listen_addr(&p.listen).is_some_and(|a| overlap(a, addr))
+        });
+        if let Some(p) = overlapped {
+            return Err(format!(
+                "inherited socket {name:?} (fd {fd}, {addr}) and listener {} cannot both be served \
+                 (one port); configure the listener on exactly {addr} to serve it on that socket",
+                redact(&p.key)
+            ));
         }
         let listen = if name.starts_with("http") {
             http(addr)?
@@ -147,13 +166,17 @@ pub(crate) fn bound_to(listen: &str, socket: &TcpListener) -> bool {
 pub(crate) fn same_socket(a: &str, b: &str) -> bool {
     let addr = |l: &str| l.parse::<Listen>().ok().as_ref().and_then(listen_addr);
     match (addr(a), addr(b)) {
-        (Some(a), Some(b)) => {
-            a.port() != 0
-                && a.port() == b.port()
-                && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
-        }
+        (Some(a), Some(b)) => overlap(a, b),
         _ => false,
     }
+}
+
+/// Whether sockets on `a` and `b` would take the same port of one address
+/// (or of every address); port 0 never does.
+fn overlap(a: std::net::SocketAddr, b: std::net::SocketAddr) -> bool {
+    a.port() != 0
+        && a.port() == b.port()
+        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
 }
 
 fn listen_addr(l: &Listen) -> Option<std::net::SocketAddr> {
@@ -335,5 +358,23 @@ mod tests {
         let (c, _) = inherited("mystery");
         let e = plan(&[], vec![c]).err().unwrap();
         assert!(e.contains("FileDescriptorName"), "{e}");
+    }
+
+    #[test]
+    fn an_inherited_socket_on_the_port_of_a_listener_it_does_not_serve_is_refused() {
+        let (a, addr) = inherited("http");
+        let everywhere = format!("http://0.0.0.0:{}/mcp", addr.port());
+        let e = plan(std::slice::from_ref(&everywhere), vec![a])
+            .err()
+            .expect("the listener could not bind");
+        assert!(
+            e.contains(&everywhere) && e.contains("\"http\"") && e.contains(&addr.to_string()),
+            "{e}"
+        );
+        // A listener on any free port binds beside it.
+        let (b, _) = inherited("http");
+        let p = plan(&["http://0.0.0.0:0/mcp".to_owned()], vec![b]).unwrap();
+        assert_eq!(p.len(), 2);
+        assert!(p[0].socket.is_none() && p[1].socket.is_some());
     }
 }
