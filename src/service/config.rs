@@ -766,14 +766,11 @@ impl Reader<'_> {
                     Some(h) => self.string_map(h, &path.key("headers"))?,
                     None => BTreeMap::new(),
                 };
+                // Each checked alone, so that the error is at its name.
                 #[cfg(all(feature = "http", feature = "client"))]
-                {
-                    let list: Vec<(String, String)> = headers
-                        .iter()
-                        .map(|(n, v)| (n.clone(), v.clone()))
-                        .collect();
-                    crate::transport::http::client::check_headers(&list)
-                        .map_err(|e| self.error(&path.key("headers"), e.to_string()))?;
+                for (n, v) in &headers {
+                    crate::transport::http::client::check_headers(&[(n.clone(), v.clone())])
+                        .map_err(|e| self.error(&path.key("headers").key(n), e.to_string()))?;
                 }
                 UpstreamTransport::Http { url, headers }
             }
@@ -903,7 +900,7 @@ impl Reader<'_> {
             let longest = c.max_name_length.saturating_sub(10);
             if u.namespace.len() > longest {
                 return Err(self.error(
-                    &KeyPath::default().key("mcpServers").key(&u.name),
+                    &self.namespace_at(&u.name),
                     format!(
                         "namespace {:?} is longer than {longest} characters, which leaves no room for names within maxNameLength {} (set namespace)",
                         u.namespace, c.max_name_length
@@ -914,7 +911,7 @@ impl Reader<'_> {
         for u in c.upstreams.values().filter(|u| u.enabled) {
             if let Some(other) = seen.insert(&u.namespace, &u.name) {
                 return Err(self.error(
-                    &KeyPath::default().key("mcpServers").key(&u.name),
+                    &self.namespace_at(&u.name),
                     format!(
                         "namespace {:?} is also {other:?}'s: set namespace",
                         u.namespace
@@ -933,6 +930,18 @@ impl Reader<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Where upstream `name`'s namespace is given: its `namespace` key
+    /// when the file has one, else the upstream (named after it).
+    fn namespace_at(&self, name: &str) -> KeyPath {
+        let upstream = KeyPath::default().key("mcpServers").key(name);
+        let set = upstream.key("namespace");
+        if locate(self.text, &set).is_some() {
+            set
+        } else {
+            upstream
+        }
     }
 
     fn amqp(&self, v: &Value) -> Result<AmqpSettings, ConfigError> {
@@ -1064,9 +1073,9 @@ impl Reader<'_> {
         let mut h = HttpSettings::default();
         if let Some(l) = o.get("allowedOrigins") {
             let origins = self.strings(l, &path.key("allowedOrigins"))?;
-            if let Some(bad) = origins.iter().find(|o| !is_origin(o)) {
+            if let Some((i, bad)) = origins.iter().enumerate().find(|(_, o)| !is_origin(o)) {
                 return Err(self.error(
-                    &path.key("allowedOrigins"),
+                    &path.key("allowedOrigins").index(i),
                     format!(
                         "{bad:?} is not an origin: scheme://host[:port], with no path (there is no wildcard)"
                     ),
@@ -1224,10 +1233,54 @@ mod tests {
         ] {
             let text = format!(r#"{{"http": {{"allowedOrigins": ["{origin}"]}}}}"#);
             let e = parse(&text).unwrap_err();
-            assert_eq!(e.path, "http.allowedOrigins", "{origin}: {e}");
+            assert_eq!(e.path, "http.allowedOrigins[0]", "{origin}: {e}");
         }
         let ok = parse(r#"{"http": {"allowedOrigins": ["https://app.example.com:8443"]}}"#);
         assert!(ok.is_ok());
+    }
+
+    #[test]
+    fn an_origin_a_header_and_a_namespace_are_located_at_their_entry() {
+        let e =
+            parse("{\"http\": {\"allowedOrigins\": [\"https://a.example\",\n \"https://b/\"]}}")
+                .unwrap_err();
+        assert_eq!(
+            (e.path.as_str(), e.line, e.column),
+            ("http.allowedOrigins[1]", 2, 2),
+            "{e}"
+        );
+        #[cfg(all(feature = "http", feature = "client"))]
+        {
+            let e = parse(
+                "{\"mcpServers\": {\"a\": {\"url\": \"http://h/\", \"headers\": {\"A\": \"1\",\n \"Host\": \"v\"}}}}",
+            )
+            .unwrap_err();
+            assert_eq!(
+                (e.path.as_str(), e.line, e.column),
+                ("mcpServers.a.headers.Host", 2, 2),
+                "{e}"
+            );
+        }
+        // Too long for maxNameLength 16 (at most 6): at the namespace
+        // when it is set, else at the upstream it is named after.
+        let e = parse(
+            "{\"maxNameLength\": 16, \"mcpServers\": {\"a\": {\"command\": \"x\",\n \"namespace\": \"abcdefgh\"}}}",
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.path.as_str(), e.line, e.column),
+            ("mcpServers.a.namespace", 2, 2),
+            "{e}"
+        );
+        let e = parse(
+            "{\"maxNameLength\": 16, \"mcpServers\": {\n \"abcdefgh\": {\"command\": \"x\"}}}",
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.path.as_str(), e.line, e.column),
+            ("mcpServers.abcdefgh", 2, 2),
+            "{e}"
+        );
     }
 
     #[test]
@@ -1476,6 +1529,10 @@ mod tests {
             ),
             (
                 r#"{"mcpServers": {"a": {"command": "x"}, "b": {"command": "y", "namespace": "a"}}}"#,
+                "mcpServers.b.namespace",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"command": "x", "namespace": "b"}, "b": {"command": "y"}}}"#,
                 "mcpServers.b",
             ),
             (
@@ -1491,7 +1548,7 @@ mod tests {
             parse(r#"{"mcpServers": {"a": {"url": "http://h/", "headers": {"Bad Name": "v"}}}}"#)
                 .unwrap_err()
                 .path,
-            "mcpServers.a.headers"
+            "mcpServers.a.headers.Bad Name"
         );
     }
 
