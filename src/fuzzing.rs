@@ -85,7 +85,7 @@ pub fn lines(data: &[u8]) {
                     assert!(!line.contains(&b'\n'), "a line with a newline in it");
                     Ok(line.to_vec())
                 }
-                Frame::TooLong { len, .. } | Frame::Refused { len } => Err(len),
+                Frame::TooLong { len, .. } | Frame::Refused { len, .. } => Err(len),
             });
         }
         out

@@ -13,11 +13,9 @@ use serde_json::{Map, Value};
 use std::fmt;
 use std::sync::OnceLock;
 
-#[cfg(feature = "client")]
 mod head;
 mod members;
-#[cfg(feature = "client")]
-pub(crate) use head::response_id as head_response_id;
+pub(crate) use head::{read as read_head, Head};
 mod reply;
 use members::{Members, Version};
 pub use reply::Reply;
@@ -514,6 +512,25 @@ impl ParseError {
         )
     }
 
+    /// This error for the message whose first bytes are `head`, discarded
+    /// without being read whole (too large, or no memory for it), as
+    /// [`read_head`] tells what it was: a request is answered with its id;
+    /// a response (the peer's answer to a call) owes no answer, and its
+    /// call fails ([`ParseError::failed_response`]); a notification owes
+    /// none. When `head` does not tell, the answer's id is `null`.
+    pub(crate) fn about(mut self, head: &[u8]) -> Self {
+        match read_head(head) {
+            Some(Head::Request(id)) => self.id = Some(id),
+            Some(Head::Response(id)) => {
+                self.id = Some(id);
+                self.answerable = false;
+            }
+            Some(Head::Notification) => self.answerable = false,
+            None => {}
+        }
+        self
+    }
+
     /// A batch sent by a client whose protocol revision has no batches.
     pub fn batch_not_supported() -> Self {
         Self::new(
@@ -859,6 +876,29 @@ mod tests {
         }
     }
     use serde_json::json;
+
+    #[test]
+    fn a_message_discarded_unread_is_answered_by_what_its_head_shows() {
+        let about = |head: &str| ParseError::too_large(8).about(head.as_bytes());
+        // A request: answered with its id.
+        let request = about(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"#);
+        let reply = request.response().unwrap();
+        assert_eq!(reply["id"], 5);
+        assert_eq!(reply["error"]["code"], INVALID_REQUEST);
+        assert!(request.failed_response("client").is_none());
+        // A response: no answer, its call fails.
+        let response = about(r#"{"jsonrpc":"2.0","id":"s1","result":{"content":[{"#);
+        assert!(response.response().is_none());
+        let failed = response.failed_response("client").unwrap();
+        assert_eq!(failed.id(), Some(&RequestId::String("s1".into())));
+        assert!(failed.outcome().is_err());
+        // A notification, whole: no answer.
+        let note = about(r#"{"jsonrpc":"2.0","method":"notifications/x","params":{}}"#);
+        assert!(note.response().is_none() && note.failed_response("client").is_none());
+        // Nothing told: answered with id null, as before.
+        let unknown = about(r#"{"jsonrpc":"2.0","params":{"#);
+        assert_eq!(unknown.response().unwrap()["id"], Value::Null);
+    }
 
     fn err(bytes: &str) -> ParseError {
         match parse(bytes.as_bytes()) {

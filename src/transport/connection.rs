@@ -469,7 +469,7 @@ impl<R: Read + Send> MessageReader for LineMessages<R> {
                     log::warn!("client: discarded an incoming message of {len} bytes");
                     // An answer to one of our calls: the call fails now,
                     // saying why, not at its timeout.
-                    if let Some(id) = jsonrpc::head_response_id(head) {
+                    if let Some(jsonrpc::Head::Response(id)) = jsonrpc::read_head(head) {
                         let why = ErrorObject::internal(format!(
                             "the answer of {len} bytes is over this client's limit"
                         ));
@@ -477,7 +477,7 @@ impl<R: Read + Send> MessageReader for LineMessages<R> {
                         return Ok(Some(failed.to_string().into_bytes()));
                     }
                 }
-                Some(Frame::Refused { len }) => {
+                Some(Frame::Refused { len, .. }) => {
                     log::warn!("client: discarded an incoming message of {len} bytes");
                 }
             }

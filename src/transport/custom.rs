@@ -268,7 +268,7 @@ impl ServerConnection {
     /// the connection keeps serving.
     pub fn receive(&self, message: &[u8]) {
         if message.len() > self.max {
-            return self.too_large(message.len());
+            return self.too_large(message.len(), message);
         }
         self.session.receive(message, &self.sink);
     }
@@ -292,15 +292,24 @@ impl ServerConnection {
     }
 
     /// Tells the peer that a message of `len` bytes was too large (for a
-    /// framer that discarded it without holding it whole).
-    pub fn too_large(&self, len: usize) {
+    /// framer that discarded it without holding it whole). `head` is as
+    /// much of its beginning as the framer kept (it may be empty): a
+    /// request it shows is answered with its id; a response it shows (the
+    /// peer's answer to a request of the server's) is not answered, and
+    /// that request fails at once instead of at its timeout.
+    pub fn too_large(&self, len: usize, head: &[u8]) {
         log::warn!(
             "session {}: discarded a message of {len} bytes (limit {})",
             self.session.log_name(),
             self.max
         );
-        self.session
-            .reject(ParseError::too_large(self.max), &self.sink);
+        self.discarded(ParseError::too_large(self.max), head);
+    }
+
+    /// Answers a message discarded unread, whose first bytes are `head`,
+    /// with `error` ([`ParseError::about`]).
+    fn discarded(&self, error: ParseError, head: &[u8]) {
+        self.session.reject(error.about(head), &self.sink);
     }
 
     /// Hands every line of `input` to the connection until EOF
@@ -357,9 +366,9 @@ impl ServerConnection {
             match frame {
                 Frame::Line(line) if line.iter().all(u8::is_ascii_whitespace) => {}
                 Frame::Line(line) => self.receive(line),
-                Frame::TooLong { len, .. } => self.too_large(len),
+                Frame::TooLong { len, head } => self.too_large(len, head),
                 // Logged (once) by the rejection.
-                Frame::Refused { .. } => self.session.reject(ParseError::busy(), &self.sink),
+                Frame::Refused { head, .. } => self.discarded(ParseError::busy(), head),
             }
         }
         Ok(())

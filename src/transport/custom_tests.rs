@@ -139,3 +139,94 @@ fn a_batch_gives_back_what_a_large_message_made_it_take() {
     empty_batch(&mut batch);
     assert_eq!(batch.as_ptr(), at);
 }
+
+/// A connection taking messages of `max` bytes at most, past its
+/// handshake (the `initialize` answer taken from its outbox).
+fn opened(max: usize) -> (ServerConnection, Outbox) {
+    let options = ConnectionOptions::default().with_max_message_bytes(max);
+    let (conn, outbox) = ServerConnection::open(&engine(), options);
+    conn.read_lines(&lines(0)[..]).unwrap();
+    let answer: serde_json::Value = serde_json::from_slice(&outbox.try_recv().unwrap()).unwrap();
+    assert_eq!(answer["id"], 0);
+    (conn, outbox)
+}
+
+/// The id and the error code of the next message in `outbox`.
+fn next_error(outbox: &Outbox) -> (serde_json::Value, serde_json::Value) {
+    let m = outbox.try_recv().expect("an answer");
+    let v: serde_json::Value = serde_json::from_slice(&m).unwrap();
+    (v["id"].clone(), v["error"]["code"].clone())
+}
+
+#[test]
+fn a_request_too_large_or_refused_is_answered_with_its_id() {
+    use crate::jsonrpc::{INTERNAL_ERROR, INVALID_REQUEST};
+    use serde_json::json;
+    let ping = |id: u64, bytes: usize| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"ping","params":{{"x":"{}"}}}}"#,
+            "x".repeat(bytes)
+        )
+    };
+    let (conn, outbox) = opened(100 * 1024);
+    // Too long for the line framing: discarded as it is read.
+    conn.read_lines(format!("{}\n", ping(5, 200 * 1024)).as_bytes())
+        .unwrap();
+    assert_eq!(next_error(&outbox), (json!(5), json!(INVALID_REQUEST)));
+    // Too large, handed in whole.
+    conn.receive(ping(6, 200 * 1024).as_bytes());
+    assert_eq!(next_error(&outbox), (json!(6), json!(INVALID_REQUEST)));
+    // Within the limit, but the shared memory for partial lines has no
+    // room for it: the client may send it again, if it knows which.
+    let input = format!("{}\n", ping(7, 80 * 1024));
+    conn.read_lines_within(input.as_bytes(), Some(LineBudget::new(0)), None)
+        .unwrap();
+    assert_eq!(next_error(&outbox), (json!(7), json!(INTERNAL_ERROR)));
+    assert!(outbox.try_recv().is_none());
+}
+
+#[test]
+fn a_response_too_large_fails_its_call_at_once_and_is_not_answered() {
+    let (conn, outbox) = opened(1024);
+    let handle = crate::protocol::SessionHandle::new(&conn.session);
+    let (tx, called) = crossbeam_channel::bounded(1);
+    // A timeout far beyond the test's wait: only the fix ends it in time.
+    std::thread::spawn(move || {
+        let _ = tx.send(handle.ping(Duration::from_secs(3600)));
+    });
+    let m = outbox.recv().expect("the server's ping");
+    let request: serde_json::Value = serde_json::from_slice(&m).unwrap();
+    assert_eq!(request["method"], "ping");
+    let answer = format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{{"x":"{}"}}}}"#,
+        request["id"],
+        "x".repeat(4096)
+    );
+    // Too long for the line framing, and handed in whole.
+    conn.read_lines(format!("{answer}\n").as_bytes()).unwrap();
+    let failed = called.recv_timeout(WAIT).expect("the call fails now");
+    assert!(failed.is_err(), "{failed:?}");
+    assert!(outbox.try_recv().is_none(), "a response is not answered");
+}
+
+#[test]
+fn a_whole_response_too_large_fails_its_call_and_is_not_answered() {
+    let (conn, outbox) = opened(1024);
+    let handle = crate::protocol::SessionHandle::new(&conn.session);
+    let (tx, called) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let _ = tx.send(handle.ping(Duration::from_secs(3600)));
+    });
+    let m = outbox.recv().expect("the server's ping");
+    let request: serde_json::Value = serde_json::from_slice(&m).unwrap();
+    let answer = format!(
+        r#"{{"jsonrpc":"2.0","result":{{"x":"{}"}},"id":{}}}"#,
+        "x".repeat(4096),
+        request["id"]
+    );
+    // The id after the result: only the whole message tells.
+    conn.receive(answer.as_bytes());
+    let failed = called.recv_timeout(WAIT).expect("the call fails now");
+    assert!(failed.is_err(), "{failed:?}");
+    assert!(outbox.try_recv().is_none(), "a response is not answered");
+}

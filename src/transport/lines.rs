@@ -39,7 +39,8 @@ impl LineBudget {
     }
 }
 
-/// How many first bytes of a line too long are kept ([`Frame::TooLong`]).
+/// How many first bytes of a discarded line are kept ([`Frame::TooLong`],
+/// [`Frame::Refused`]).
 pub const KEPT_HEAD: usize = 1024;
 
 /// One frame of input.
@@ -61,6 +62,8 @@ pub enum Frame<'a> {
     Refused {
         /// How many bytes the discarded line had.
         len: usize,
+        /// Its first bytes (at most [`KEPT_HEAD`]), as for a line too long.
+        head: &'a [u8],
     },
 }
 
@@ -190,7 +193,13 @@ impl<R: Read> LineReader<R> {
                 },
                 more,
             ),
-            Found::Refused(len) => (Frame::Refused { len }, more),
+            Found::Refused(len) => (
+                Frame::Refused {
+                    len,
+                    head: &self.head,
+                },
+                more,
+            ),
         }))
     }
 
@@ -456,9 +465,13 @@ mod tests {
         let held = 4 * READ_CHUNK - budget.left();
         assert!(held >= 2 * READ_CHUNK, "{held}");
         let mut b = LineReader::new(&long[..], max).with_budget(Some(budget.clone()));
-        // Refused, not too long: the line is within the limit.
+        // Refused, not too long: the line is within the limit; its first
+        // bytes are kept (to answer it by its id).
         assert!(
-            matches!(b.next_frame().unwrap(), Some(Frame::Refused { len }) if len == 3 * READ_CHUNK),
+            matches!(
+                b.next_frame().unwrap(),
+                Some(Frame::Refused { len, head }) if len == 3 * READ_CHUNK && head == &long[..KEPT_HEAD]
+            ),
             "b's line did not fit in what a left"
         );
         assert!(matches!(
@@ -490,7 +503,7 @@ mod tests {
             out.push(match f {
                 Frame::Line(l) => String::from_utf8_lossy(l).into_owned(),
                 Frame::TooLong { len, .. } => format!("<{len}>"),
-                Frame::Refused { len } => format!("<refused {len}>"),
+                Frame::Refused { len, .. } => format!("<refused {len}>"),
             });
         }
         out
