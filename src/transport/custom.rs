@@ -278,9 +278,9 @@ impl ServerConnection {
     /// than it is answered), waits until the writer has taken the queue
     /// down to a quarter, so that a framer of your own slows its peer down
     /// instead of letting the outbox overflow. Nothing but the caller
-    /// waits. Returns false if the outbox's writer is gone while it waits
-    /// (nothing more will be sent: stop reading); true at once for a
-    /// connection without an outbox.
+    /// waits. Returns false, waiting or not, once the outbox's writer is
+    /// gone (nothing more will be sent: stop reading, and run no more
+    /// requests); true at once for a connection without an outbox.
     pub fn wait_for_room(&self, message: &[u8]) -> bool {
         self.room_for(|| crate::jsonrpc::may_be_request(message))
     }
@@ -318,7 +318,7 @@ impl ServerConnection {
     /// buffer never holds more than the limit. Flow control
     /// ([`wait_for_room`](Self::wait_for_room)) is applied to each line, so
     /// a writer must drain the outbox meanwhile (from another thread); it
-    /// returns early when the outbox's writer is gone.
+    /// returns at the next line once the outbox's writer is gone.
     pub fn read_lines(&self, input: impl Read) -> io::Result<()> {
         self.read_lines_within(input, None, None)
     }

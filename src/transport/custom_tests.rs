@@ -230,3 +230,17 @@ fn a_whole_response_too_large_fails_its_call_and_is_not_answered() {
     assert!(failed.is_err(), "{failed:?}");
     assert!(outbox.try_recv().is_none(), "a response is not answered");
 }
+
+#[test]
+fn a_reader_with_room_stops_once_the_writer_is_gone() {
+    let (conn, outbox) = ServerConnection::open(&engine(), ConnectionOptions::default());
+    // The writer died (a failed write of stdout) before anything came in:
+    // the outbox has all the room it had, but no request is run any more.
+    drop(outbox);
+    assert!(conn.read_lines(&lines(10)[..]).is_ok());
+    assert_eq!(
+        conn.session.phase(),
+        crate::protocol::Phase::AwaitingInitialize,
+        "not even initialize was taken in"
+    );
+}

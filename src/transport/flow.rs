@@ -26,6 +26,8 @@ struct Shared {
     low: usize,
     // The reader waits for the writer's word.
     waiting: AtomicBool,
+    // The writer is gone: nothing more will be sent.
+    gone: AtomicBool,
 }
 
 /// The reader's side: waits for room in the outbox.
@@ -54,6 +56,7 @@ pub(crate) fn pair(queue: &Sender<Vec<u8>>, capacity: usize) -> (Room, Drained) 
         high,
         low: (high / 2).max(1),
         waiting: AtomicBool::new(false),
+        gone: AtomicBool::new(false),
     });
     // At most one word is pending; a stale one only makes the reader look again.
     let (word_tx, word_rx) = crossbeam_channel::bounded(1);
@@ -75,9 +78,15 @@ impl Room {
     /// Returns when the next message may be taken in: at once unless half
     /// the outbox is queued and `asks` (asked only then) says it may be a
     /// request; else once the writer has taken the queue down to a
-    /// quarter. True, or false if the writer is gone (nothing more will be
-    /// sent).
+    /// quarter. True, or false if the writer is gone, whether or not there
+    /// is room (nothing more will be sent: the reader stops, and runs no
+    /// more requests for a peer that will never hear of them).
     pub(crate) fn wait(&self, asks: impl FnOnce() -> bool) -> bool {
+        // A queue whose writer is gone keeps its length: it never grows to
+        // `high` again, so only this tells the reader.
+        if self.shared.gone.load(Ordering::SeqCst) {
+            return false;
+        }
         if self.queue.len() < self.shared.high || !asks() {
             return true;
         }
@@ -95,6 +104,14 @@ impl Room {
                 return false;
             }
         }
+    }
+}
+
+impl Drop for Drained {
+    /// The writer is gone: a reader stops at its next message (one
+    /// waiting now is told by the word's channel ending).
+    fn drop(&mut self) {
+        self.shared.gone.store(true, Ordering::SeqCst);
     }
 }
 
@@ -160,6 +177,18 @@ pub(super) mod tests {
         drained.took(&rx);
         let woken = done.recv_timeout(Duration::from_secs(10));
         assert_eq!(woken, Ok(true), "woken once one is left");
+    }
+
+    #[test]
+    fn a_reader_with_room_stops_all_the_same_once_the_writer_is_gone() {
+        let (tx, _rx) = crossbeam_channel::bounded(8);
+        let (room, drained) = pair(&tx, 8);
+        tx.send(vec![1]).unwrap();
+        assert!(room.wait(|| true), "room, and a writer");
+        drop(drained);
+        // The queue keeps its one message and never fills again.
+        assert!(!room.wait(|| true), "no writer: nothing more is sent");
+        assert!(!room.wait(|| false), "nor is anything more taken in");
     }
 
     #[test]
