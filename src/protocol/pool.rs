@@ -1,6 +1,7 @@
 //! Bounded pools of named threads: the engine's handler pool, and the
 //! client's pool for callbacks the server asks for.
 
+use crate::throttle::{Throttle, DEFAULT_LOG_INTERVAL};
 use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -77,6 +78,10 @@ pub(crate) const SHORT_WAIT: Duration = Duration::from_micros(20);
 /// What jobs are assumed to take before any has run: long, so a new pool
 /// spreads its first jobs as it would without the estimate.
 const FIRST_JOB_ESTIMATE: Duration = Duration::from_millis(1);
+/// After a thread failed to start (out of threads or memory: `TasksMax`,
+/// `RLIMIT_NPROC`), no other start is tried for this long: every watchdog
+/// tick and every request would try again, in vain.
+const SPAWN_RETRY: Duration = Duration::from_millis(100);
 
 /// Up to a fixed number of named threads fed by a bounded crossbeam
 /// channel. Threads start when work needs them and then stay: a server
@@ -136,6 +141,14 @@ struct Inner {
     watching: AtomicBool,
     // Starting the watchdog failed (logged once).
     watchdog_failed: AtomicBool,
+    // Handler threads that failed to start: told at most every 10 s, and
+    // the next start waits a moment.
+    spawn_failures: SpawnFailures,
+    // Test hooks: every thread start fails; and starts tried.
+    #[cfg(test)]
+    refuse_spawns: AtomicBool,
+    #[cfg(test)]
+    spawn_tries: AtomicUsize,
     state: Mutex<State>,
     wake: Condvar,
     watch: Condvar,
@@ -176,6 +189,11 @@ impl Pool {
             epoch: Instant::now(),
             watching: AtomicBool::new(false),
             watchdog_failed: AtomicBool::new(false),
+            spawn_failures: SpawnFailures::default(),
+            #[cfg(test)]
+            refuse_spawns: AtomicBool::new(false),
+            #[cfg(test)]
+            spawn_tries: AtomicUsize::new(0),
             state: Mutex::new(State {
                 stopped: false,
                 watchdog: Watchdog::NotStarted,
@@ -392,28 +410,48 @@ impl Inner {
         }
     }
 
-    /// Starts one more thread unless the pool is at its size; false when
-    /// none started.
+    /// Starts one more thread unless the pool is at its size, or a start
+    /// failed less than [`SPAWN_RETRY`] ago; false when none started.
     fn start_thread(self: &Arc<Self>) -> bool {
+        let now = self.nanos_now();
+        if !self.spawn_failures.may_try(now) {
+            return false;
+        }
         let started = self.started.fetch_add(1, Ordering::SeqCst);
         if started >= self.max {
             self.started.fetch_sub(1, Ordering::SeqCst);
             return false;
         }
-        let inner = self.clone();
         self.starting.fetch_add(1, Ordering::SeqCst);
-        let spawned = thread::Builder::new()
-            .name(format!("{}{started}", self.prefix))
-            .spawn(move || inner.work());
-        match spawned {
+        match self.spawn(started) {
             Ok(_) => true,
             Err(e) => {
-                log::error!("cannot start a thread for {}: {e}", self.prefix);
                 self.starting.fetch_sub(1, Ordering::SeqCst);
                 self.started.fetch_sub(1, Ordering::SeqCst);
+                if let Some(failed) = self.spawn_failures.failed(now) {
+                    log::error!(
+                        "cannot start a thread for {}: {e} ({failed} failed since the last such line, said at most every {DEFAULT_LOG_INTERVAL:?}); the next try waits {SPAWN_RETRY:?}",
+                        self.prefix
+                    );
+                }
                 false
             }
         }
+    }
+
+    /// Spawns thread number `number` of the pool.
+    fn spawn(self: &Arc<Self>, number: usize) -> std::io::Result<thread::JoinHandle<()>> {
+        #[cfg(test)]
+        {
+            self.spawn_tries.fetch_add(1, Ordering::SeqCst);
+            if self.refuse_spawns.load(Ordering::SeqCst) {
+                return Err(std::io::Error::other("refused by the test"));
+            }
+        }
+        let inner = self.clone();
+        thread::Builder::new()
+            .name(format!("{}{number}", self.prefix))
+            .spawn(move || inner.work())
     }
 
     fn work(self: Arc<Self>) {
@@ -491,6 +529,32 @@ impl Inner {
     }
 }
 
+/// Thread starts that failed: each is told through a [`Throttle`] (one
+/// line a period, counting those between), and none is tried again for
+/// [`SPAWN_RETRY`] after one.
+#[derive(Default)]
+struct SpawnFailures {
+    told: Throttle,
+    // No start before this, in nanoseconds since the pool's epoch.
+    retry_at: AtomicU64,
+}
+
+impl SpawnFailures {
+    /// Whether a start may be tried at `now` (nanoseconds since the epoch).
+    fn may_try(&self, now: u64) -> bool {
+        now >= self.retry_at.load(Ordering::SeqCst)
+    }
+
+    /// A start failed at `now`: the next waits [`SPAWN_RETRY`]. `Some(n)`
+    /// when a line is due, `n` counting the failures since the last.
+    fn failed(&self, now: u64) -> Option<u64> {
+        let pause = SPAWN_RETRY.as_nanos().min(u64::MAX.into()) as u64;
+        self.retry_at
+            .store(now.saturating_add(pause), Ordering::SeqCst);
+        self.told.event()
+    }
+}
+
 /// [`Inner::soon_taken`] on its figures: jobs averaging `average` ns, the
 /// latest running for `running_for` ns, `queued` waiting for `running`
 /// threads.
@@ -511,6 +575,38 @@ fn soon_reached(average: u64, running_for: u64, queued: usize, running: usize) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_that_cannot_start_is_tried_again_only_after_a_pause() {
+        let pool = Pool::new("mcpvisor-test-nospawn-", 4, 16).unwrap();
+        pool.inner.refuse_spawns.store(true, Ordering::SeqCst);
+        let began = Instant::now();
+        for _ in 0..100 {
+            assert!(pool.try_submit(Box::new(|| {})).is_err(), "no thread");
+        }
+        // Each try after the first waited a pause (however slow this loop was).
+        let pauses = began.elapsed().as_nanos() / SPAWN_RETRY.as_nanos();
+        let tries = pool.inner.spawn_tries.load(Ordering::SeqCst);
+        assert!(
+            tries as u128 <= 1 + pauses,
+            "{tries} tries in {:?}",
+            began.elapsed()
+        );
+        assert_eq!(pool.threads(), 0);
+    }
+
+    #[test]
+    fn a_failed_start_pauses_the_next_and_is_told_once_a_period() {
+        let failures = SpawnFailures::default();
+        assert!(failures.may_try(0));
+        let pause = SPAWN_RETRY.as_nanos() as u64;
+        assert_eq!(failures.failed(1_000), Some(1), "the first is told");
+        assert!(!failures.may_try(1_000));
+        assert!(!failures.may_try(1_000 + pause - 1));
+        assert!(failures.may_try(1_000 + pause));
+        // Within the throttle's period (10 s): counted, not told.
+        assert_eq!(failures.failed(1_000 + pause), None);
+    }
 
     #[test]
     fn threads_start_as_work_needs_them_and_never_beyond_the_size() {

@@ -67,6 +67,9 @@ pub(crate) struct Acceptor {
     /// told at most every 10 s (else failing and succeeding by turns
     /// would say it every turn).
     recoveries: Throttle,
+    /// Connection threads that could not start (out of threads: one per
+    /// connection accepted), told at most every 10 s.
+    spawn_failures: Throttle,
 }
 
 /// Decrements the connection count however a connection thread ends,
@@ -109,6 +112,7 @@ impl Acceptor {
             refused: Throttle::default(),
             accept_failures: Throttle::default(),
             recoveries: Throttle::default(),
+            spawn_failures: Throttle::default(),
         }
     }
 
@@ -239,8 +243,21 @@ impl Acceptor {
                 }
             });
         if let Err(e) = spawned {
-            log::error!("{name}: cannot start a connection thread: {e}");
+            self.spawn_failed(&e);
         }
+    }
+
+    /// A connection thread could not start (its connection is closed):
+    /// logged through a throttle; true when a line was said.
+    fn spawn_failed(&self, e: &io::Error) -> bool {
+        let Some(failed) = self.spawn_failures.event() else {
+            return false;
+        };
+        log::error!(
+            "{}: cannot start a connection thread: {e}; its connection is closed ({failed} since the last such line, said at most every {DEFAULT_LOG_INTERVAL:?})",
+            self.name
+        );
+        true
     }
 
     /// The supervised worker running this acceptor on `socket`; after a
@@ -342,5 +359,21 @@ impl Acceptor {
     /// Open connections.
     pub(crate) fn connections(&self) -> usize {
         self.active.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_threads_that_cannot_start_are_told_once_a_period() {
+        let serve: Arc<ServeFn> = Arc::new(|_: TcpStream, _: SocketAddr, _: Arc<AtomicBool>| {});
+        let acceptor = Acceptor::new("test", serve, |_| {}, 1, Arc::default());
+        let e = io::Error::from(io::ErrorKind::OutOfMemory);
+        assert!(acceptor.spawn_failed(&e), "the first is told");
+        for _ in 0..100 {
+            assert!(!acceptor.spawn_failed(&e), "counted, not told");
+        }
     }
 }
