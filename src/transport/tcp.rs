@@ -132,22 +132,36 @@ impl TcpListenerHandle {
 /// A TCP transport running under a supervision tree of its own.
 pub type TcpServer = super::tree::Tree<TcpListenerHandle>;
 
-/// A connection's input that ends (reads nothing more) once its listener
-/// was stopped: the flag [`Acceptor::end_connections_on_stop`] sets.
+/// A connection's input that fails (reads nothing more) once its listener
+/// was stopped: the flag [`Acceptor::end_connections_on_stop`] sets. An
+/// error, not the end of input: a line the peer was still sending is cut,
+/// not ended, and is not taken for a whole (malformed) message; the
+/// connection then ends as at its end of input (the grace, the answers
+/// written).
 struct Ending {
     stream: TcpStream,
     ended: Arc<AtomicBool>,
 }
 
+impl Ending {
+    /// The error of a read once the listener stopped.
+    fn stopped() -> io::Error {
+        io::Error::new(
+            io::ErrorKind::ConnectionAborted,
+            "the listener stopped: the connection's input ends",
+        )
+    }
+}
+
 impl Read for Ending {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if self.ended.load(Ordering::SeqCst) {
-            return Ok(0);
+            return Err(Self::stopped());
         }
         let n = self.stream.read(buf)?;
         // What a read under way returned as the stop came is not taken.
         if self.ended.load(Ordering::SeqCst) {
-            return Ok(0);
+            return Err(Self::stopped());
         }
         Ok(n)
     }
@@ -258,5 +272,42 @@ impl super::tree::Tree<TcpListenerHandle> {
     pub fn start(engine: Arc<Engine>, options: TcpOptions) -> io::Result<TcpServer> {
         let (spec, handle) = Self::tree(engine, options)?;
         super::tree::Tree::run(spec, handle)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::lines::{Frame, LineReader};
+    use std::io::Write;
+
+    /// Stops the listener as soon as its first read returned.
+    struct StopAfterFirstRead(Ending);
+
+    impl Read for StopAfterFirstRead {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.0.read(buf)?;
+            self.0.ended.store(true, Ordering::SeqCst);
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_line_cut_by_a_listener_stop_is_not_taken_for_a_message() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (stream, _) = listener.accept().unwrap();
+        // The peer is still sending its request when the listener stops.
+        peer.write_all(br#"{"jsonrpc":"2.0","id":1,"meth"#).unwrap();
+        let ended = Arc::new(AtomicBool::new(false));
+        let input = StopAfterFirstRead(Ending { stream, ended });
+        let mut lines = LineReader::new(input, 1024);
+        match lines.next_frame() {
+            Err(e) => assert_eq!(e.kind(), io::ErrorKind::ConnectionAborted),
+            Ok(Some(Frame::Line(line))) => {
+                panic!("a cut line taken: {}", String::from_utf8_lossy(line))
+            }
+            Ok(other) => panic!("{other:?}"),
+        }
     }
 }
