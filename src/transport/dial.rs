@@ -5,10 +5,16 @@
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+/// Least time one address gets however many are left: a connection over
+/// a slow link takes a round trip or two.
+const MIN_ATTEMPT: Duration = Duration::from_millis(250);
+
 /// Connects to the first of `addrs` that accepts, all of them within
 /// `timeout` (`localhost` may give ::1 first to a server that listens on
 /// 127.0.0.1 only); the last address's error when none does, or a "did
-/// not resolve" naming `host` when there were none.
+/// not resolve" naming `host` when there were none. Each address gets its
+/// share of the time left ([`attempt_time`]), so one that never answers
+/// (a dropped SYN, a broken IPv6 route) leaves time for the others.
 pub(crate) fn connect_any(
     host: &str,
     addrs: impl IntoIterator<Item = SocketAddr>,
@@ -18,8 +24,9 @@ pub(crate) fn connect_any(
         std::io::ErrorKind::NotFound,
         format!("{host} did not resolve"),
     );
+    let addrs: Vec<SocketAddr> = addrs.into_iter().collect();
     let deadline = crate::wait::deadline_in(timeout);
-    for addr in addrs {
+    for (tried, addr) in addrs.iter().enumerate() {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() {
             return Err(std::io::Error::new(
@@ -27,12 +34,20 @@ pub(crate) fn connect_any(
                 format!("{host}: no address answered within {timeout:?}"),
             ));
         }
-        match TcpStream::connect_timeout(&addr, left) {
+        match TcpStream::connect_timeout(addr, attempt_time(left, addrs.len() - tried)) {
             Ok(s) => return Ok(s),
             Err(e) => last = e,
         }
     }
     Err(last)
+}
+
+/// The time the next of `remaining` addresses gets out of `left`: an
+/// equal share, but at least [`MIN_ATTEMPT`] and at most `left` (the last
+/// one gets all of it; one refused at once leaves its share to the rest).
+fn attempt_time(left: Duration, remaining: usize) -> Duration {
+    let share = left / u32::try_from(remaining.max(1)).unwrap_or(u32::MAX);
+    share.max(MIN_ATTEMPT).min(left)
 }
 
 #[cfg(test)]
@@ -62,6 +77,22 @@ mod tests {
             let port = u16::from_be(sa.sin_port);
             (fd, SocketAddr::from(([127, 0, 0, 1], port)))
         }
+    }
+
+    #[test]
+    fn each_address_gets_its_share_of_the_time_left_and_at_least_the_floor() {
+        let secs = Duration::from_secs;
+        let ms = Duration::from_millis;
+        assert_eq!(attempt_time(secs(10), 1), secs(10), "the last: all of it");
+        assert_eq!(attempt_time(secs(10), 2), secs(5));
+        assert_eq!(attempt_time(secs(10), 4), ms(2500));
+        assert_eq!(
+            attempt_time(secs(1), 100),
+            MIN_ATTEMPT,
+            "never below the floor"
+        );
+        assert_eq!(attempt_time(ms(100), 3), ms(100), "nor beyond what is left");
+        assert_eq!(attempt_time(secs(10), 0), secs(10));
     }
 
     #[test]
