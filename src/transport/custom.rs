@@ -29,7 +29,7 @@ use crate::jsonrpc::ParseError;
 use crate::protocol::{Engine, Outgoing, Session, Sink};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::io::{self, BufWriter, Read, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -135,6 +135,9 @@ struct OutboxSink {
 struct Overflow {
     happened: AtomicBool,
     then: OnceLock<Box<dyn Fn() + Send + Sync>>,
+    // What to do was done: by the thread that found the outbox full, or
+    // by the one that said what to do after that.
+    done: AtomicBool,
 }
 
 impl Overflow {
@@ -143,7 +146,17 @@ impl Overflow {
             log::warn!(
                 "a peer left {capacity} messages unread: its connection ends and nothing more is queued for it"
             );
-            if let Some(end) = self.then.get() {
+            // Against `on_overflow`'s set-then-look: either it sees the
+            // overflow or this sees what to do (or both: `then_once`).
+            fence(Ordering::SeqCst);
+            self.then_once();
+        }
+    }
+
+    /// Does what to do, if it is said yet, unless it was done.
+    fn then_once(&self) {
+        if let Some(end) = self.then.get() {
+            if !self.done.swap(true, Ordering::SeqCst) {
                 end();
             }
         }
@@ -231,15 +244,16 @@ impl ServerConnection {
     /// What to do when the peer stops reading and the outbox fills up
     /// (from then on nothing more is queued): typically shut the socket
     /// down, so that the reader sees the end and the writer stops waiting.
-    /// Runs once, on the thread that found the outbox full.
+    /// Runs once, on the thread that found the outbox full (or on this
+    /// one, if it overflowed already). Only the first call sets it.
     pub fn on_overflow(&self, end: impl Fn() + Send + Sync + 'static) {
         if let Some(o) = &self.overflow {
             let _ = o.then.set(Box::new(end));
+            fence(Ordering::SeqCst);
             if o.happened.load(Ordering::SeqCst) {
-                // It overflowed before anyone was told what to do.
-                if let Some(end) = o.then.get() {
-                    end();
-                }
+                // It overflowed before anyone was told what to do (or
+                // while this was said: whoever comes second does nothing).
+                o.then_once();
             }
         }
     }

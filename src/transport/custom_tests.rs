@@ -244,3 +244,25 @@ fn a_reader_with_room_stops_once_the_writer_is_gone() {
         "not even initialize was taken in"
     );
 }
+
+#[test]
+fn what_to_do_on_overflow_runs_once_whoever_comes_to_it() {
+    use std::sync::atomic::AtomicUsize;
+    let (conn, _outbox) = ServerConnection::open(&engine(), ConnectionOptions::default());
+    let overflow = conn.overflow.clone().unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    // The race, one step at a time: a handler finds the outbox full…
+    overflow.happened.store(true, Ordering::SeqCst);
+    // …the transport says what to do, sees the overflow and does it…
+    conn.on_overflow(move || {
+        counted.fetch_add(1, Ordering::SeqCst);
+    });
+    // …and the handler, going on, finds what to do said.
+    overflow.then_once();
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    // A second overflow, or a second word, does nothing more.
+    overflow.trip(1);
+    conn.on_overflow(|| panic!("only the first is kept"));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
