@@ -4,7 +4,9 @@
 use super::checks::{self, origin_allowed, reject};
 use super::listener::Handler;
 use super::stateless;
-use super::streams::{Attached, EventId, Frame, ResumeError, SessionStreams, STANDALONE};
+use super::streams::{
+    Attached, EventId, Frame, LogBudget, ResumeError, SessionStreams, STANDALONE,
+};
 use super::wire::{write_head_response, write_response, ChunkedWriter, Framing, Request, Response};
 use super::{AllowList, HttpOptions, ResponseMode};
 use crate::jsonrpc::{self, ErrorObject, Message, Parsed};
@@ -27,6 +29,8 @@ pub(crate) struct Endpoint {
     opts: HttpOptions,
     sessions: Arc<SessionTable<SessionStreams>>,
     access: Arc<RwLock<Arc<Access>>>,
+    /// The bytes of events its sessions keep for resumption, together.
+    log_budget: Arc<LogBudget>,
 }
 
 /// Who may use an endpoint: its Host and Origin allow lists and the
@@ -139,6 +143,7 @@ impl Endpoint {
     ) -> Self {
         Endpoint {
             engine,
+            log_budget: Arc::new(LogBudget::new(opts.event_log_total_bytes)),
             opts,
             sessions,
             access,
@@ -249,6 +254,7 @@ impl Endpoint {
                 let s = SessionStreams::new(
                     self.opts.event_log_capacity,
                     self.opts.event_log_bytes,
+                    self.log_budget.clone(),
                     json_only,
                     move |sink| bound(engine.open_session(sink), owner),
                 );
@@ -572,61 +578,65 @@ impl Endpoint {
         // must reconnect before any did is told one to resume from.
         let mut wrote_id = false;
         let mut delivered_end = false;
-        // What this stream missed comes first; the priming event after it
-        // (it is written with it, at once), under an id no event has.
-        for frame in attached.replay {
-            if let Frame::Event { id, data, last } = frame {
-                write_event(&mut out, id, &data);
-                wrote_id = true;
-                delivered_end |= last;
-            }
-        }
-        if prime && primes && !delivered_end {
-            let id = EventId(attached.stream, attached.prime_seq);
-            let _ = write!(out, "id: {id}\nretry: {retry_ms}\ndata: \n\n");
-            wrote_id = true;
-        }
+        let replay = attached.replay;
         let mut pending = first;
-        let result: io::Result<()> = (|| loop {
-            if delivered_end {
-                return Ok(());
-            }
-            let frame = match pending.take() {
-                Some(f) => f,
-                None => {
-                    if !out.is_empty() {
-                        w.chunk(&out)?;
-                        out.clear();
-                    }
-                    match attached.rx.recv_timeout(self.opts.sse_keepalive) {
-                        Ok(f) => f,
-                        Err(RecvTimeoutError::Timeout) => {
-                            w.chunk(b": keep-alive\n\n")?;
-                            continue;
-                        }
-                        // The session ended: close the stream.
-                        Err(RecvTimeoutError::Disconnected) => return Ok(()),
-                    }
-                }
-            };
-            match frame {
-                Frame::Event { id, data, last } => {
-                    write_event(&mut out, id, &data);
+        let result: io::Result<()> = (|| {
+            // What this stream missed comes first; the priming event after
+            // it (written with it, at once), under an id no event has.
+            for frame in replay {
+                if let Frame::Event { id, data, last } = frame {
+                    write_event(&mut w, &mut out, id, &data)?;
                     wrote_id = true;
-                    delivered_end = last;
+                    delivered_end |= last;
                 }
-                Frame::End => delivered_end = true,
-                Frame::Reconnect(retry) => {
-                    // SSE polling: tell the client when to come back, then
-                    // close. The client resumes from the last id it got
-                    // here; only if none went out is it given the priming
-                    // id (never an event's: ids are unique in a session).
-                    if !wrote_id {
-                        let id = EventId(attached.stream, attached.prime_seq);
-                        let _ = write!(out, "id: {id}\ndata: \n\n");
-                    }
-                    let _ = write!(out, "retry: {}\n\n", retry.as_millis());
+            }
+            if prime && primes && !delivered_end {
+                let id = EventId(attached.stream, attached.prime_seq);
+                let _ = write!(out, "id: {id}\nretry: {retry_ms}\ndata: \n\n");
+                wrote_id = true;
+            }
+            loop {
+                if delivered_end {
                     return Ok(());
+                }
+                let frame = match pending.take() {
+                    Some(f) => f,
+                    None => {
+                        if !out.is_empty() {
+                            w.chunk(&out)?;
+                            out.clear();
+                        }
+                        match attached.rx.recv_timeout(self.opts.sse_keepalive) {
+                            Ok(f) => f,
+                            Err(RecvTimeoutError::Timeout) => {
+                                w.chunk(b": keep-alive\n\n")?;
+                                continue;
+                            }
+                            // The session ended: close the stream.
+                            Err(RecvTimeoutError::Disconnected) => return Ok(()),
+                        }
+                    }
+                };
+                match frame {
+                    Frame::Event { id, data, last } => {
+                        write_event(&mut w, &mut out, id, &data)?;
+                        wrote_id = true;
+                        delivered_end = last;
+                    }
+                    Frame::End => delivered_end = true,
+                    Frame::Reconnect(retry) => {
+                        // SSE polling: tell the client when to come back,
+                        // then close. The client resumes from the last id it
+                        // got here; only if none went out is it given the
+                        // priming id (never an event's: ids are unique in a
+                        // session).
+                        if !wrote_id {
+                            let id = EventId(attached.stream, attached.prime_seq);
+                            let _ = write!(out, "id: {id}\ndata: \n\n");
+                        }
+                        let _ = write!(out, "retry: {}\n\n", retry.as_millis());
+                        return Ok(());
+                    }
                 }
             }
         })();
@@ -671,9 +681,38 @@ fn next_frame(rx: &Receiver<Frame>, stream: &TcpStream) -> Result<Frame, Unanswe
     }
 }
 
-/// One message of an SSE stream.
-fn write_event(out: &mut Vec<u8>, id: EventId, data: &str) {
-    let _ = write!(out, "id: {id}\nevent: message\ndata: {data}\n\n");
+/// Bytes of SSE text gathered for one write at most: past it they are
+/// written (a long replay is not gathered whole), and an event's data
+/// larger than it is written as it is, not copied: a connection holds
+/// about this much of its own, however much it replays (many connections
+/// resuming a large answer at once hold no copy each).
+const GATHER_AT_MOST: usize = 64 * 1024;
+
+/// Adds one message of an SSE stream to `out`, writing what is gathered
+/// past [`GATHER_AT_MOST`]. The event's last bytes stay in `out`.
+fn write_event<W: Write>(
+    w: &mut ChunkedWriter<W>,
+    out: &mut Vec<u8>,
+    id: EventId,
+    data: &str,
+) -> io::Result<()> {
+    let _ = write!(out, "id: {id}\nevent: message\ndata: ");
+    if data.len() > GATHER_AT_MOST {
+        w.chunk(out)?;
+        out.clear();
+        w.chunk(data.as_bytes())?;
+    } else {
+        out.extend_from_slice(data.as_bytes());
+    }
+    out.extend_from_slice(b"\n\n");
+    if out.len() > GATHER_AT_MOST {
+        // All but the event's end: the stream's last bytes go after the
+        // release (see `SessionStreams::release`).
+        let keep = out.len() - 2;
+        w.chunk(&out[..keep])?;
+        out.drain(..keep);
+    }
+    Ok(())
 }
 
 /// `session` bound to the credential its requests come with, if any: the
@@ -696,4 +735,54 @@ fn refused(e: jsonrpc::ParseError) -> Response {
 
 fn is_health(req: &Request) -> bool {
     req.path == "/healthz" && matches!(req.method.as_str(), "GET" | "HEAD")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The writes a connection makes, as they are made.
+    #[derive(Default)]
+    struct Writes(Vec<Vec<u8>>);
+
+    impl Write for &mut Writes {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.push(buf.to_vec());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_long_replay_is_written_as_it_goes_and_a_large_event_is_not_copied() {
+        let mut writes = Writes::default();
+        let framing = Framing {
+            keep_alive: true,
+            chunked: true,
+        };
+        let mut out = Vec::new();
+        let large = "y".repeat(4 * GATHER_AT_MOST);
+        {
+            let mut w = ChunkedWriter::start(&mut writes, 200, &[], framing).unwrap();
+            let small = "x".repeat(1000);
+            for seq in 1..=200 {
+                write_event(&mut w, &mut out, EventId(1, seq), &small).unwrap();
+                assert!(out.len() <= GATHER_AT_MOST + 1100, "{} gathered", out.len());
+            }
+            write_event(&mut w, &mut out, EventId(1, 201), &large).unwrap();
+        }
+        assert!(out.len() < 64, "the large data is not gathered");
+        assert!(out.ends_with(b"\n\n"), "the event's end waits");
+        // Past the head, about 200 KB in a few writes of at most the
+        // gathering size (each with its chunk's size line), and the large
+        // data in one write of its own.
+        let body = &writes.0[1..];
+        assert!(body.len() > 3, "{} writes", body.len());
+        assert!(body.iter().any(|b| b.len() == large.len()));
+        assert!(body
+            .iter()
+            .all(|b| b.len() <= GATHER_AT_MOST + 1100 || b.len() == large.len()));
+    }
 }

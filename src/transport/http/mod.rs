@@ -60,6 +60,12 @@ pub const DEFAULT_EVENT_LOG_CAPACITY: usize = 1024;
 /// oldest go first past it (the newest is always kept), so a session's log
 /// is bounded in memory, not only in count.
 pub const DEFAULT_EVENT_LOG_BYTES: usize = 16 * 1024 * 1024;
+/// Default bytes of events kept for resumption by all of a listener's
+/// sessions together: 256 MiB. Past it, a session that logs an event keeps
+/// only its newest, so that the sessions a listener holds (up to
+/// [`DEFAULT_MAX_SESSIONS`](crate::transport::session_table::DEFAULT_MAX_SESSIONS))
+/// cannot each keep their own most.
+pub const DEFAULT_EVENT_LOG_TOTAL_BYTES: usize = 256 * 1024 * 1024;
 
 /// How a POSTed request is answered.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -121,6 +127,9 @@ pub struct HttpOptions {
     /// Bytes of events kept per session for resumption (default
     /// [`DEFAULT_EVENT_LOG_BYTES`]).
     pub event_log_bytes: usize,
+    /// Bytes of events kept for resumption by all sessions together
+    /// (default [`DEFAULT_EVENT_LOG_TOTAL_BYTES`]).
+    pub event_log_total_bytes: usize,
     /// Clock of session expiry (default: the system clock).
     pub clock: Arc<dyn Clock>,
 }
@@ -152,6 +161,7 @@ impl Default for HttpOptions {
             sse_keepalive: DEFAULT_SSE_KEEPALIVE,
             event_log_capacity: DEFAULT_EVENT_LOG_CAPACITY,
             event_log_bytes: DEFAULT_EVENT_LOG_BYTES,
+            event_log_total_bytes: DEFAULT_EVENT_LOG_TOTAL_BYTES,
             clock: Arc::new(SystemClock),
         }
     }

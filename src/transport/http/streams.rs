@@ -14,7 +14,7 @@ use crate::transport::session_table::Expirable;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::collections::VecDeque;
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
@@ -93,6 +93,43 @@ impl Stream {
     }
 }
 
+/// The bytes of events that all of a listener's sessions keep for
+/// resumption together, against its most
+/// ([`HttpOptions::event_log_total_bytes`](super::HttpOptions::event_log_total_bytes)):
+/// past it, a session that logs an event first drops its own oldest (all
+/// but its newest), so that many sessions cannot each keep their own most.
+#[derive(Debug)]
+pub(crate) struct LogBudget {
+    used: AtomicUsize,
+    max: usize,
+}
+
+impl LogBudget {
+    /// A budget of `max` bytes.
+    pub(crate) fn new(max: usize) -> LogBudget {
+        LogBudget {
+            used: AtomicUsize::new(0),
+            max,
+        }
+    }
+
+    /// Bytes kept now.
+    pub(crate) fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    fn over(&self) -> bool {
+        self.used() > self.max
+    }
+}
+
+impl Default for LogBudget {
+    /// No limit.
+    fn default() -> Self {
+        LogBudget::new(usize::MAX)
+    }
+}
+
 #[derive(Default)]
 struct Streams {
     next_id: u64,
@@ -103,8 +140,9 @@ struct Streams {
     map: FastMap<u64, Stream>,
     // (stream, seq) in logging order, for evicting the oldest events.
     order: VecDeque<(u64, u64)>,
-    // Bytes of the events in the logs.
+    // Bytes of the events in the logs (counted in `budget` too).
     bytes: usize,
+    budget: Arc<LogBudget>,
     closed: bool,
 }
 
@@ -151,10 +189,11 @@ static TOKENS: AtomicU64 = AtomicU64::new(1);
 impl SessionStreams {
     /// A session whose engine side is opened by `open` with the standalone
     /// stream's sink; its log keeps at most `capacity` events and, past
-    /// `max_bytes` of them, only the newest.
+    /// `max_bytes` of them or past the listener's `budget`, only the newest.
     pub fn new(
         capacity: usize,
         max_bytes: usize,
+        budget: Arc<LogBudget>,
         json_only: bool,
         open: impl FnOnce(Arc<dyn Sink>) -> Arc<Session>,
     ) -> Arc<SessionStreams> {
@@ -167,6 +206,7 @@ impl SessionStreams {
         });
         {
             let mut st = s.lock();
+            st.budget = budget;
             st.standalone = Some(Stream::new());
             st.next_id = STANDALONE + 1;
         }
@@ -338,7 +378,7 @@ impl SessionStreams {
                     s.forwarded = seq;
                 }
                 st.order.push_back((stream, seq));
-                st.bytes += len;
+                st.logged(len);
                 st.evict(capacity, max_bytes);
                 return;
             }
@@ -416,7 +456,7 @@ impl Streams {
             return;
         }
         if let Some(s) = self.map.remove(&stream) {
-            self.bytes -= s.log.iter().map(|(_, d, _)| d.len()).sum::<usize>();
+            self.freed(s.log.iter().map(|(_, d, _)| d.len()).sum::<usize>());
             self.order.retain(|(sid, _)| *sid != stream);
             self.shrink();
         }
@@ -435,10 +475,25 @@ impl Streams {
         }
     }
 
+    /// `len` bytes of events were logged.
+    fn logged(&mut self, len: usize) {
+        self.bytes += len;
+        self.budget.used.fetch_add(len, Ordering::Relaxed);
+    }
+
+    /// `len` bytes of events were dropped.
+    fn freed(&mut self, len: usize) {
+        self.bytes -= len;
+        self.budget.used.fetch_sub(len, Ordering::Relaxed);
+    }
+
     /// Drops the oldest events while more than `capacity` are kept, or more
-    /// than `max_bytes` of them (but the newest).
+    /// than `max_bytes` of them, or the listener's sessions keep more than
+    /// their budget (but the newest).
     fn evict(&mut self, capacity: usize, max_bytes: usize) {
-        while self.order.len() > capacity || (self.bytes > max_bytes && self.order.len() > 1) {
+        while self.order.len() > capacity
+            || (self.order.len() > 1 && (self.bytes > max_bytes || self.budget.over()))
+        {
             let Some((sid, seq)) = self.order.pop_front() else {
                 break;
             };
@@ -452,11 +507,19 @@ impl Streams {
                 }
                 None => false,
             };
-            self.bytes -= freed;
+            self.freed(freed);
             if remove {
                 self.map.remove(&sid);
             }
         }
+    }
+}
+
+impl Drop for Streams {
+    /// What a session that is gone still kept leaves the listener's budget.
+    fn drop(&mut self) {
+        let kept = self.bytes;
+        self.freed(kept);
     }
 }
 
@@ -475,6 +538,8 @@ impl Expirable for SessionStreams {
             st.map.clear();
             st.standalone = None;
             st.order.clear();
+            let kept = st.bytes;
+            st.freed(kept);
         }
         self.mcp().close();
     }
@@ -523,6 +588,16 @@ impl Sink for StreamSink {
 mod tests {
     use super::*;
 
+    impl Streams {
+        /// A session's streams as `SessionStreams::new` makes them.
+        fn open(budget: Arc<LogBudget>) -> Streams {
+            let mut st = Streams::default();
+            st.budget = budget;
+            st.standalone = Some(Stream::new());
+            st
+        }
+    }
+
     #[test]
     fn a_reader_that_falls_a_whole_queue_behind_is_detached() {
         let (tx, rx) = crossbeam_channel::unbounded();
@@ -544,10 +619,7 @@ mod tests {
 
     #[test]
     fn the_log_keeps_its_bytes_under_the_budget_but_always_the_newest() {
-        let mut st = Streams {
-            standalone: Some(Stream::new()),
-            ..Default::default()
-        };
+        let mut st = Streams::open(Arc::default());
         st.map.insert(1, Stream::new());
         // Events of 100 bytes, alternating between two streams, logged as
         // `push` logs them.
@@ -558,7 +630,7 @@ mod tests {
                 .log
                 .push_back((seq, data, false));
             st.order.push_back((stream, seq));
-            st.bytes += len;
+            st.logged(len);
             st.evict(1024, 1000);
         };
         for seq in 1..=50 {
@@ -579,10 +651,7 @@ mod tests {
 
     #[test]
     fn a_finished_stream_evicted_while_written_goes_when_released() {
-        let mut st = Streams {
-            standalone: Some(Stream::new()),
-            ..Default::default()
-        };
+        let mut st = Streams::open(Arc::default());
         let (tx, _rx) = crossbeam_channel::unbounded();
         let mut answered = Stream::new();
         answered.live = Some((7, tx, None));
@@ -590,7 +659,7 @@ mod tests {
         answered.log.push_back((1, Arc::from("answer"), true));
         st.map.insert(1, answered);
         st.order.push_back((1, 1));
-        st.bytes = 6;
+        st.logged(6);
         // Evicted while its connection writes it: kept for the writer.
         st.evict(0, 0);
         assert!(st.map.contains_key(&1));
@@ -599,6 +668,44 @@ mod tests {
         st.release(1, 7);
         assert!(st.map.is_empty(), "released with nothing to resume: gone");
         assert_eq!(st.bytes, 0);
+    }
+
+    #[test]
+    fn sessions_over_the_listener_s_budget_keep_only_their_newest_event() {
+        let budget = Arc::new(LogBudget::new(1000));
+        let session = || Streams::open(budget.clone());
+        let log = |st: &mut Streams, seq: u64, len: usize| {
+            let data: Arc<str> = Arc::from("x".repeat(len));
+            st.standalone
+                .as_mut()
+                .unwrap()
+                .log
+                .push_back((seq, data, false));
+            st.order.push_back((STANDALONE, seq));
+            st.logged(len);
+            st.evict(1024, 16 * 1024);
+        };
+        // One session fills the budget within its own most.
+        let mut first = session();
+        for seq in 1..=10 {
+            log(&mut first, seq, 100);
+        }
+        assert_eq!((first.order.len(), budget.used()), (10, 1000));
+        // Another that logs past it keeps only its newest each time.
+        let mut second = session();
+        for seq in 1..=5 {
+            log(&mut second, seq, 100);
+            assert_eq!(second.order.len(), 1, "event {seq}");
+        }
+        assert_eq!(budget.used(), 1100);
+        // The first, logging again, gives back down to the budget.
+        log(&mut first, 11, 100);
+        assert_eq!((first.order.len(), budget.used()), (9, 1000));
+        // Sessions that go give back all they kept.
+        drop(first);
+        assert_eq!(budget.used(), 100);
+        drop(second);
+        assert_eq!(budget.used(), 0);
     }
 
     #[test]
