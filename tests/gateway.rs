@@ -884,6 +884,62 @@ fn a_per_session_upstream_gives_each_session_its_own_child_until_the_session_end
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A `perSession` upstream whose session connection never answers
+/// `initialize` holds its session's calls no longer than their
+/// `timeoutMs`, not the 30 s a start may take each, and they share one
+/// start: one child, not one a call.
+#[test]
+fn a_per_session_start_that_hangs_holds_its_calls_no_longer_than_their_timeout() {
+    let dir = scratch("gateway-per-session-hang");
+    // The first child (the shared one, which lists) is the conformance
+    // example; every later one (a session's own) never answers.
+    let script = "mkdir \"$0\" 2>/dev/null && exec \"$1\"; exec sleep 600";
+    let first = dir.join("first");
+    let conformance = common::example("conformance");
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "handlerThreads": 2,
+        "mcpServers": {"conf": {
+            "command": "/bin/sh",
+            "args": ["-c", script, first.to_str().unwrap(), conformance.to_str().unwrap()],
+            "perSession": true,
+            "timeoutMs": 1000,
+        }},
+    });
+    let g = start(&dir, &config);
+    let daemon = g.child.id();
+    let c = Client::connect(Connection::http(&g.url).unwrap(), ClientOptions::default()).unwrap();
+    until(&c, "the upstream's tools", |n| {
+        n.iter().any(|t| t == "conf__test_simple_text")
+    });
+    let began = Instant::now();
+    // More calls than handler threads: each waits its second and frees
+    // its thread for the next.
+    let client = &c;
+    let answers: Vec<Value> = std::thread::scope(|s| {
+        let calls: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(move || {
+                    client
+                        .call_tool("conf__test_simple_text", json!({}))
+                        .unwrap()
+                })
+            })
+            .collect();
+        calls.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let took = began.elapsed();
+    assert!(took < Duration::from_secs(15), "{took:?}");
+    for r in &answers {
+        assert_eq!(r["isError"], true, "{r}");
+        assert!(text(r).contains("did not start within 1000 ms"), "{r}");
+    }
+    // One start for them all, still under way.
+    assert_eq!(upstream_pids(daemon, "sleep").len(), 1);
+    c.close();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn an_upstream_whose_helper_holds_its_output_is_still_seen_to_exit_and_its_helpers_go_too() {
     let dir = scratch("gateway-holder");

@@ -8,25 +8,244 @@
 //! error saying so), never served on another user's connection. The
 //! session's roots are the connection's: asked of the session's client
 //! whenever the upstream asks, and their changes passed on.
+//!
+//! A start runs on a thread of its own, one at a time a session: the
+//! session's calls (the one that started it too) wait for it as long as
+//! their `timeoutMs` (and `maxTotalTimeoutMs`) allow, or until they are
+//! cancelled, and hold no lock meanwhile. A start that fails is the answer
+//! of every call that waited for it, and of the session's calls for
+//! [`START_BACKOFF`] after, before one is tried again.
 
 use super::proxy::Link;
 use super::upstream;
-use crate::client::{Client, ClientOptions};
-use crate::protocol::SessionWatcher;
+use crate::client::ClientOptions;
+use crate::protocol::{CancelToken, SessionWatcher};
 use crate::server::Server;
 use crate::service::config::UpstreamConfig;
 use crate::sync::lock;
 use crate::Context;
+use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-/// A session's connection, started at most once at a time.
-#[derive(Default)]
-struct Slot {
-    link: Option<Arc<Link>>,
-    /// The session has ended: nothing is started for it any more.
-    ended: bool,
+/// How long a session's connection that failed to start is not started
+/// again: meanwhile the session's calls get that failure at once (an
+/// upstream that cannot start is not spawned anew for each call).
+pub const START_BACKOFF: Duration = Duration::from_secs(2);
+
+/// What a slot holds: a connection that may exit, closed when its session
+/// ends.
+trait SlotConnection: Clone + Send + 'static {
+    fn is_closed(&self) -> bool;
+    fn close(&self);
+}
+
+impl SlotConnection for Arc<Link> {
+    fn is_closed(&self) -> bool {
+        self.client.is_closed()
+    }
+    fn close(&self) {
+        self.client.close();
+    }
+}
+
+/// A start of a connection, run on a thread of its own.
+type Start<C> = Box<dyn FnOnce() -> Result<C, String> + Send>;
+
+/// A session's connection, started at most once at a time. No start, and
+/// no close, runs under its lock.
+struct Slot<C> {
+    state: Mutex<State<C>>,
+    /// [`START_BACKOFF`] (tests choose their own).
+    backoff: Duration,
+    /// Waits begun on a start (tests order their threads by it).
+    waits: AtomicUsize,
+}
+
+enum State<C> {
+    /// Never started.
+    Idle,
+    /// A start under way: `done` is disconnected when the state changes
+    /// (its sender, kept here, dropped), which wakes every waiter.
+    Starting {
+        done: Receiver<()>,
+        _wake: Sender<()>,
+    },
+    Ready(C),
+    /// The last start failed, `at` then.
+    Failed {
+        error: String,
+        at: Instant,
+    },
+    /// The session has ended (or the upstream stops): nothing is started
+    /// for it any more.
+    Ended,
+}
+
+/// Why a slot gave no connection.
+#[derive(Debug, PartialEq)]
+enum Unavailable {
+    /// The session has ended.
+    Ended,
+    /// Its start failed (the one waited for, or one within the backoff).
+    Failed(String),
+    /// The call was cancelled while it waited for the start.
+    Cancelled,
+    /// The call's time ran out while it waited for the start.
+    TimedOut,
+}
+
+impl<C: SlotConnection> Slot<C> {
+    fn new(backoff: Duration) -> Slot<C> {
+        Slot {
+            state: Mutex::new(State::Idle),
+            backoff,
+            waits: AtomicUsize::new(0),
+        }
+    }
+
+    /// The slot's connection: the one it has, else the outcome of a start
+    /// (the one under way, or one made by `starter` when there is none,
+    /// the last connection exited, or the last failure is past the
+    /// backoff), waited for until `cancel` or `limit` from now. `name` and
+    /// `session` are for the log.
+    fn get(
+        self: &Arc<Self>,
+        mut starter: impl FnMut() -> Start<C>,
+        cancel: &CancelToken,
+        limit: Duration,
+        name: &str,
+        session: &str,
+    ) -> Result<C, Unavailable> {
+        // Made when a wait begins (most calls find the connection ready).
+        let mut bounds: Option<(Receiver<()>, Instant)> = None;
+        loop {
+            let mut state = lock(&self.state);
+            let (done, replaced) = match &*state {
+                State::Ended => return Err(Unavailable::Ended),
+                State::Ready(c) if !c.is_closed() => return Ok(c.clone()),
+                State::Failed { error, at } if at.elapsed() < self.backoff => {
+                    return Err(Unavailable::Failed(error.clone()))
+                }
+                State::Starting { done, .. } => (done.clone(), None),
+                // None yet, the last one exited, or its failure is old.
+                _ => {
+                    let (wake, done) = crossbeam_channel::bounded(0);
+                    let starting = State::Starting {
+                        done: done.clone(),
+                        _wake: wake,
+                    };
+                    (done, Some(std::mem::replace(&mut *state, starting)))
+                }
+            };
+            drop(state);
+            if let Some(old) = replaced {
+                // Dropped here, not under the lock (the last handle of an
+                // exited client closes it).
+                let exited = matches!(old, State::Ready(_));
+                drop(old);
+                if exited {
+                    log::warn!(
+                        "upstream {name}: the connection of session {} exited; starting it again",
+                        crate::protocol::session_log_name(session)
+                    );
+                }
+                self.launch(starter());
+            }
+            self.waits.fetch_add(1, Ordering::Relaxed);
+            let (cancelled, deadline) = &*bounds
+                .get_or_insert_with(|| (cancel.receiver(), crate::wait::deadline_in(limit)));
+            let left = deadline.saturating_duration_since(Instant::now());
+            crossbeam_channel::select! {
+                recv(done) -> _ => {}
+                recv(cancelled) -> _ => return Err(Unavailable::Cancelled),
+                default(left) => return Err(Unavailable::TimedOut),
+            }
+            match &*lock(&self.state) {
+                // Even if it has exited since: the call says so.
+                State::Ready(c) => return Ok(c.clone()),
+                // The start waited for failed: its failure is every
+                // waiter's, however old.
+                State::Failed { error, .. } => return Err(Unavailable::Failed(error.clone())),
+                State::Ended => return Err(Unavailable::Ended),
+                // A start after it: waited for in turn.
+                State::Starting { .. } | State::Idle => {}
+            }
+        }
+    }
+
+    /// Runs `start` on a thread of its own (on this one if none can be
+    /// had), its outcome becoming the slot's.
+    fn launch(self: &Arc<Self>, start: Start<C>) {
+        let job = Arc::new(Mutex::new(Some(start)));
+        let (slot, theirs) = (self.clone(), job.clone());
+        let spawned = std::thread::Builder::new()
+            .name("mcpvisor-upstream-start".into())
+            .spawn(move || {
+                let start = lock(&theirs).take();
+                if let Some(start) = start {
+                    slot.finish(run(start));
+                }
+            });
+        if spawned.is_err() {
+            let start = lock(&job).take();
+            if let Some(start) = start {
+                self.finish(run(start));
+            }
+        }
+    }
+
+    /// A start's outcome, which wakes its waiters. A connection started
+    /// for a slot that has ended meanwhile is closed, not kept.
+    fn finish(&self, outcome: Result<C, String>) {
+        let mut state = lock(&self.state);
+        if matches!(*state, State::Starting { .. }) {
+            *state = match outcome {
+                Ok(c) => State::Ready(c),
+                Err(error) => State::Failed {
+                    error,
+                    at: Instant::now(),
+                },
+            };
+            return;
+        }
+        drop(state);
+        if let Ok(c) = outcome {
+            c.close();
+        }
+    }
+
+    /// The connection once a start under way has ended (`None` if there
+    /// is none).
+    fn settled(&self) -> Option<C> {
+        loop {
+            let done = match &*lock(&self.state) {
+                State::Ready(c) => return Some(c.clone()),
+                State::Starting { done, .. } => done.clone(),
+                _ => return None,
+            };
+            let _ = done.recv();
+        }
+    }
+
+    /// Ends the slot: no start after this, its waiters woken, and its
+    /// connection (if any) closed; one still starting is closed when it
+    /// comes.
+    fn end(&self) {
+        let old = std::mem::replace(&mut *lock(&self.state), State::Ended);
+        if let State::Ready(c) = old {
+            c.close();
+        }
+    }
+}
+
+/// `start`'s outcome; a panic is a failure (its waiters must hear of it).
+fn run<C: 'static>(start: Start<C>) -> Result<C, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(start))
+        .unwrap_or_else(|_| Err("the start of the connection panicked".to_owned()))
 }
 
 /// The per-session connections of one life of one upstream.
@@ -40,7 +259,7 @@ pub(crate) struct Sessions {
 #[derive(Default)]
 struct Slots {
     stopped: bool,
-    by_session: HashMap<String, Arc<Mutex<Slot>>>,
+    by_session: HashMap<String, Arc<Slot<Arc<Link>>>>,
     /// The threads stopping the connections of ended sessions, which the
     /// upstream's stop waits for.
     closing: Vec<std::thread::JoinHandle<()>>,
@@ -100,7 +319,8 @@ impl Sessions {
     }
 
     /// The connection of `ctx`'s session, started if it has none (or its
-    /// last one exited). Only this session's calls wait for the start.
+    /// last one exited). Only this session's calls wait for the start, as
+    /// long as the call's timeout allows and until it is cancelled.
     pub(crate) fn link(&self, ctx: &Context) -> Result<Arc<Link>, String> {
         let name = &self.cfg.name;
         let session = ctx.session_id();
@@ -126,31 +346,39 @@ impl Sessions {
                 None => slots
                     .by_session
                     .entry(session.to_owned())
-                    .or_default()
+                    .or_insert_with(|| Arc::new(Slot::new(START_BACKOFF)))
                     .clone(),
             }
         };
-        let mut slot = lock(&slot);
-        if slot.ended {
-            return Err(format!("upstream {name}: the session has ended"));
-        }
-        if let Some(link) = &slot.link {
-            if !link.client.is_closed() {
-                return Ok(link.clone());
+        // What a relayed call may take, progress aside.
+        let limit = match self.cfg.max_total_timeout {
+            Some(total) => total.min(self.cfg.timeout),
+            None => self.cfg.timeout,
+        };
+        slot.get(
+            || self.start(ctx),
+            &ctx.cancel_token(),
+            limit,
+            name,
+            session,
+        )
+        .map_err(|why| match why {
+            Unavailable::Ended => format!("upstream {name}: the session has ended"),
+            Unavailable::Failed(e) => e,
+            Unavailable::Cancelled => {
+                format!("upstream {name}: cancelled while the session's connection started")
             }
-            log::warn!(
-                "upstream {name}: the connection of session {} exited; starting it again",
-                crate::protocol::session_log_name(session)
-            );
-        }
-        let link = Arc::new(Link::new(&self.cfg, self.start(ctx)?));
-        slot.link = Some(link.clone());
-        Ok(link)
+            Unavailable::TimedOut => format!(
+                "upstream {name}: the session's connection did not start within {} ms",
+                limit.as_millis()
+            ),
+        })
     }
 
-    /// A new connection for `ctx`'s session, declaring the capabilities its
-    /// client declared (so the upstream asks only for what it can do).
-    fn start(&self, ctx: &Context) -> Result<Client, String> {
+    /// A start of a new connection for `ctx`'s session, declaring the
+    /// capabilities its client declared (so the upstream asks only for
+    /// what it can do).
+    fn start(&self, ctx: &Context) -> Start<Arc<Link>> {
         let session = ctx.session_id().to_owned();
         let label = format!(
             "upstream {} session {}",
@@ -192,14 +420,17 @@ impl Sessions {
             })),
             ..upstream::client_options(&self.cfg)
         };
-        let client = upstream::connect(&self.cfg, &label, options)?;
-        // All it logs reaches us; the session's own level filters it.
-        if client.server_capabilities().get("logging").is_some() {
-            if let Err(e) = client.set_log_level(crate::LogLevel::Debug) {
-                log::warn!("{label}: logging/setLevel: {e}");
+        let cfg = self.cfg.clone();
+        Box::new(move || -> Result<Arc<Link>, String> {
+            let client = upstream::connect(&cfg, &label, options)?;
+            // All it logs reaches us; the session's own level filters it.
+            if client.server_capabilities().get("logging").is_some() {
+                if let Err(e) = client.set_log_level(crate::LogLevel::Debug) {
+                    log::warn!("{label}: logging/setLevel: {e}");
+                }
             }
-        }
-        Ok(client)
+            Ok(Arc::new(Link::new(&cfg, client)))
+        })
     }
 
     /// Stops every connection (the upstream's life ends) and starts no more.
@@ -219,9 +450,9 @@ impl Sessions {
                 let s = slot.clone();
                 let spawned = std::thread::Builder::new()
                     .name("mcpvisor-upstream-close".into())
-                    .spawn(move || end(&s));
+                    .spawn(move || s.end());
                 if spawned.is_err() {
-                    end(&slot);
+                    slot.end();
                 }
                 spawned.ok()
             })
@@ -232,21 +463,9 @@ impl Sessions {
     }
 }
 
-/// Ends a slot: no start after this, and its connection (if any) closed.
-fn end(slot: &Mutex<Slot>) {
-    let link = {
-        let mut slot = lock(slot);
-        slot.ended = true;
-        slot.link.take()
-    };
-    if let Some(l) = link {
-        l.client.close();
-    }
-}
-
 impl SessionWatcher for Sessions {
     /// Tells the session's connection, if it has one, from a thread of its
-    /// own: the slot may be held by a start (which then tells the new
+    /// own: it waits for a start under way (and then tells the new
     /// connection too: one notice more does no harm), and the write may
     /// wait for an upstream that reads slowly. Changes that come while it
     /// tells are told once more after it, by the same thread.
@@ -257,8 +476,7 @@ impl SessionWatcher for Sessions {
         };
         let told = self.telling_roots.run(id, move || {
             // Not under the slot's lock: the write may wait for the upstream.
-            let link = lock(&slot).link.clone();
-            if let Some(link) = link {
+            if let Some(link) = slot.settled() {
                 if let Err(e) = link.client.roots_changed() {
                     log::warn!(
                         "upstream {}: notifications/roots/list_changed: {e}",
@@ -278,18 +496,18 @@ impl SessionWatcher for Sessions {
             return;
         };
         slots.closing.retain(|c| !c.is_finished());
-        // Closing a child takes up to two grace periods, and a start in
-        // progress holds the slot: neither on the thread that closed the
-        // session.
+        // Closing a child takes up to two grace periods: not on the thread
+        // that closed the session. (A start still under way closes what it
+        // started when it ends.)
         let s = slot.clone();
         match std::thread::Builder::new()
             .name("mcpvisor-upstream-close".into())
-            .spawn(move || end(&s))
+            .spawn(move || s.end())
         {
             Ok(closing) => slots.closing.push(closing),
             Err(_) => {
                 drop(slots);
-                end(&slot);
+                slot.end();
             }
         }
     }
@@ -297,8 +515,252 @@ impl SessionWatcher for Sessions {
 
 #[cfg(test)]
 mod tests {
-    use super::OnePerKey;
-    use crossbeam_channel::{bounded, unbounded};
+    use super::{OnePerKey, Slot, SlotConnection, Start, Unavailable};
+    use crate::protocol::CancelToken;
+    use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// No limit a test reaches.
+    const LONG: Duration = Duration::from_secs(3600);
+
+    /// A connection that says (its `id`) when it is closed.
+    #[derive(Clone, Debug)]
+    struct Fake {
+        id: usize,
+        closed: Arc<AtomicBool>,
+        closes: Sender<usize>,
+    }
+
+    impl Fake {
+        fn new(id: usize, closes: &Sender<usize>) -> Fake {
+            Fake {
+                id,
+                closed: Arc::default(),
+                closes: closes.clone(),
+            }
+        }
+    }
+
+    impl SlotConnection for Fake {
+        fn is_closed(&self) -> bool {
+            self.closed.load(Ordering::SeqCst)
+        }
+        fn close(&self) {
+            if !self.closed.swap(true, Ordering::SeqCst) {
+                let _ = self.closes.send(self.id);
+            }
+        }
+    }
+
+    /// Starts that are counted, say they began, and end as the test sends
+    /// (or fail once it has dropped this).
+    struct Starts {
+        count: Arc<AtomicUsize>,
+        began_tx: Sender<()>,
+        began: Receiver<()>,
+        end: Sender<Result<Fake, String>>,
+        ends: Receiver<Result<Fake, String>>,
+    }
+
+    impl Starts {
+        fn new() -> Starts {
+            let (began_tx, began) = unbounded();
+            let (end, ends) = unbounded();
+            Starts {
+                count: Arc::default(),
+                began_tx,
+                began,
+                end,
+                ends,
+            }
+        }
+
+        /// A starter for [`Slot::get`].
+        fn starter(&self) -> impl FnMut() -> Start<Fake> + Send + 'static {
+            let (count, began, ends) =
+                (self.count.clone(), self.began_tx.clone(), self.ends.clone());
+            move || -> Start<Fake> {
+                count.fetch_add(1, Ordering::SeqCst);
+                let (began, ends) = (began.clone(), ends.clone());
+                Box::new(move || -> Result<Fake, String> {
+                    let _ = began.send(());
+                    ends.recv()
+                        .unwrap_or_else(|_| Err("the test is over".to_owned()))
+                })
+            }
+        }
+
+        fn count(&self) -> usize {
+            self.count.load(Ordering::SeqCst)
+        }
+    }
+
+    /// A call for `slot`'s connection on a thread of its own.
+    fn call(
+        slot: &Arc<Slot<Fake>>,
+        starts: &Starts,
+        cancel: &CancelToken,
+        limit: Duration,
+    ) -> std::thread::JoinHandle<Result<Fake, Unavailable>> {
+        let (slot, starter, cancel) = (slot.clone(), starts.starter(), cancel.clone());
+        std::thread::spawn(move || slot.get(starter, &cancel, limit, "up", "s"))
+    }
+
+    /// The same on this thread.
+    fn get(slot: &Arc<Slot<Fake>>, starts: &Starts, limit: Duration) -> Result<Fake, Unavailable> {
+        slot.get(starts.starter(), &CancelToken::new(), limit, "up", "s")
+    }
+
+    /// Until `n` waits on a start have begun in `slot`.
+    fn until_waiting(slot: &Slot<Fake>, n: usize) {
+        while slot.waits.load(Ordering::Relaxed) < n {
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn calls_during_a_start_wait_for_it_and_share_its_connection() {
+        let slot = Arc::new(Slot::<Fake>::new(LONG));
+        let starts = Starts::new();
+        let (closes_tx, closes) = unbounded();
+        let calls: Vec<_> = (0..4)
+            .map(|_| call(&slot, &starts, &CancelToken::new(), LONG))
+            .collect();
+        starts.began.recv().unwrap();
+        // All four wait (the one that started it too), on that one start.
+        until_waiting(&slot, 4);
+        starts.end.send(Ok(Fake::new(1, &closes_tx))).unwrap();
+        for c in calls {
+            assert_eq!(c.join().unwrap().unwrap().id, 1);
+        }
+        assert_eq!(starts.count(), 1);
+        assert!(starts.began.try_recv().is_err());
+        // Later calls get it at once; the session's end closes it, and
+        // nothing is started after.
+        assert_eq!(get(&slot, &starts, LONG).unwrap().id, 1);
+        slot.end();
+        assert_eq!(closes.try_recv(), Ok(1));
+        assert_eq!(get(&slot, &starts, LONG).unwrap_err(), Unavailable::Ended);
+        assert_eq!(starts.count(), 1);
+    }
+
+    #[test]
+    fn a_connection_that_exited_is_started_again_at_the_next_call() {
+        let slot = Arc::new(Slot::<Fake>::new(LONG));
+        let starts = Starts::new();
+        let (closes_tx, _closes) = unbounded();
+        starts.end.send(Ok(Fake::new(1, &closes_tx))).unwrap();
+        let first = get(&slot, &starts, LONG).unwrap();
+        assert_eq!(first.id, 1);
+        first.close();
+        starts.end.send(Ok(Fake::new(2, &closes_tx))).unwrap();
+        assert_eq!(get(&slot, &starts, LONG).unwrap().id, 2);
+        assert_eq!(starts.count(), 2);
+    }
+
+    #[test]
+    fn a_cancelled_or_timed_out_wait_returns_while_the_start_runs_on() {
+        let slot = Arc::new(Slot::<Fake>::new(LONG));
+        let starts = Starts::new();
+        let (closes_tx, _closes) = unbounded();
+        let first = CancelToken::new();
+        let starter = call(&slot, &starts, &first, LONG);
+        starts.began.recv().unwrap();
+        let waiter = call(&slot, &starts, &CancelToken::new(), LONG);
+        until_waiting(&slot, 2);
+        // The call that started it is cancelled: it returns, with the
+        // start still held.
+        first.cancel();
+        assert_eq!(starter.join().unwrap().unwrap_err(), Unavailable::Cancelled);
+        // So does a call whose time is up.
+        assert_eq!(
+            get(&slot, &starts, Duration::ZERO).unwrap_err(),
+            Unavailable::TimedOut
+        );
+        let cancelled = CancelToken::new();
+        cancelled.cancel();
+        assert_eq!(
+            slot.get(starts.starter(), &cancelled, LONG, "up", "s")
+                .unwrap_err(),
+            Unavailable::Cancelled
+        );
+        // The start goes on: its connection is the other waiter's, and
+        // the next call's.
+        starts.end.send(Ok(Fake::new(1, &closes_tx))).unwrap();
+        assert_eq!(waiter.join().unwrap().unwrap().id, 1);
+        assert_eq!(get(&slot, &starts, LONG).unwrap().id, 1);
+        assert_eq!(starts.count(), 1);
+    }
+
+    #[test]
+    fn a_failed_start_is_every_waiter_s_and_not_tried_again_within_the_backoff() {
+        let slot = Arc::new(Slot::<Fake>::new(LONG));
+        let starts = Starts::new();
+        let boom = || Unavailable::Failed("upstream up: cannot start: boom".to_owned());
+        let calls: Vec<_> = (0..3)
+            .map(|_| call(&slot, &starts, &CancelToken::new(), LONG))
+            .collect();
+        starts.began.recv().unwrap();
+        until_waiting(&slot, 3);
+        starts
+            .end
+            .send(Err("upstream up: cannot start: boom".to_owned()))
+            .unwrap();
+        for c in calls {
+            assert_eq!(c.join().unwrap().unwrap_err(), boom());
+        }
+        // Within the backoff: that failure at once, no start.
+        for _ in 0..3 {
+            assert_eq!(get(&slot, &starts, LONG).unwrap_err(), boom());
+        }
+        assert_eq!(starts.count(), 1);
+        assert!(starts.began.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_failed_start_is_tried_again_past_the_backoff() {
+        let slot = Arc::new(Slot::<Fake>::new(Duration::ZERO));
+        let starts = Starts::new();
+        let (closes_tx, _closes) = unbounded();
+        starts.end.send(Err("boom".to_owned())).unwrap();
+        assert_eq!(
+            get(&slot, &starts, LONG).unwrap_err(),
+            Unavailable::Failed("boom".to_owned())
+        );
+        starts.end.send(Ok(Fake::new(2, &closes_tx))).unwrap();
+        assert_eq!(get(&slot, &starts, LONG).unwrap().id, 2);
+        assert_eq!(starts.count(), 2);
+    }
+
+    #[test]
+    fn a_connection_started_for_a_session_that_ended_meanwhile_is_closed() {
+        let slot = Arc::new(Slot::<Fake>::new(LONG));
+        let starts = Starts::new();
+        let (closes_tx, closes) = unbounded();
+        let waiting = call(&slot, &starts, &CancelToken::new(), LONG);
+        starts.began.recv().unwrap();
+        until_waiting(&slot, 1);
+        // The session ends during the start: its call hears at once.
+        slot.end();
+        assert_eq!(waiting.join().unwrap().unwrap_err(), Unavailable::Ended);
+        // What the start brings is closed, not kept.
+        starts.end.send(Ok(Fake::new(1, &closes_tx))).unwrap();
+        assert_eq!(closes.recv_timeout(Duration::from_secs(30)), Ok(1));
+        assert_eq!(get(&slot, &starts, LONG).unwrap_err(), Unavailable::Ended);
+        assert_eq!(starts.count(), 1);
+    }
+
+    #[test]
+    fn a_start_that_panics_fails_its_waiters() {
+        let slot = Arc::new(Slot::<Fake>::new(LONG));
+        let starter = || -> Start<Fake> {
+            Box::new(|| -> Result<Fake, String> { panic!("a start that panics") })
+        };
+        let got = slot.get(starter, &CancelToken::new(), LONG, "up", "s");
+        assert!(matches!(got, Err(Unavailable::Failed(_))), "{got:?}");
+    }
 
     #[test]
     fn one_thread_a_key_runs_once_more_for_what_came_meanwhile() {
