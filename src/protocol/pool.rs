@@ -6,7 +6,7 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Once};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Once};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -105,7 +105,11 @@ const SPAWN_RETRY: Duration = Duration::from_millis(100);
 ///   whole [`WATCH_TICK`] (handlers that block rather than compute), it
 ///   wakes or starts one more thread, up to the pool's size. The
 ///   watchdog runs only while there is traffic and parks after 100 ms
-///   without, so an idle pool uses no CPU at all.
+///   without, so an idle pool uses no CPU at all; and at the pool's size,
+///   with every thread in a job (handlers blocked on slow upstreams or on
+///   their clients), a tick could neither wake nor start one, so it waits
+///   for a job to end instead of ticking (the thread that ends it takes
+///   the next queued job itself).
 ///
 /// Jobs catch their own panics (the engine turns them into -32603 errors);
 /// the pool catches any that escape too, so a thread never dies of one.
@@ -132,6 +136,11 @@ struct Inner {
     running: AtomicUsize,
     // Jobs taken so far: the watchdog's measure of progress.
     taken: AtomicU64,
+    // Jobs ended so far: what a watchdog waiting for one looks at.
+    ended: AtomicU64,
+    // The watchdog waits for a job to end (set under `state`'s lock): the
+    // thread that ends one wakes it.
+    awaiting_end: AtomicBool,
     // Running average of job durations, in nanoseconds (weight 1/8).
     job_nanos: AtomicU64,
     // When the latest job started, in nanoseconds since `epoch`.
@@ -149,6 +158,11 @@ struct Inner {
     refuse_spawns: AtomicBool,
     #[cfg(test)]
     spawn_tries: AtomicUsize,
+    // Test hooks: the watchdog's ticks, and its waits for a job to end.
+    #[cfg(test)]
+    watch_ticks: AtomicU64,
+    #[cfg(test)]
+    end_waits: AtomicU64,
     state: Mutex<State>,
     wake: Condvar,
     watch: Condvar,
@@ -184,6 +198,8 @@ impl Pool {
             parked: AtomicUsize::new(0),
             running: AtomicUsize::new(0),
             taken: AtomicU64::new(0),
+            ended: AtomicU64::new(0),
+            awaiting_end: AtomicBool::new(false),
             job_nanos: AtomicU64::new(FIRST_JOB_ESTIMATE.as_nanos() as u64),
             job_started: AtomicU64::new(0),
             epoch: Instant::now(),
@@ -194,6 +210,10 @@ impl Pool {
             refuse_spawns: AtomicBool::new(false),
             #[cfg(test)]
             spawn_tries: AtomicUsize::new(0),
+            #[cfg(test)]
+            watch_ticks: AtomicU64::new(0),
+            #[cfg(test)]
+            end_waits: AtomicU64::new(0),
             state: Mutex::new(State {
                 stopped: false,
                 watchdog: Watchdog::NotStarted,
@@ -275,7 +295,7 @@ impl Drop for Pool {
 }
 
 impl Inner {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -364,7 +384,9 @@ impl Inner {
 
     /// Every [`WATCH_TICK`]: if jobs are queued and none was taken since
     /// the last tick, wake or start one more thread. Parks after
-    /// [`WATCH_IDLE_TICKS`] ticks with nothing queued.
+    /// [`WATCH_IDLE_TICKS`] ticks with nothing queued; waits for a job to
+    /// end while jobs are queued but every thread of a full pool is in one
+    /// ([`Inner::full_and_busy`]).
     fn watchdog(self: Arc<Self>) {
         // Jobs taken so far and jobs queued, at the last tick.
         let (mut taken_then, mut queued_then) = (self.taken.load(Ordering::SeqCst), 0);
@@ -376,10 +398,22 @@ impl Inner {
                 .wait_timeout(state, WATCH_TICK)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
+            #[cfg(test)]
+            self.watch_ticks.fetch_add(1, Ordering::SeqCst);
+            // Read before looking at the threads: a job that ends after
+            // this is seen by `await_job_end`.
+            let ended = self.ended.load(Ordering::SeqCst);
             let taken = self.taken.load(Ordering::SeqCst);
             let queued = self.rx.len();
             if queued > 0 {
                 idle = 0;
+                if self.full_and_busy() {
+                    // No thread to wake or start: ticking would only spin.
+                    state = self.await_job_end(state, ended);
+                    // What happened meanwhile is not this tick's business.
+                    (taken_then, queued_then) = (self.taken.load(Ordering::SeqCst), self.rx.len());
+                    continue;
+                }
                 // Fewer jobs taken since the last tick than were waiting
                 // then: one of them waited a whole tick (the running
                 // threads block rather than compute). One more thread.
@@ -407,6 +441,48 @@ impl Inner {
                 continue;
             }
             (taken_then, queued_then) = (taken, queued);
+        }
+    }
+
+    /// Whether the pool is at its size and every thread is in a job: none
+    /// parked to wake, none spinning or starting that will look at the
+    /// queue, and none more to start. (A thread between two jobs takes a
+    /// queued one itself: `park` sleeps only on an empty queue.)
+    fn full_and_busy(&self) -> bool {
+        self.started.load(Ordering::SeqCst) >= self.max
+            && self.parked.load(Ordering::SeqCst) == 0
+            && self.spinning.load(Ordering::SeqCst) == 0
+            && self.starting.load(Ordering::SeqCst) == 0
+    }
+
+    /// Waits, holding `state`'s lock between looks, until more than
+    /// `ended` jobs have ended or the pool is dropped. Pairs with
+    /// [`Inner::job_ended`]: either it sees this waiting, or this sees its
+    /// job ended.
+    fn await_job_end<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, State>,
+        ended: u64,
+    ) -> MutexGuard<'a, State> {
+        #[cfg(test)]
+        self.end_waits.fetch_add(1, Ordering::SeqCst);
+        self.awaiting_end.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        while self.ended.load(Ordering::SeqCst) == ended && !state.stopped {
+            state = self.watch.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        self.awaiting_end.store(false, Ordering::SeqCst);
+        state
+    }
+
+    /// A pool thread's job ended: wakes the watchdog if it waits for that.
+    fn job_ended(&self) {
+        self.ended.fetch_add(1, Ordering::SeqCst);
+        // Pairs with the fence in `await_job_end`.
+        fence(Ordering::SeqCst);
+        if self.awaiting_end.load(Ordering::SeqCst) {
+            let _held = self.lock();
+            self.watch.notify_one();
         }
     }
 
@@ -484,6 +560,7 @@ impl Inner {
             let average = self.job_nanos.load(Ordering::Relaxed);
             self.job_nanos
                 .store(average - average / 8 + took / 8, Ordering::Relaxed);
+            self.job_ended();
         }
     }
 
@@ -722,6 +799,79 @@ mod tests {
             .is_ok());
         wait(&rx);
         release_tx.send(()).unwrap();
+    }
+
+    /// Polls `cond` until it holds, failing after 10 s.
+    fn until(what: &str, cond: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !cond() {
+            assert!(Instant::now() < deadline, "not within 10 s: {what}");
+            thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn a_full_pool_of_blocked_threads_does_not_tick_until_a_job_ends() {
+        let wait = |rx: &crossbeam_channel::Receiver<()>| {
+            rx.recv_timeout(Duration::from_secs(10))
+                .expect("within 10 s")
+        };
+        let size = 2;
+        let pool = Pool::new("mcpvisor-test-full-", size, 16).unwrap();
+        let inner = pool.inner.clone();
+        // Handlers that block (on a slow upstream, say) until released.
+        let (release_tx, release) = crossbeam_channel::unbounded::<()>();
+        let (running_tx, running) = crossbeam_channel::unbounded::<()>();
+        let (done_tx, done) = crossbeam_channel::unbounded::<()>();
+        let blocking = || -> Job {
+            let (r, s, d) = (release.clone(), running_tx.clone(), done_tx.clone());
+            Box::new(move || {
+                s.send(()).unwrap();
+                let _ = r.recv();
+                d.send(()).unwrap();
+            })
+        };
+        for _ in 0..size {
+            assert!(pool.try_submit(blocking()).is_ok());
+        }
+        for _ in 0..size {
+            wait(&running);
+        }
+        assert_eq!(pool.threads(), size);
+        // Two more queued behind them: no thread to wake or start.
+        for _ in 0..2 {
+            assert!(pool.try_submit(blocking()).is_ok());
+        }
+        until("the watchdog waits for a job to end", || {
+            inner.end_waits.load(Ordering::SeqCst) == 1 && inner.awaiting_end.load(Ordering::SeqCst)
+        });
+        let ticks = inner.watch_ticks.load(Ordering::SeqCst);
+        // Looked at for 50 ticks' worth (the old watchdog ticked all
+        // along): it waits for a job's end with no timeout, so not one
+        // tick passes, however busy the machine.
+        let watched = Instant::now();
+        while watched.elapsed() < 50 * WATCH_TICK {
+            thread::yield_now();
+        }
+        assert_eq!(inner.watch_ticks.load(Ordering::SeqCst), ticks);
+        assert!(running.try_recv().is_err(), "a queued job ran on no thread");
+        // A job ends: its thread takes a queued one at once, and the
+        // watchdog, woken, finds the pool as busy as before and waits again.
+        release_tx.send(()).unwrap();
+        wait(&done);
+        wait(&running);
+        until("the watchdog waits again", || {
+            inner.end_waits.load(Ordering::SeqCst) == 2
+        });
+        let more = inner.watch_ticks.load(Ordering::SeqCst) - ticks;
+        assert!(more <= 3, "{more} ticks for one job's end");
+        // The rest end, the last queued job running after one of them.
+        for _ in 0..3 {
+            release_tx.send(()).unwrap();
+        }
+        for _ in 0..3 {
+            wait(&done);
+        }
     }
 
     /// Names of this process's threads.
