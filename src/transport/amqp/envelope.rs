@@ -4,6 +4,7 @@
 //! JSON-RPC validity) and the reason for a rejection is a value.
 
 use crate::jsonrpc::{self, ParseError, Parsed};
+use crate::transport::lines::KEPT_HEAD;
 use amiquip::{AmqpProperties, AmqpValue, FieldTable};
 use serde_json::Value;
 use std::fmt;
@@ -160,6 +161,11 @@ pub enum Rejection {
         size: usize,
         /// The limit.
         limit: usize,
+        /// The error for it, as its first bytes show what it was
+        /// (`ParseError::about`, on as many as a line transport keeps of
+        /// a line too long): a request is answered with its id; a response
+        /// is not answered, and the call it answers fails.
+        error: ParseError,
     },
     /// A content type other than `application/json`.
     ContentType(String),
@@ -171,10 +177,19 @@ pub enum Rejection {
 }
 
 impl Rejection {
+    /// The JSON-RPC error of a message too large or invalid: when it was a
+    /// response, [`ParseError::failed_response`] fails the call it answers.
+    pub fn parse_error(&self) -> Option<&ParseError> {
+        match self {
+            Rejection::TooLarge { error, .. } | Rejection::Invalid(error) => Some(error),
+            Rejection::ContentType(_) | Rejection::Ended(_) => None,
+        }
+    }
+
     /// The error response for the sender, when one is owed and a reply address exists.
     pub fn reply(&self) -> Option<Value> {
         match self {
-            Rejection::TooLarge { limit, .. } => ParseError::too_large(*limit).response(),
+            Rejection::TooLarge { error, .. } => error.response(),
             Rejection::ContentType(ct) => Some(jsonrpc::error_response_value(
                 None,
                 &jsonrpc::ErrorObject::invalid_request(format!(
@@ -192,7 +207,7 @@ impl Rejection {
 impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Rejection::TooLarge { size, limit } => {
+            Rejection::TooLarge { size, limit, .. } => {
                 write!(f, "message of {size} bytes exceeds the limit of {limit}")
             }
             Rejection::ContentType(ct) => write!(f, "content type {ct:?} is not {CONTENT_TYPE}"),
@@ -206,9 +221,11 @@ impl fmt::Display for Rejection {
 /// type (absent is tolerated), then JSON-RPC validity — never repaired.
 pub fn accept(body: &[u8], content_type: Option<&str>, limit: usize) -> Result<Parsed, Rejection> {
     if body.len() > limit {
+        let head = &body[..body.len().min(KEPT_HEAD)];
         return Err(Rejection::TooLarge {
             size: body.len(),
             limit,
+            error: ParseError::too_large(limit).about(head),
         });
     }
     if let Some(ct) = content_type {
@@ -347,6 +364,35 @@ mod tests {
     }
 
     #[test]
+    fn a_delivery_too_large_is_answered_as_its_first_bytes_show() {
+        let too_large = |body: &str| match accept(body.as_bytes(), None, 16) {
+            Err(r @ Rejection::TooLarge { .. }) => r,
+            other => panic!("{other:?}"),
+        };
+        // A request: answered with its id.
+        let request = too_large(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{}}"#);
+        let reply = request.reply().unwrap();
+        assert_eq!(reply["id"], 5);
+        assert_eq!(reply["error"]["code"], -32600);
+        // A response (the client's answer to a call of ours): not
+        // answered, and the call fails.
+        let response = too_large(r#"{"jsonrpc":"2.0","id":"s1","result":{"content":[]}}"#);
+        assert_eq!(response.reply(), None);
+        let failed = response
+            .parse_error()
+            .and_then(|e| e.failed_response("client"))
+            .expect("the call it answers fails");
+        assert_eq!(failed.id(), Some(&jsonrpc::RequestId::String("s1".into())));
+        // Only the first bytes a line transport keeps are looked at: an id
+        // beyond them is not read, and the answer's id is null.
+        let padded = format!(
+            r#"{{"jsonrpc":"2.0","method":"x","params":{{"pad":"{}"}},"id":7}}"#,
+            "p".repeat(KEPT_HEAD)
+        );
+        assert_eq!(too_large(&padded).reply().unwrap()["id"], Value::Null);
+    }
+
+    #[test]
     fn deliveries_are_checked_never_repaired() {
         let ok = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
         assert!(accept(ok, Some("application/json"), 1024).is_ok());
@@ -355,13 +401,10 @@ mod tests {
             accept(ok, Some("text/plain"), 1024).unwrap_err(),
             Rejection::ContentType("text/plain".into())
         );
-        assert_eq!(
+        assert!(matches!(
             accept(ok, None, 10).unwrap_err(),
-            Rejection::TooLarge {
-                size: ok.len(),
-                limit: 10
-            }
-        );
+            Rejection::TooLarge { size, limit: 10, .. } if size == ok.len()
+        ));
         let missing = br#"{"id":1,"method":"ping"}"#;
         match accept(missing, None, 1024) {
             Err(r @ Rejection::Invalid(_)) => {

@@ -1238,8 +1238,9 @@ impl Link<'_> {
         correlation_id: Option<String>,
         why: Rejection,
     ) -> Result<(), Outcome> {
-        // A broken answer to one of a session's requests still fails it now.
-        if let (Rejection::Invalid(e), Some(id)) = (&why, &envelope.session) {
+        // A broken or too large answer to one of a session's requests
+        // still fails it now.
+        if let (Some(e), Some(id)) = (why.parse_error(), &envelope.session) {
             if let Some(s) = self.shared.sessions.get(id, &None) {
                 s.mcp.fail_answered(e);
             }
