@@ -54,15 +54,18 @@ impl fmt::Display for ListenError {
 
 impl std::error::Error for ListenError {}
 
+/// The socket address `s`, a part of the listener string `original`;
+/// errors quote both with any password hidden ([`redact`]).
 fn address(s: &str, original: &str) -> Result<SocketAddr, ListenError> {
-    let bad = |why: String| ListenError(format!("{original:?}: {why}"));
+    let bad = |why: String| ListenError(format!("{:?}: {why}", redact(original)));
     if let Ok(a) = s.parse() {
         return Ok(a);
     }
+    let shown = redact(s);
     s.to_socket_addrs()
-        .map_err(|e| bad(format!("no address {s:?}: {e}")))?
+        .map_err(|e| bad(format!("no address {shown:?}: {e}")))?
         .next()
-        .ok_or_else(|| bad(format!("{s:?} resolves to no address")))
+        .ok_or_else(|| bad(format!("{shown:?} resolves to no address")))
 }
 
 /// The `name` query parameter taken out of an AMQP URL; the rest kept.
@@ -233,6 +236,18 @@ mod tests {
                 Err(e) => e.to_string(),
             };
             assert!(!shown.contains("cret"), "{bad}: {shown}");
+        }
+    }
+
+    #[test]
+    fn an_address_that_is_refused_hides_its_password() {
+        // Neither the string nor its address part is quoted whole (no
+        // port: refused before any name lookup).
+        for bad in ["tcp://u:s3cret@127.0.0.1", "http://u:s3cret@127.0.0.1/mcp"] {
+            let e = bad.parse::<Listen>().unwrap_err().to_string();
+            assert!(e.contains("no address"), "{bad}: {e}");
+            assert!(!e.contains("s3cret"), "{bad}: {e}");
+            assert!(e.contains("u:***@127.0.0.1"), "{bad}: {e}");
         }
     }
 

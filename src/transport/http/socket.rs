@@ -40,7 +40,10 @@ impl Security {
                     rustls::pki_types::ServerName::try_from(bare.to_owned()).map_err(|e| {
                         io::Error::new(
                             io::ErrorKind::InvalidInput,
-                            format!("{host:?} is not a valid TLS server name: {e}"),
+                            format!(
+                                "{:?} is not a valid TLS server name: {e}",
+                                crate::transport::listen::redact(host)
+                            ),
                         )
                     })?;
                 Ok(Security::Tls { config, name })

@@ -38,6 +38,7 @@ use super::socket::Security;
 use crate::jsonrpc::RequestId;
 use crate::sync::{lock, FastMap};
 use crate::transport::connection::{Connection, MessageReader, MessageWriter, ParsedMessage};
+use crate::transport::listen::redact;
 use crossbeam_channel::Receiver;
 use posters::Posters;
 use serde_json::Value;
@@ -85,7 +86,7 @@ fn parse_url(url: &str) -> io::Result<(Vec<SocketAddr>, String, String, Security
     let (scheme, rest) = url.split_once("://").ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("not an http:// or https:// URL: {url}"),
+            format!("not an http:// or https:// URL: {}", redact(url)),
         )
     })?;
     let (authority, path) = match rest.find('/') {
@@ -107,7 +108,7 @@ fn parse_url(url: &str) -> io::Result<(Vec<SocketAddr>, String, String, Security
     if addrs.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::NotFound,
-            format!("cannot resolve {authority}"),
+            format!("cannot resolve {}", redact(authority)),
         ));
     }
     Ok((addrs, authority.to_owned(), path, security))
@@ -442,6 +443,15 @@ mod tests {
             let e = parse_url(bad).err().expect(bad);
             assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn a_url_that_is_refused_hides_its_password() {
+        let e = parse_url("u:s3cret@127.0.0.1/mcp")
+            .err()
+            .expect("no scheme")
+            .to_string();
+        assert!(e.contains("not an http://") && !e.contains("s3cret"), "{e}");
     }
 
     #[test]
