@@ -424,16 +424,13 @@ fn a_request_line_past_its_limit_is_refused_even_when_the_head_comes_whole() {
     http.shutdown().unwrap();
 }
 
-/// A stopped listener serves nothing more, not even a request that comes
-/// on a connection kept alive from before the stop: the stop ends idle
-/// connections, and a head read as it came is answered 503.
+/// A listener that stops accepting (a draining stop) serves the requests
+/// that come on its open connections; once stopped, it serves nothing
+/// more, not even a request on a connection kept alive from before.
 #[test]
 fn a_stopped_listener_serves_no_request_on_a_kept_alive_connection() {
     let http = server(HttpOptions::default());
-    let mut s = TcpStream::connect(http.local_addr()).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let health = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-    let mut r = BufReader::new(s.try_clone().unwrap());
     let status = |r: &mut BufReader<TcpStream>| -> Option<String> {
         let mut line = String::new();
         r.read_line(&mut line).ok().filter(|n| *n > 0)?;
@@ -454,13 +451,28 @@ fn a_stopped_listener_serves_no_request_on_a_kept_alive_connection() {
         r.read_exact(&mut body).ok()?;
         Some(line.split_whitespace().nth(1)?.to_owned())
     };
+    // Two kept-alive connections, each served once.
+    let mut open = Vec::new();
+    for _ in 0..2 {
+        let mut s = TcpStream::connect(http.local_addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        s.write_all(health).unwrap();
+        assert_eq!(status(&mut r).as_deref(), Some("200"));
+        open.push((s, r));
+    }
+    // Draining: the first connection's next request is served.
+    http.stop_accepting();
+    let (s, r) = &mut open[0];
     s.write_all(health).unwrap();
-    assert_eq!(status(&mut r).as_deref(), Some("200"));
+    assert_eq!(status(r).as_deref(), Some("200"), "served while draining");
+    // Stopped: the second's is not.
     http.shutdown().unwrap();
+    let (s, r) = &mut open[1];
     // The server may have closed the connection already (then the write
     // fails or the read finds its end); it never serves the request.
     let _ = s.write_all(health);
-    let after = status(&mut r);
+    let after = status(r);
     assert!(
         after.is_none() || after.as_deref() == Some("503"),
         "served after the stop: {after:?}"

@@ -57,6 +57,9 @@ pub(crate) struct Acceptor {
     /// The open connections, by number, when a stop ends them
     /// ([`Acceptor::end_connections_on_stop`]), with each one's flag.
     open: Option<Mutex<OpenConnections>>,
+    /// Whether a stop also shuts the open connections' input (else it
+    /// only sets their flags).
+    shut_on_stop: bool,
     next_connection: AtomicU64,
     /// Connections refused at the cap, told at most every 10 s.
     refused: Throttle,
@@ -108,6 +111,7 @@ impl Acceptor {
             panic_next: AtomicBool::new(false),
             waker: Mutex::new(None),
             open: None,
+            shut_on_stop: false,
             next_connection: AtomicU64::new(0),
             refused: Throttle::default(),
             accept_failures: Throttle::default(),
@@ -120,10 +124,22 @@ impl Acceptor {
     /// failure) ends the open connections' input: each session then ends
     /// as at its peer's end of input, its work in flight given its grace
     /// and its answers written. For transports whose connections are their
-    /// sessions (TCP), and for HTTP's idle keep-alive connections: a
-    /// listener shut down or removed by a reload serves no one any more.
-    #[cfg_attr(not(any(feature = "tcp", feature = "http")), allow(dead_code))]
+    /// sessions (TCP): a listener shut down or removed by a reload serves
+    /// no one any more.
+    #[cfg_attr(not(feature = "tcp"), allow(dead_code))]
     pub(crate) fn end_connections_on_stop(mut self) -> Self {
+        self.open = Some(Mutex::default());
+        self.shut_on_stop = true;
+        self
+    }
+
+    /// A stop (as for [`end_connections_on_stop`](Self::end_connections_on_stop))
+    /// sets each open connection's flag, and leaves its socket be: for
+    /// HTTP, whose connections serve requests under way to their end (a
+    /// socket shut for reading would look like a client that left) and
+    /// refuse the next.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) fn flag_connections_on_stop(mut self) -> Self {
         self.open = Some(Mutex::default());
         self
     }
@@ -137,7 +153,9 @@ impl Acceptor {
                 // returns what arrived, which is then not taken (a socket
                 // shut for reading still takes in what arrives later).
                 ended.store(true, Ordering::SeqCst);
-                let _ = stream.shutdown(std::net::Shutdown::Read);
+                if self.shut_on_stop {
+                    let _ = stream.shutdown(std::net::Shutdown::Read);
+                }
             }
         }
     }

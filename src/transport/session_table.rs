@@ -4,6 +4,7 @@
 
 use crate::sync::FastMap;
 use crossbeam_channel::{Receiver, Sender};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use supervisor::Clock;
@@ -52,9 +53,15 @@ struct Entry<T> {
     owner: Owner,
 }
 
-/// The table is full.
+/// Why a session was not added.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Full;
+pub enum Refused {
+    /// The table is full.
+    Full,
+    /// The table's transport stopped ([`SessionTable::clear`]): a request
+    /// read as it stopped opens no session that nothing would end.
+    Closed,
+}
 
 /// Sessions by id.
 pub struct SessionTable<T> {
@@ -69,6 +76,9 @@ pub struct SessionTable<T> {
     due: Mutex<Option<Instant>>,
     /// Wakes the sweeper: an insert that expires before `due`.
     wake: (Sender<()>, Receiver<()>),
+    /// Set by [`clear`](Self::clear) (its transport stopped), cleared when
+    /// its sweeper starts again: written and read under the `entries` lock.
+    closed: AtomicBool,
 }
 
 impl<T: Expirable> SessionTable<T> {
@@ -84,6 +94,7 @@ impl<T: Expirable> SessionTable<T> {
             clock,
             due: Mutex::new(None),
             wake: crossbeam_channel::bounded(1),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -106,13 +117,14 @@ impl<T: Expirable> SessionTable<T> {
     /// Adds a session under `id` (from [`new_session_id`]). A full table
     /// refuses it, unless it is [`evicting`](Self::evicting): then it first
     /// makes room by ending the longest-idle session that is not busy,
-    /// preferring one that never became operational.
-    pub fn insert(&self, id: String, value: Arc<T>, owner: Owner) -> Result<(), Full> {
+    /// preferring one that never became operational. A table cleared
+    /// because its transport stopped refuses it.
+    pub fn insert(&self, id: String, value: Arc<T>, owner: Owner) -> Result<(), Refused> {
         let mut entries = self.lock();
         let mut evicted = None;
         if entries.len() >= self.max {
             if !self.evict {
-                return Err(Full);
+                return Err(Refused::Full);
             }
             // The sessions are looked at (each takes locks of its own)
             // without the table's lock, which every request's lookup needs.
@@ -127,14 +139,21 @@ impl<T: Expirable> SessionTable<T> {
                 .filter(|(_, v, _)| !v.busy())
                 .min_by_key(|(_, v, seen)| (v.operational(), *seen))
                 .map(|(id, _, _)| id.clone())
-                .ok_or(Full)?;
+                .ok_or(Refused::Full)?;
             drop(all);
             entries = self.lock();
             // Another insert may have made room, or taken this victim.
             if entries.len() >= self.max {
-                evicted = Some(entries.remove(&victim).ok_or(Full)?);
+                evicted = Some(entries.remove(&victim).ok_or(Refused::Full)?);
                 log::info!("session table full: ended the longest-idle session to make room");
             }
+        }
+        if self.closed.load(Ordering::SeqCst) {
+            drop(entries);
+            if let Some(e) = evicted {
+                e.value.end();
+            }
+            return Err(Refused::Closed);
         }
         let now = self.clock.now();
         entries.insert(
@@ -294,9 +313,14 @@ impl<T: Expirable> SessionTable<T> {
         ended.len()
     }
 
-    /// Ends and removes every session.
+    /// Ends and removes every session; until its sweeper starts again, no
+    /// session is added.
     pub fn clear(&self) {
-        let all: Vec<Arc<T>> = self.lock().drain().map(|(_, e)| e.value).collect();
+        let all: Vec<Arc<T>> = {
+            let mut entries = self.lock();
+            self.closed.store(true, Ordering::SeqCst);
+            entries.drain().map(|(_, e)| e.value).collect()
+        };
         for s in all {
             s.end();
         }
@@ -318,6 +342,10 @@ impl<T: Expirable + 'static> SessionTable<T> {
         let tick = (table.idle.min(table.handshake) / 10)
             .clamp(Duration::from_millis(100), Duration::from_secs(60));
         supervisor::ChildSpec::worker(name, move |ctx| {
+            {
+                let _entries = table.lock();
+                table.closed.store(false, Ordering::SeqCst);
+            }
             let stop = ctx.stop_signal();
             loop {
                 let timeout = match table.next_sweep(tick) {
@@ -345,7 +373,6 @@ impl<T: Expirable + 'static> SessionTable<T> {
 mod tests {
     use super::*;
     use crate::protocol::new_session_id;
-    use std::sync::atomic::{AtomicBool, Ordering};
     use supervisor::ManualClock;
 
     #[derive(Default)]
@@ -477,7 +504,7 @@ mod tests {
         let carol = Some([3u8; 32]);
         assert_eq!(
             t.insert("carol".into(), Arc::new(S::default()), carol),
-            Err(Full),
+            Err(Refused::Full),
             "no session of carol's to end"
         );
         assert!(!bobs.ended.load(Ordering::SeqCst));
@@ -486,7 +513,7 @@ mod tests {
         t.insert("x".into(), a.clone(), None).unwrap();
         assert_eq!(
             t.insert("y".into(), Arc::new(S::default()), None),
-            Err(Full)
+            Err(Refused::Full)
         );
     }
 
@@ -502,7 +529,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             t.insert(new_session_id(), Arc::new(S::default()), None),
-            Err(Full)
+            Err(Refused::Full)
         );
         assert!(
             t.get(&id_a, &None).is_none(),
@@ -550,5 +577,21 @@ mod tests {
         assert_eq!(ended, [false, true, true]);
         assert_eq!(t.len(), 1);
         assert!(t.get("s0", &kept).is_some());
+    }
+
+    #[test]
+    fn a_cleared_table_adds_no_session() {
+        let t = SessionTable::new(8, Duration::from_secs(60), Arc::new(ManualClock::new()));
+        let a = Arc::new(S::default());
+        t.insert("a".into(), a.clone(), None).unwrap();
+        t.clear();
+        assert!(a.ended.load(Ordering::SeqCst));
+        // A request read as its transport stopped opens nothing that
+        // nothing would end.
+        assert_eq!(
+            t.insert("b".into(), Arc::new(S::default()), None),
+            Err(Refused::Closed)
+        );
+        assert_eq!(t.len(), 0);
     }
 }

@@ -12,7 +12,7 @@ use super::{AllowList, HttpOptions, ResponseMode};
 use crate::jsonrpc::{self, ErrorObject, Message, Parsed};
 use crate::protocol::{Engine, ProtocolVersion, Session};
 use crate::sync::read;
-use crate::transport::session_table::{Owner, SessionTable};
+use crate::transport::session_table::{Owner, Refused, SessionTable};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use serde_json::json;
 use std::io::{self, Write};
@@ -261,7 +261,14 @@ impl Endpoint {
                 let sid = s.mcp().id().to_owned();
                 self.sessions
                     .insert(sid.clone(), s.clone(), owner)
-                    .map_err(|_| reject(503, -32000, "Service Unavailable: too many sessions"))?;
+                    .map_err(|why| match why {
+                        Refused::Full => {
+                            reject(503, -32000, "Service Unavailable: too many sessions")
+                        }
+                        Refused::Closed => {
+                            reject(503, -32000, "Service Unavailable: the listener stopped")
+                        }
+                    })?;
                 (s, sid, true)
             }
             None => {

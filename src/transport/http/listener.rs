@@ -69,7 +69,10 @@ pub(crate) struct HttpConnections {
 }
 
 impl HttpConnections {
-    pub(crate) fn serve_connection(&self, stream: TcpStream, peer: SocketAddr) {
+    /// Serves `stream` until it ends. `ended` is set when the listener is
+    /// stopped (not when it only stops accepting, to drain): the next
+    /// request is then refused.
+    pub(crate) fn serve_connection(&self, stream: TcpStream, peer: SocketAddr, ended: &AtomicBool) {
         let _ = stream.set_nodelay(true);
         let _ = stream.set_write_timeout(Some(self.limits.idle_timeout));
         give_up_on_silent_peers(&stream);
@@ -81,9 +84,8 @@ impl HttpConnections {
         loop {
             let read = conn.read_head().and_then(|mut req| {
                 // A stopped listener serves no request that arrives on a
-                // kept-alive connection (the stop ends idle ones' input;
-                // this one's head was on its way).
-                if self.stopping.load(Ordering::SeqCst) {
+                // kept-alive connection.
+                if ended.load(Ordering::SeqCst) {
                     let stopped = Response::status(503).header("Retry-After", "1");
                     return Ok(Err(Box::new((req, stopped))));
                 }
@@ -101,8 +103,10 @@ impl HttpConnections {
                     let (req, refused) = *refusal;
                     // Refused on its head. Without a body the connection
                     // goes on; with one, the body is unread, so it closes.
-                    let keep_alive =
-                        req.keep_alive && !req.has_body() && !self.stopping.load(Ordering::SeqCst);
+                    let keep_alive = req.keep_alive
+                        && !req.has_body()
+                        && !self.stopping.load(Ordering::SeqCst)
+                        && !ended.load(Ordering::SeqCst);
                     let written = if req.method == "HEAD" {
                         write_head_response(&write_side, &refused, keep_alive)
                     } else {

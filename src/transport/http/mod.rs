@@ -399,15 +399,18 @@ impl crate::transport::tree::Tree<HttpListener> {
         let acceptor = Arc::new(
             Acceptor::new(
                 "http",
-                Arc::new(move |stream, peer, _| connections.serve_connection(stream, peer)),
+                Arc::new(move |stream, peer, ended| {
+                    connections.serve_connection(stream, peer, &ended)
+                }),
                 listener::refuse,
                 options.max_connections,
                 stopping,
             )
-            // A stop ends idle keep-alive connections (their next request
-            // would reach a listener that is gone); a stream being written
-            // reads nothing, and ends with its session.
-            .end_connections_on_stop(),
+            // A stop flags every open connection: a request that comes on
+            // a kept-alive one after it is refused (it would reach a
+            // listener that is gone); a request under way is served to its
+            // end.
+            .flag_connections_on_stop(),
         );
         if options.listener.is_some() {
             acceptor.keep_socket();
