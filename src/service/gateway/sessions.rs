@@ -27,7 +27,7 @@ use crate::Context;
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -63,6 +63,9 @@ struct Slot<C> {
     backoff: Duration,
     /// Waits begun on a start (tests order their threads by it).
     waits: AtomicUsize,
+    /// Whether a start runs now (even for a slot that has ended): it
+    /// holds a thread and a child, and counts toward `maxSessions`.
+    start_runs: AtomicBool,
 }
 
 enum State<C> {
@@ -104,6 +107,7 @@ impl<C: SlotConnection> Slot<C> {
             state: Mutex::new(State::Idle),
             backoff,
             waits: AtomicUsize::new(0),
+            start_runs: AtomicBool::new(false),
         }
     }
 
@@ -180,6 +184,7 @@ impl<C: SlotConnection> Slot<C> {
     /// Runs `start` on a thread of its own (on this one if none can be
     /// had), its outcome becoming the slot's.
     fn launch(self: &Arc<Self>, start: Start<C>) {
+        self.start_runs.store(true, Ordering::SeqCst);
         let job = Arc::new(Mutex::new(Some(start)));
         let (slot, theirs) = (self.clone(), job.clone());
         let spawned = std::thread::Builder::new()
@@ -202,6 +207,7 @@ impl<C: SlotConnection> Slot<C> {
     /// for a slot that has ended meanwhile is closed, not kept.
     fn finish(&self, outcome: Result<C, String>) {
         let mut state = lock(&self.state);
+        self.start_runs.store(false, Ordering::SeqCst);
         if matches!(*state, State::Starting { .. }) {
             *state = match outcome {
                 Ok(c) => State::Ready(c),
@@ -229,6 +235,11 @@ impl<C: SlotConnection> Slot<C> {
             };
             let _ = done.recv();
         }
+    }
+
+    /// Whether a start runs now.
+    fn start_runs(&self) -> bool {
+        self.start_runs.load(Ordering::SeqCst)
     }
 
     /// Ends the slot: no start after this, its waiters woken, and its
@@ -263,6 +274,11 @@ struct Slots {
     /// The threads stopping the connections of ended sessions, which the
     /// upstream's stop waits for.
     closing: Vec<std::thread::JoinHandle<()>>,
+    /// Slots of ended sessions whose start still runs: each holds a thread
+    /// and a child until it ends, and counts toward `maxSessions` (a
+    /// client that opens sessions and ends them mid-start cannot pile
+    /// starts up).
+    ended_starting: Vec<Arc<Slot<Arc<Link>>>>,
 }
 
 /// Runs a job for a key on a thread of its own, at most one thread a key:
@@ -326,7 +342,8 @@ impl Sessions {
         let session = ctx.session_id();
         let slot = {
             let mut slots = lock(&self.slots);
-            let open = slots.by_session.len();
+            slots.ended_starting.retain(|s| s.start_runs());
+            let open = slots.by_session.len() + slots.ended_starting.len();
             if slots.stopped {
                 return Err(format!("upstream {name}: stopping"));
             }
@@ -339,8 +356,8 @@ impl Sessions {
                 }
                 None if open >= self.cfg.max_sessions => {
                     return Err(format!(
-                        "upstream {name}: {open} sessions have a connection of their own, \
-                         the most maxSessions allows"
+                        "upstream {name}: {open} sessions have a connection of their own \
+                         (or one still starting), the most maxSessions allows"
                     ))
                 }
                 None => slots
@@ -496,6 +513,9 @@ impl SessionWatcher for Sessions {
             return;
         };
         slots.closing.retain(|c| !c.is_finished());
+        if slot.start_runs() {
+            slots.ended_starting.push(slot.clone());
+        }
         // Closing a child takes up to two grace periods: not on the thread
         // that closed the session. (A start still under way closes what it
         // started when it ends.)
@@ -615,7 +635,12 @@ mod tests {
 
     /// Until `n` waits on a start have begun in `slot`.
     fn until_waiting(slot: &Slot<Fake>, n: usize) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
         while slot.waits.load(Ordering::Relaxed) < n {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{n} waits never began"
+            );
             std::thread::yield_now();
         }
     }
@@ -742,12 +767,15 @@ mod tests {
         let waiting = call(&slot, &starts, &CancelToken::new(), LONG);
         starts.began.recv().unwrap();
         until_waiting(&slot, 1);
-        // The session ends during the start: its call hears at once.
+        // The session ends during the start: its call hears at once, and
+        // the start still counts (toward maxSessions) while it runs.
         slot.end();
         assert_eq!(waiting.join().unwrap().unwrap_err(), Unavailable::Ended);
+        assert!(slot.start_runs());
         // What the start brings is closed, not kept.
         starts.end.send(Ok(Fake::new(1, &closes_tx))).unwrap();
         assert_eq!(closes.recv_timeout(Duration::from_secs(30)), Ok(1));
+        assert!(!slot.start_runs(), "ended: it counts no more");
         assert_eq!(get(&slot, &starts, LONG).unwrap_err(), Unavailable::Ended);
         assert_eq!(starts.count(), 1);
     }
