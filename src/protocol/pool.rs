@@ -493,17 +493,26 @@ impl Inner {
         if !self.spawn_failures.may_try(now) {
             return false;
         }
-        let started = self.started.fetch_add(1, Ordering::SeqCst);
-        if started >= self.max {
-            self.started.fetch_sub(1, Ordering::SeqCst);
+        // `starting` is raised first and lowered last: a start that takes
+        // `started` to the pool's size, and may yet fail, is never seen as
+        // a full pool with nothing starting (`full_and_busy`), which waits
+        // for a job to end. (Looked at first: at the size, nothing is
+        // raised, not even for a moment.)
+        if self.started.load(Ordering::SeqCst) >= self.max {
             return false;
         }
         self.starting.fetch_add(1, Ordering::SeqCst);
+        let started = self.started.fetch_add(1, Ordering::SeqCst);
+        if started >= self.max {
+            self.started.fetch_sub(1, Ordering::SeqCst);
+            self.starting.fetch_sub(1, Ordering::SeqCst);
+            return false;
+        }
         match self.spawn(started) {
             Ok(_) => true,
             Err(e) => {
-                self.starting.fetch_sub(1, Ordering::SeqCst);
                 self.started.fetch_sub(1, Ordering::SeqCst);
+                self.starting.fetch_sub(1, Ordering::SeqCst);
                 if let Some(failed) = self.spawn_failures.failed(now) {
                     log::error!(
                         "cannot start a thread for {}: {e} ({failed} failed since the last such line, said at most every {DEFAULT_LOG_INTERVAL:?}); the next try waits {SPAWN_RETRY:?}",
