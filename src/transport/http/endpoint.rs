@@ -269,6 +269,15 @@ impl Endpoint {
                             reject(503, -32000, "Service Unavailable: the listener stopped")
                         }
                     })?;
+                // A reload may have revoked the credential since it was
+                // checked, and ended its sessions before this one came.
+                let access = self.access();
+                if !access.admits(&owner) {
+                    self.sessions.remove(&sid, &owner);
+                    return Err(checks::auth(&req, &access.tokens)
+                        .err()
+                        .unwrap_or_else(|| reject(401, -32000, "Unauthorized")));
+                }
                 (s, sid, true)
             }
             None => {
@@ -453,6 +462,10 @@ impl Endpoint {
             Ok(first) => first,
             Err(Unanswered::ClientGone) => {
                 session.release(attached.stream, attached.token);
+                // A new session whose id never reached its client: gone.
+                if let Some((sid, owner)) = created {
+                    self.sessions.remove(sid, owner);
+                }
                 return false;
             }
             Err(Unanswered::SessionEnded) => {
