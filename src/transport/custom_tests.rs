@@ -185,24 +185,36 @@ fn a_request_too_large_or_refused_is_answered_with_its_id() {
     assert!(outbox.try_recv().is_none());
 }
 
-#[test]
-fn a_response_too_large_fails_its_call_at_once_and_is_not_answered() {
-    let (conn, outbox) = opened(1024);
+/// The server pings its client, with a timeout far beyond the tests'
+/// waits (only an answer failing the call ends it in time): how the call
+/// ends, and the ping's id.
+fn ping_the_client(
+    conn: &ServerConnection,
+    outbox: &Outbox,
+) -> (
+    crossbeam_channel::Receiver<Result<(), crate::protocol::PeerError>>,
+    serde_json::Value,
+) {
     let handle = crate::protocol::SessionHandle::new(&conn.session);
     let (tx, called) = crossbeam_channel::bounded(1);
-    // A timeout far beyond the test's wait: only the fix ends it in time.
     std::thread::spawn(move || {
         let _ = tx.send(handle.ping(Duration::from_secs(3600)));
     });
     let m = outbox.recv().expect("the server's ping");
     let request: serde_json::Value = serde_json::from_slice(&m).unwrap();
     assert_eq!(request["method"], "ping");
+    (called, request["id"].clone())
+}
+
+#[test]
+fn a_response_too_large_fails_its_call_at_once_and_is_not_answered() {
+    let (conn, outbox) = opened(1024);
+    let (called, id) = ping_the_client(&conn, &outbox);
     let answer = format!(
-        r#"{{"jsonrpc":"2.0","id":{},"result":{{"x":"{}"}}}}"#,
-        request["id"],
+        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"x":"{}"}}}}"#,
         "x".repeat(4096)
     );
-    // Too long for the line framing, and handed in whole.
+    // Too long for the line framing.
     conn.read_lines(format!("{answer}\n").as_bytes()).unwrap();
     let failed = called.recv_timeout(WAIT).expect("the call fails now");
     assert!(failed.is_err(), "{failed:?}");
@@ -212,17 +224,10 @@ fn a_response_too_large_fails_its_call_at_once_and_is_not_answered() {
 #[test]
 fn a_whole_response_too_large_fails_its_call_and_is_not_answered() {
     let (conn, outbox) = opened(1024);
-    let handle = crate::protocol::SessionHandle::new(&conn.session);
-    let (tx, called) = crossbeam_channel::bounded(1);
-    std::thread::spawn(move || {
-        let _ = tx.send(handle.ping(Duration::from_secs(3600)));
-    });
-    let m = outbox.recv().expect("the server's ping");
-    let request: serde_json::Value = serde_json::from_slice(&m).unwrap();
+    let (called, id) = ping_the_client(&conn, &outbox);
     let answer = format!(
-        r#"{{"jsonrpc":"2.0","result":{{"x":"{}"}},"id":{}}}"#,
-        "x".repeat(4096),
-        request["id"]
+        r#"{{"jsonrpc":"2.0","result":{{"x":"{}"}},"id":{id}}}"#,
+        "x".repeat(4096)
     );
     // The id after the result: only the whole message tells.
     conn.receive(answer.as_bytes());

@@ -234,15 +234,9 @@ impl<T: Expirable> SessionTable<T> {
                     ids.push(id.clone());
                 }
             }
-            ids.iter()
-                .filter_map(|id| entries.remove(id))
-                .map(|e| e.value)
-                .collect()
+            take(&mut entries, &ids)
         };
-        for s in &expired {
-            s.end();
-        }
-        expired.len()
+        end_all(expired)
     }
 
     /// Makes the sweeper plan again: a session's [`Expirable::may_be_abandoned`]
@@ -302,15 +296,9 @@ impl<T: Expirable> SessionTable<T> {
                 .filter(|(_, e)| !keep(&e.owner))
                 .map(|(id, _)| id.clone())
                 .collect();
-            gone.iter()
-                .filter_map(|id| entries.remove(id))
-                .map(|e| e.value)
-                .collect()
+            take(&mut entries, &gone)
         };
-        for s in &ended {
-            s.end();
-        }
-        ended.len()
+        end_all(ended)
     }
 
     /// Ends and removes every session; until its sweeper starts again, no
@@ -330,6 +318,23 @@ impl<T: Expirable> SessionTable<T> {
     pub fn len(&self) -> usize {
         self.lock().len()
     }
+}
+
+/// Removes the sessions `ids` from `entries`, to be ended once the
+/// table's lock is let go ([`end_all`]).
+fn take<T>(entries: &mut FastMap<String, Entry<T>>, ids: &[String]) -> Vec<Arc<T>> {
+    ids.iter()
+        .filter_map(|id| entries.remove(id))
+        .map(|e| e.value)
+        .collect()
+}
+
+/// Ends `sessions` (taken out of the table): how many.
+fn end_all<T: Expirable>(sessions: Vec<Arc<T>>) -> usize {
+    for s in &sessions {
+        s.end();
+    }
+    sessions.len()
 }
 
 impl<T: Expirable + 'static> SessionTable<T> {
