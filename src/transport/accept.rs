@@ -22,9 +22,10 @@ use supervisor::{ChildSpec, Restart, Shutdown};
 /// Stack size of a connection thread: they parse and copy, nothing deep.
 pub const CONNECTION_STACK: usize = 256 * 1024;
 
-/// Serves one accepted connection until it ends; the flag is set when a
-/// stop ends the connection ([`Acceptor::end_connections_on_stop`]): from
-/// then on, nothing more is to be read from it.
+/// Serves one accepted connection until it ends; the flag is set when the
+/// listener is stopped ([`Acceptor::end_connections_on_stop`],
+/// [`Acceptor::flag_connections_on_stop`]): from then on, nothing more that
+/// comes on it is taken.
 pub(crate) type ServeFn = dyn Fn(TcpStream, SocketAddr, Arc<AtomicBool>) + Send + Sync;
 
 /// Open connections by number: a copy of each one's stream, and its flag.
@@ -38,8 +39,6 @@ pub(crate) struct Acceptor {
     refuse: fn(&TcpStream),
     max_connections: usize,
     active: AtomicUsize,
-    /// Set while the listener is stopped: keep-alive connections end.
-    stopping: Arc<AtomicBool>,
     /// The listening socket; empty after a fatal error, so the restarted
     /// worker binds the address again.
     socket: Mutex<Option<TcpListener>>,
@@ -89,14 +88,12 @@ impl Drop for Slot {
 
 impl Acceptor {
     /// An acceptor named `name` (thread names, logs) serving each
-    /// connection with `serve`, at most `max_connections` at once;
-    /// `stopping` is set while the listener is stopped.
+    /// connection with `serve`, at most `max_connections` at once.
     pub(crate) fn new(
         name: &'static str,
         serve: Arc<ServeFn>,
         refuse: fn(&TcpStream),
         max_connections: usize,
-        stopping: Arc<AtomicBool>,
     ) -> Acceptor {
         Acceptor {
             name,
@@ -104,7 +101,6 @@ impl Acceptor {
             refuse,
             max_connections,
             active: AtomicUsize::new(0),
-            stopping,
             socket: Mutex::new(None),
             keep_socket: AtomicBool::new(false),
             closed: AtomicBool::new(false),
@@ -303,7 +299,6 @@ impl Acceptor {
             let waker = Waker::kept(&acceptor.waker)?;
             let wake = waker.clone();
             ctx.on_stop(move || wake.wake());
-            acceptor.stopping.store(false, Ordering::SeqCst);
             ctx.ready();
             acceptor
                 .accept_loop(&socket, ctx.stop_signal(), &waker)
@@ -313,8 +308,6 @@ impl Acceptor {
                         lock(&acceptor.socket).take();
                     }
                 })?;
-            // Told to stop: open keep-alive connections end after their request.
-            acceptor.stopping.store(true, Ordering::SeqCst);
             // After `stop_accepting` the open connections go on; the stop
             // that comes later still ends them (the worker is not run
             // again: it waits for that stop here).
@@ -387,7 +380,7 @@ mod tests {
     #[test]
     fn connection_threads_that_cannot_start_are_told_once_a_period() {
         let serve: Arc<ServeFn> = Arc::new(|_: TcpStream, _: SocketAddr, _: Arc<AtomicBool>| {});
-        let acceptor = Acceptor::new("test", serve, |_| {}, 1, Arc::default());
+        let acceptor = Acceptor::new("test", serve, |_| {}, 1);
         let e = io::Error::from(io::ErrorKind::OutOfMemory);
         assert!(acceptor.spawn_failed(&e), "the first is told");
         for _ in 0..100 {

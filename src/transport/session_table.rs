@@ -301,8 +301,16 @@ impl<T: Expirable> SessionTable<T> {
         end_all(ended)
     }
 
-    /// Ends and removes every session; until its sweeper starts again, no
-    /// session is added.
+    /// Takes sessions again after [`clear`](Self::clear): its transport
+    /// (the sweeper, or a worker that takes sessions in before the sweeper
+    /// starts) runs again.
+    pub(crate) fn reopen(&self) {
+        let _entries = self.lock();
+        self.closed.store(false, Ordering::SeqCst);
+    }
+
+    /// Ends and removes every session; until it is reopened (its sweeper
+    /// starts again), no session is added.
     pub fn clear(&self) {
         let all: Vec<Arc<T>> = {
             let mut entries = self.lock();
@@ -347,10 +355,7 @@ impl<T: Expirable + 'static> SessionTable<T> {
         let tick = (table.idle.min(table.handshake) / 10)
             .clamp(Duration::from_millis(100), Duration::from_secs(60));
         supervisor::ChildSpec::worker(name, move |ctx| {
-            {
-                let _entries = table.lock();
-                table.closed.store(false, Ordering::SeqCst);
-            }
+            table.reopen();
             let stop = ctx.stop_signal();
             loop {
                 let timeout = match table.next_sweep(tick) {

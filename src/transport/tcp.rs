@@ -249,14 +249,7 @@ impl super::tree::Tree<TcpListenerHandle> {
             }
         });
         let acceptor = Arc::new(
-            Acceptor::new(
-                "tcp",
-                serve,
-                |_| {},
-                options.max_connections,
-                Default::default(),
-            )
-            .end_connections_on_stop(),
+            Acceptor::new("tcp", serve, |_| {}, options.max_connections).end_connections_on_stop(),
         );
         if options.listener.is_some() {
             acceptor.keep_socket();

@@ -137,6 +137,9 @@ impl<C: SlotConnection> Slot<C> {
                 State::Starting { done, .. } => (done.clone(), None),
                 // None yet, the last one exited, or its failure is old.
                 _ => {
+                    // Under the lock: a session that ends from here on
+                    // finds the start counted.
+                    self.start_runs.store(true, Ordering::SeqCst);
                     let (wake, done) = crossbeam_channel::bounded(0);
                     let starting = State::Starting {
                         done: done.clone(),
@@ -184,7 +187,6 @@ impl<C: SlotConnection> Slot<C> {
     /// Runs `start` on a thread of its own (on this one if none can be
     /// had), its outcome becoming the slot's.
     fn launch(self: &Arc<Self>, start: Start<C>) {
-        self.start_runs.store(true, Ordering::SeqCst);
         let job = Arc::new(Mutex::new(Some(start)));
         let (slot, theirs) = (self.clone(), job.clone());
         let spawned = std::thread::Builder::new()
@@ -207,7 +209,6 @@ impl<C: SlotConnection> Slot<C> {
     /// for a slot that has ended meanwhile is closed, not kept.
     fn finish(&self, outcome: Result<C, String>) {
         let mut state = lock(&self.state);
-        self.start_runs.store(false, Ordering::SeqCst);
         if matches!(*state, State::Starting { .. }) {
             *state = match outcome {
                 Ok(c) => State::Ready(c),
@@ -216,12 +217,15 @@ impl<C: SlotConnection> Slot<C> {
                     at: Instant::now(),
                 },
             };
+            self.start_runs.store(false, Ordering::SeqCst);
             return;
         }
         drop(state);
         if let Ok(c) = outcome {
             c.close();
         }
+        // Counted until what it started is closed.
+        self.start_runs.store(false, Ordering::SeqCst);
     }
 
     /// The connection once a start under way has ended (`None` if there

@@ -33,7 +33,7 @@ use super::topology;
 use crate::jsonrpc::{self, ErrorObject, Message, Parsed, RequestId};
 use crate::protocol::{Engine, Outgoing, Session, Sink};
 use crate::sync::lock;
-use crate::transport::session_table::{Expirable, SessionTable};
+use crate::transport::session_table::{Expirable, Refused, SessionTable};
 use amiquip::{Channel, Confirm, ConsumerMessage, ConsumerOptions, Delivery, Publish};
 use crossbeam_channel::{Receiver, Select, Sender};
 use serde_json::Value;
@@ -431,6 +431,9 @@ impl crate::transport::tree::Tree<AmqpListener> {
         let link = {
             let shared = shared.clone();
             ChildSpec::worker("amqp-link", move |ctx| {
+                // Started before the sweeper (when the tree starts again):
+                // the sessions it takes in are taken from the start.
+                shared.sessions.reopen();
                 let first = lock(&first).take();
                 let mut pending = Pending::default();
                 link::run(
@@ -1027,23 +1030,27 @@ impl Link<'_> {
                 }
             },
             None if is_initialize(&parsed) => match self.open_session() {
-                Some(s) => (Some(s), true),
-                // Another instance may have room: back to the queue, once.
-                None if !ticket.delivery.redelivered => {
+                Ok(s) => (Some(s), true),
+                // Another instance may have room (or this one, started
+                // again): back to the queue, once.
+                Err(why) if !ticket.delivery.redelivered => {
                     log::debug!(
-                        "amqp: session limit reached; an initialize goes back to the queue \
-                         for another instance"
+                        "amqp: {}; an initialize goes back to the queue for another instance",
+                        refusal(why)
                     );
                     return ticket
                         .delivery
                         .nack(self.channel, true)
                         .map_err(|e| Outcome::Lost(format!("nack: {e}")));
                 }
-                None => {
-                    log::warn!("amqp: session limit reached; initialize refused");
-                    let full = ErrorObject::internal(
-                        "this server instance is at its session limit; retry later",
-                    );
+                Err(why) => {
+                    log::warn!("amqp: {}; initialize refused", refusal(why));
+                    let full = ErrorObject::internal(match why {
+                        Refused::Full => {
+                            "this server instance is at its session limit; retry later"
+                        }
+                        Refused::Closed => "this server instance is stopping; retry later",
+                    });
                     return self.answer_error(
                         ticket,
                         &envelope,
@@ -1163,8 +1170,8 @@ impl Link<'_> {
     }
 
     /// A session for an `initialize`: its id is the engine session's id;
-    /// `None` when this instance is at its session limit.
-    fn open_session(&mut self) -> Option<Arc<SessionRoute>> {
+    /// refused when this instance is at its session limit, or stopping.
+    fn open_session(&mut self) -> Result<Arc<SessionRoute>, Refused> {
         let shared = self.shared;
         let id_holder = Arc::new(Mutex::new(String::new()));
         let sink = {
@@ -1188,13 +1195,10 @@ impl Link<'_> {
             clock: shared.config.clock.clone(),
             grace: shared.config.client_gone_grace,
         });
-        match shared
+        shared
             .sessions
             .insert(mcp.id().to_owned(), session.clone(), None)
-        {
-            Ok(()) => Some(session),
-            Err(_) => None,
-        }
+            .map(|()| session)
     }
 
     /// Answers a request, or each request of a batch, with `error`
@@ -1314,6 +1318,14 @@ fn error_answer(parsed: &Parsed, error: &ErrorObject) -> Option<jsonrpc::Reply> 
 
 fn is_initialize(parsed: &Parsed) -> bool {
     matches!(parsed, Parsed::Single(Message::Request(r)) if r.method() == "initialize")
+}
+
+/// What the log says of a refused session.
+fn refusal(why: Refused) -> &'static str {
+    match why {
+        Refused::Full => "session limit reached",
+        Refused::Closed => "stopping",
+    }
 }
 
 #[cfg(test)]

@@ -61,17 +61,20 @@ pub trait Handler: Send + Sync + 'static {
 }
 
 /// The HTTP side of a connection: reads requests until the peer leaves,
-/// a limit is hit, or the server stops.
+/// a limit is hit, or the server stops. A draining stop (the listener
+/// stops accepting) leaves open connections be: what their clients send
+/// is still taken (an answer to the server's elicitation, say).
 pub(crate) struct HttpConnections {
     pub(crate) handler: Arc<dyn Handler>,
     pub(crate) limits: WireLimits,
-    pub(crate) stopping: Arc<AtomicBool>,
 }
 
 impl HttpConnections {
     /// Serves `stream` until it ends. `ended` is set when the listener is
-    /// stopped (not when it only stops accepting, to drain): the next
-    /// request is then refused.
+    /// stopped (not when it only stops accepting, to drain): a request
+    /// that comes after it is not served, and the connection is closed
+    /// unanswered, as a server closes an idle connection just as a request
+    /// comes (a client sends it again, on a new connection).
     pub(crate) fn serve_connection(&self, stream: TcpStream, peer: SocketAddr, ended: &AtomicBool) {
         let _ = stream.set_nodelay(true);
         let _ = stream.set_write_timeout(Some(self.limits.idle_timeout));
@@ -86,8 +89,7 @@ impl HttpConnections {
                 // A stopped listener serves no request that arrives on a
                 // kept-alive connection.
                 if ended.load(Ordering::SeqCst) {
-                    let stopped = Response::status(503).header("Retry-After", "1");
-                    return Ok(Err(Box::new((req, stopped))));
+                    return Err(ReadError::Closed);
                 }
                 if let Err(resp) = self.handler.check_head(&req) {
                     return Ok(Err(Box::new((req, resp))));
@@ -96,17 +98,14 @@ impl HttpConnections {
             });
             match read {
                 Ok(Ok(req)) => match self.handler.handle(req, &write_side, peer) {
-                    Ok(true) if !self.stopping.load(Ordering::SeqCst) => continue,
+                    Ok(true) => continue,
                     _ => break,
                 },
                 Ok(Err(refusal)) => {
                     let (req, refused) = *refusal;
                     // Refused on its head. Without a body the connection
                     // goes on; with one, the body is unread, so it closes.
-                    let keep_alive = req.keep_alive
-                        && !req.has_body()
-                        && !self.stopping.load(Ordering::SeqCst)
-                        && !ended.load(Ordering::SeqCst);
+                    let keep_alive = req.keep_alive && !req.has_body();
                     let written = if req.method == "HEAD" {
                         write_head_response(&write_side, &refused, keep_alive)
                     } else {

@@ -28,7 +28,6 @@ use endpoint::Endpoint;
 use listener::HttpConnections;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener};
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use streams::SessionStreams;
@@ -390,11 +389,9 @@ impl crate::transport::tree::Tree<HttpListener> {
             .evicting(),
         );
         let endpoint = Endpoint::new(engine, options.clone(), sessions.clone(), access.clone());
-        let stopping = Arc::new(AtomicBool::new(false));
         let connections = Arc::new(HttpConnections {
             handler: Arc::new(endpoint),
             limits: options.limits.clone(),
-            stopping: stopping.clone(),
         });
         let acceptor = Arc::new(
             Acceptor::new(
@@ -404,7 +401,6 @@ impl crate::transport::tree::Tree<HttpListener> {
                 }),
                 listener::refuse,
                 options.max_connections,
-                stopping,
             )
             // A stop flags every open connection: a request that comes on
             // a kept-alive one after it is refused (it would reach a
