@@ -133,7 +133,7 @@ impl Acceptor {
     /// sets each open connection's flag, and leaves its socket be: for
     /// HTTP, whose connections serve requests under way to their end (a
     /// socket shut for reading would look like a client that left) and
-    /// refuse the next.
+    /// close, unanswered, on the next.
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn flag_connections_on_stop(mut self) -> Self {
         self.open = Some(Mutex::default());
