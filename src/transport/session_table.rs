@@ -4,7 +4,7 @@
 
 use crate::sync::FastMap;
 use crossbeam_channel::{Receiver, Sender};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use supervisor::Clock;
@@ -58,7 +58,7 @@ struct Entry<T> {
 pub enum Refused {
     /// The table is full.
     Full,
-    /// The table's transport stopped ([`SessionTable::clear`]): a request
+    /// The table's transport stopped (its sweeper ended its sessions): a request
     /// read as it stopped opens no session that nothing would end.
     Closed,
 }
@@ -76,9 +76,14 @@ pub struct SessionTable<T> {
     due: Mutex<Option<Instant>>,
     /// Wakes the sweeper: an insert that expires before `due`.
     wake: (Sender<()>, Receiver<()>),
-    /// Set by [`clear`](Self::clear) (its transport stopped), cleared when
+    /// Set by [`end_run`](Self::end_run) (its transport stopped), cleared when
     /// its sweeper starts again: written and read under the `entries` lock.
     closed: AtomicBool,
+    /// Counts the sweeper's runs (written under the `entries` lock): a run
+    /// ends the table's sessions when it stops only if no later run began,
+    /// so a sweeper detached at a stop that ends late leaves the table of
+    /// its successor alone.
+    runs: AtomicU64,
 }
 
 impl<T: Expirable> SessionTable<T> {
@@ -95,6 +100,7 @@ impl<T: Expirable> SessionTable<T> {
             due: Mutex::new(None),
             wake: crossbeam_channel::bounded(1),
             closed: AtomicBool::new(false),
+            runs: AtomicU64::new(0),
         }
     }
 
@@ -301,25 +307,38 @@ impl<T: Expirable> SessionTable<T> {
         end_all(ended)
     }
 
-    /// Takes sessions again after [`clear`](Self::clear): its transport
-    /// (the sweeper, or a worker that takes sessions in before the sweeper
-    /// starts) runs again.
+    /// Takes sessions again after [`end_run`](Self::end_run): a worker of its
+    /// transport that takes sessions in before the sweeper starts runs
+    /// again (the sweeper's own start reopens it too).
     pub(crate) fn reopen(&self) {
         let _entries = self.lock();
         self.closed.store(false, Ordering::SeqCst);
     }
 
-    /// Ends and removes every session; until it is reopened (its sweeper
-    /// starts again), no session is added.
-    pub fn clear(&self) {
+    /// Reopens the table for a run of its sweeper: returns the run, for
+    /// [`end_run`](Self::end_run).
+    fn begin_run(&self) -> u64 {
+        let _entries = self.lock();
+        self.closed.store(false, Ordering::SeqCst);
+        self.runs.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// At the end of the sweeper's run `run`: ends and removes every
+    /// session, and adds none until the table is reopened (its sweeper
+    /// starts again). Unless a later run began (this one was detached and
+    /// a new sweeper took the table over): then it does nothing. Returns
+    /// whether it cleared.
+    fn end_run(&self, run: u64) -> bool {
         let all: Vec<Arc<T>> = {
             let mut entries = self.lock();
+            if self.runs.load(Ordering::SeqCst) != run {
+                return false;
+            }
             self.closed.store(true, Ordering::SeqCst);
             entries.drain().map(|(_, e)| e.value).collect()
         };
-        for s in all {
-            s.end();
-        }
+        end_all(all);
+        true
     }
 
     /// Number of sessions.
@@ -355,7 +374,7 @@ impl<T: Expirable + 'static> SessionTable<T> {
         let tick = (table.idle.min(table.handshake) / 10)
             .clamp(Duration::from_millis(100), Duration::from_secs(60));
         supervisor::ChildSpec::worker(name, move |ctx| {
-            table.reopen();
+            let run = table.begin_run();
             let stop = ctx.stop_signal();
             loop {
                 let timeout = match table.next_sweep(tick) {
@@ -372,8 +391,13 @@ impl<T: Expirable + 'static> SessionTable<T> {
                     log::info!("{name}: {n} idle session(s) expired");
                 }
             }
-            // Stopped with its transport: the transport's sessions end too.
-            table.clear();
+            // Stopped with its transport: the transport's sessions end too
+            // (unless this run was detached and a later one owns them).
+            if !table.end_run(run) {
+                log::warn!(
+                    "{name}: stopped after a later sweeper started; its sessions left to it"
+                );
+            }
             Ok(())
         })
     }
@@ -592,9 +616,10 @@ mod tests {
     #[test]
     fn a_cleared_table_adds_no_session() {
         let t = SessionTable::new(8, Duration::from_secs(60), Arc::new(ManualClock::new()));
+        let run = t.begin_run();
         let a = Arc::new(S::default());
         t.insert("a".into(), a.clone(), None).unwrap();
-        t.clear();
+        assert!(t.end_run(run));
         assert!(a.ended.load(Ordering::SeqCst));
         // A request read as its transport stopped opens nothing that
         // nothing would end.
@@ -603,5 +628,31 @@ mod tests {
             Err(Refused::Closed)
         );
         assert_eq!(t.len(), 0);
+    }
+
+    #[test]
+    fn a_sweeper_run_that_ends_after_a_later_one_began_leaves_its_sessions() {
+        let t = SessionTable::new(8, Duration::from_secs(60), Arc::new(ManualClock::new()));
+        let detached = t.begin_run();
+        let current = t.begin_run();
+        let a = Arc::new(S::default());
+        t.insert("a".into(), a.clone(), None).unwrap();
+        // The first run, detached at a stop, ends late: the table is the
+        // second run's now.
+        assert!(!t.end_run(detached));
+        assert!(!a.ended.load(Ordering::SeqCst));
+        assert_eq!(t.len(), 1);
+        t.insert("b".into(), Arc::new(S::default()), None).unwrap();
+        // The current run's stop ends them all and closes the table.
+        assert!(t.end_run(current));
+        assert!(a.ended.load(Ordering::SeqCst));
+        assert_eq!(t.len(), 0);
+        assert_eq!(
+            t.insert("c".into(), Arc::new(S::default()), None),
+            Err(Refused::Closed)
+        );
+        // The next run takes sessions again.
+        t.begin_run();
+        t.insert("c".into(), Arc::new(S::default()), None).unwrap();
     }
 }
