@@ -260,7 +260,7 @@ impl UriTemplate {
 
     /// The percent-decoded values of the variables present in `uri` if it
     /// matches the template; absent variables are left out of the map. A
-    /// URI longer than [`MAX_MATCHED_URI_BYTES`] matches no template.
+    /// URI longer than `MAX_MATCHED_URI_BYTES` (8 KiB) matches no template.
     pub fn matches(&self, uri: &str) -> Option<HashMap<String, String>> {
         if uri.len() > MAX_MATCHED_URI_BYTES {
             return None;

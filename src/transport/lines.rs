@@ -131,7 +131,7 @@ impl<R: Read> LineReader<R> {
 
     /// Before a read, polls `fd` (the descriptor `inner` reads) for a
     /// moment while requests have been arriving within one
-    /// ([`crate::wait::Spin`]): under steady traffic the next request comes
+    /// (`wait::Spin`): under steady traffic the next request comes
     /// within the spin and the thread's wake-up is saved; an idle
     /// connection blocks in read(2) at once.
     pub fn with_spin(mut self, fd: Option<std::os::fd::RawFd>) -> Self {

@@ -8,7 +8,7 @@ pub const DEFAULT_RECONNECT_ATTEMPTS: u32 = 10;
 
 /// How to reconnect: exponential backoff with jitter, capped, a bounded
 /// number of attempts. Each outage gets all the attempts; but connections
-/// that end before `backoff.reset_after` count too ([`QuickDrops`]): a peer
+/// that end before `backoff.reset_after` count too (`QuickDrops`): a peer
 /// that drops every new connection at once is given up on after
 /// `max_attempts` of them in a row.
 #[derive(Clone, Debug)]

@@ -1,7 +1,7 @@
 //! The gateway: the upstream MCP servers of `mcpServers`, each supervised
-//! ([`upstream`]), served as one server together with the command tools
+//! (`upstream`), served as one server together with the command tools
 //! under names of our own ([`names`]), every request relayed both ways
-//! ([`proxy`]).
+//! (`proxy`).
 
 pub mod names;
 #[cfg(feature = "client")]

@@ -11,11 +11,11 @@
 //! response (at-least-once); a lost connection leaves it unacknowledged, so
 //! the broker delivers it again — handlers must tolerate that; a response
 //! the broker refuses sends its request round once more, not for ever
-//! ([`AfterConfirm`]), and one larger than the broker takes is replaced by
-//! an error ([`Bounded`]). The shared
+//! (`AfterConfirm`), and one larger than the broker takes is replaced by
+//! an error (`Bounded`). The shared
 //! queue's consumer takes `prefetch` deliveries at most; the instance
 //! queue's takes as many as the engine lets its sessions run
-//! ([`instance_prefetch`]), so calls that run long never hold back the
+//! (`instance_prefetch`), so calls that run long never hold back the
 //! messages of its sessions that they wait for (a ping, a cancellation, an
 //! answer to the server's request). Confirms do
 //! not wake the link thread: it takes them between other events, or after

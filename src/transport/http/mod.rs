@@ -103,7 +103,7 @@ pub struct HttpOptions {
     pub enable_delete: bool,
     /// Idle expiry of sessions (default 30 minutes). A session whose client
     /// has not sent `notifications/initialized` lives only
-    /// [`DEFAULT_HANDSHAKE_TIMEOUT`](crate::transport::session_table::DEFAULT_HANDSHAKE_TIMEOUT) (10 s).
+    /// `DEFAULT_HANDSHAKE_TIMEOUT` (10 s).
     pub session_idle_timeout: Duration,
     /// Most sessions (default 10,000). A new session beyond it ends the
     /// longest-idle session that is not busy (one still in its handshake
