@@ -456,9 +456,10 @@ impl Inner {
     }
 
     /// Waits, holding `state`'s lock between looks, until more than
-    /// `ended` jobs have ended or the pool is dropped. Pairs with
-    /// [`Inner::job_ended`]: either it sees this waiting, or this sees its
-    /// job ended.
+    /// `ended` jobs have ended, the pool is below its size (a start that
+    /// was under way failed) or the pool is dropped. Pairs with
+    /// [`Inner::wake_awaiting_end`]: either it sees this waiting, or this
+    /// sees what it did.
     fn await_job_end<'a>(
         &'a self,
         mut state: MutexGuard<'a, State>,
@@ -468,7 +469,10 @@ impl Inner {
         self.end_waits.fetch_add(1, Ordering::SeqCst);
         self.awaiting_end.store(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        while self.ended.load(Ordering::SeqCst) == ended && !state.stopped {
+        while self.ended.load(Ordering::SeqCst) == ended
+            && self.started.load(Ordering::SeqCst) >= self.max
+            && !state.stopped
+        {
             state = self.watch.wait(state).unwrap_or_else(|e| e.into_inner());
         }
         self.awaiting_end.store(false, Ordering::SeqCst);
@@ -478,6 +482,12 @@ impl Inner {
     /// A pool thread's job ended: wakes the watchdog if it waits for that.
     fn job_ended(&self) {
         self.ended.fetch_add(1, Ordering::SeqCst);
+        self.wake_awaiting_end();
+    }
+
+    /// Wakes the watchdog if it is in [`Inner::await_job_end`] (a job ended
+    /// or the pool is no longer full).
+    fn wake_awaiting_end(&self) {
         // Pairs with the fence in `await_job_end`.
         fence(Ordering::SeqCst);
         if self.awaiting_end.load(Ordering::SeqCst) {
@@ -511,8 +521,7 @@ impl Inner {
         match self.spawn(started) {
             Ok(_) => true,
             Err(e) => {
-                self.started.fetch_sub(1, Ordering::SeqCst);
-                self.starting.fetch_sub(1, Ordering::SeqCst);
+                self.unstart();
                 if let Some(failed) = self.spawn_failures.failed(now) {
                     log::error!(
                         "cannot start a thread for {}: {e} ({failed} failed since the last such line, said at most every {DEFAULT_LOG_INTERVAL:?}); the next try waits {SPAWN_RETRY:?}",
@@ -522,6 +531,16 @@ impl Inner {
                 false
             }
         }
+    }
+
+    /// Takes back a start that failed, and wakes the watchdog if it waits
+    /// for a job to end: it may have read `started` at the pool's size
+    /// while the start ran, and `starting` after it had failed, as a full
+    /// pool with nothing starting (the pool is not full now).
+    fn unstart(&self) {
+        self.started.fetch_sub(1, Ordering::SeqCst);
+        self.starting.fetch_sub(1, Ordering::SeqCst);
+        self.wake_awaiting_end();
     }
 
     /// Spawns thread number `number` of the pool.
@@ -881,6 +900,43 @@ mod tests {
         for _ in 0..3 {
             wait(&done);
         }
+    }
+
+    #[test]
+    fn a_start_that_fails_while_the_watchdog_waits_on_a_full_pool_wakes_it() {
+        let wait = |rx: &crossbeam_channel::Receiver<()>| {
+            rx.recv_timeout(Duration::from_secs(10))
+                .expect("within 10 s")
+        };
+        let pool = Pool::new("mcpvisor-test-unstart-", 2, 16).unwrap();
+        let inner = pool.inner.clone();
+        let (release_tx, release) = crossbeam_channel::unbounded::<()>();
+        let (running_tx, running) = crossbeam_channel::unbounded::<()>();
+        assert!(pool
+            .try_submit(Box::new(move || {
+                running_tx.send(()).unwrap();
+                let _ = release.recv();
+            }))
+            .is_ok());
+        wait(&running);
+        assert_eq!(pool.threads(), 1);
+        // What the watchdog may read while a second thread's start is
+        // under way: the pool at its size, nothing starting (read after
+        // the start failed).
+        inner.started.fetch_add(1, Ordering::SeqCst);
+        let (ran_tx, ran) = crossbeam_channel::unbounded::<()>();
+        assert!(pool
+            .try_submit(Box::new(move || ran_tx.send(()).unwrap()))
+            .is_ok());
+        until("the watchdog waits for a job to end", || {
+            inner.awaiting_end.load(Ordering::SeqCst)
+        });
+        // The start fails: the watchdog, woken, starts a thread for the
+        // queued job while the first still blocks.
+        inner.starting.fetch_add(1, Ordering::SeqCst);
+        inner.unstart();
+        wait(&ran);
+        release_tx.send(()).unwrap();
     }
 
     /// Names of this process's threads.
