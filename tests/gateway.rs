@@ -863,8 +863,16 @@ fn a_per_session_upstream_gives_each_session_its_own_child_until_the_session_end
     a.close();
     gone(a_child, "the ended session's child");
     assert!(alive(b_child) && alive(lister[0]));
-    // Its place is free for the third.
-    assert!(!text(&call(&c)).is_empty());
+    // Its place is free for the third once its connection is closed (the
+    // thread closing it counts toward maxSessions until it is done).
+    eventually("the ended session's place", || {
+        let r = call(&c);
+        if r["isError"] == true {
+            Err(r.to_string())
+        } else {
+            Ok(())
+        }
+    });
     let c_child = new_child(&[lister[0], b_child]);
     // A session's child that dies is started again at its next call.
     // SAFETY: kill(2) on a process of this test's daemon.
@@ -881,6 +889,55 @@ fn a_per_session_upstream_gives_each_session_its_own_child_until_the_session_end
     new_child(&[lister[0], c_child]);
     b.close();
     c.close();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A session's child that is slow to stop (it outlives its input and
+/// ignores SIGTERM, so closing it takes both grace periods) holds its
+/// place under `maxSessions` until it is stopped: a client that opens and
+/// ends sessions cannot pile up children that are still stopping.
+#[test]
+fn a_per_session_child_still_stopping_counts_toward_max_sessions() {
+    let dir = scratch("gateway-per-session-stopping");
+    let script = "trap '' TERM; \"$0\"; exec sleep 600";
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "mcpServers": {"conf": {
+            "command": "/bin/sh",
+            "args": ["-c", script, common::example("conformance").to_str().unwrap()],
+            "perSession": true,
+            "maxSessions": 1,
+        }},
+    });
+    let g = start(&dir, &config);
+    let connect =
+        || Client::connect(Connection::http(&g.url).unwrap(), ClientOptions::default()).unwrap();
+    let (a, b) = (connect(), connect());
+    until(&a, "the upstream's tools", |n| {
+        n.iter().any(|t| t == "conf__test_simple_text")
+    });
+    let call = |client: &Client| {
+        client
+            .call_tool("conf__test_simple_text", json!({}))
+            .unwrap()
+    };
+    assert_eq!(call(&a)["isError"], Value::Null);
+    a.close();
+    // a's child takes two grace periods (2 s each) to stop: meanwhile b
+    // is refused ...
+    let r = call(&b);
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(text(&r).contains("maxSessions"), "{r}");
+    // ... and served once it has stopped.
+    eventually("a's place", || {
+        let r = call(&b);
+        if r["isError"] == true {
+            Err(r.to_string())
+        } else {
+            Ok(())
+        }
+    });
+    b.close();
     let _ = std::fs::remove_dir_all(&dir);
 }
 

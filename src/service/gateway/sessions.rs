@@ -66,6 +66,9 @@ struct Slot<C> {
     /// Whether a start runs now (even for a slot that has ended): it
     /// holds a thread and a child, and counts toward `maxSessions`.
     start_runs: AtomicBool,
+    /// Disconnected when the thread of the latest start ends, which the
+    /// upstream's stop waits for ([`Slot::await_start`]).
+    start_thread: Mutex<Option<Receiver<()>>>,
 }
 
 enum State<C> {
@@ -108,6 +111,7 @@ impl<C: SlotConnection> Slot<C> {
             backoff,
             waits: AtomicUsize::new(0),
             start_runs: AtomicBool::new(false),
+            start_thread: Mutex::new(None),
         }
     }
 
@@ -189,19 +193,39 @@ impl<C: SlotConnection> Slot<C> {
     fn launch(self: &Arc<Self>, start: Start<C>) {
         let job = Arc::new(Mutex::new(Some(start)));
         let (slot, theirs) = (self.clone(), job.clone());
+        let (running, ended) = crossbeam_channel::bounded::<()>(0);
         let spawned = std::thread::Builder::new()
             .name("mcpvisor-upstream-start".into())
             .spawn(move || {
+                let _running = running;
                 let start = lock(&theirs).take();
                 if let Some(start) = start {
                     slot.finish(run(start));
                 }
             });
-        if spawned.is_err() {
-            let start = lock(&job).take();
-            if let Some(start) = start {
-                self.finish(run(start));
+        match spawned {
+            // One start at a time: the one before has ended.
+            Ok(_) => *lock(&self.start_thread) = Some(ended),
+            Err(_) => {
+                let start = lock(&job).take();
+                if let Some(start) = start {
+                    self.finish(run(start));
+                }
             }
+        }
+    }
+
+    /// Waits until `deadline` for the thread of the latest start to end
+    /// (with what it started closed, if the slot has ended): whether it
+    /// ended.
+    fn await_start(&self, deadline: Instant) -> bool {
+        let ended = lock(&self.start_thread).clone();
+        match ended {
+            Some(ended) => !matches!(
+                ended.recv_deadline(deadline),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout)
+            ),
+            None => true,
         }
     }
 
@@ -276,7 +300,8 @@ struct Slots {
     stopped: bool,
     by_session: HashMap<String, Arc<Slot<Arc<Link>>>>,
     /// The threads stopping the connections of ended sessions, which the
-    /// upstream's stop waits for.
+    /// upstream's stop waits for. Each counts toward `maxSessions` until
+    /// it ends (a child takes up to two grace periods to stop).
     closing: Vec<std::thread::JoinHandle<()>>,
     /// Slots of ended sessions whose start still runs: each holds a thread
     /// and a child until it ends, and counts toward `maxSessions` (a
@@ -347,7 +372,8 @@ impl Sessions {
         let slot = {
             let mut slots = lock(&self.slots);
             slots.ended_starting.retain(|s| s.start_runs());
-            let open = slots.by_session.len() + slots.ended_starting.len();
+            slots.closing.retain(|c| !c.is_finished());
+            let open = slots.by_session.len() + slots.ended_starting.len() + slots.closing.len();
             if slots.stopped {
                 return Err(format!("upstream {name}: stopping"));
             }
@@ -455,15 +481,26 @@ impl Sessions {
     }
 
     /// Stops every connection (the upstream's life ends) and starts no more.
+    /// A start under way is waited for as long as closing a connection may
+    /// take (two grace periods of its child,
+    /// [`DEFAULT_CHILD_GRACE`](crate::transport::connection::DEFAULT_CHILD_GRACE)), within the worker's
+    /// [`STOP_TIMEOUT`](super::upstream::STOP_TIMEOUT); one that takes
+    /// longer (a child that does not answer `initialize`) closes what it
+    /// started when it ends, and the child gets SIGTERM when the daemon
+    /// exits.
     pub(crate) fn stop_all(&self) {
-        let (slots, ending): (Vec<_>, Vec<_>) = {
+        let deadline =
+            crate::wait::deadline_in(2 * crate::transport::connection::DEFAULT_CHILD_GRACE);
+        let (slots, ending, starting): (Vec<_>, Vec<_>, Vec<_>) = {
             let mut s = lock(&self.slots);
             s.stopped = true;
             (
                 s.by_session.drain().map(|(_, slot)| slot).collect(),
                 s.closing.drain(..).collect(),
+                s.ended_starting.drain(..).collect(),
             )
         };
+        let all: Vec<_> = slots.iter().chain(&starting).cloned().collect();
         // In parallel: each may take two grace periods.
         let closing: Vec<_> = slots
             .into_iter()
@@ -480,6 +517,16 @@ impl Sessions {
             .collect();
         for c in closing.into_iter().chain(ending) {
             let _ = c.join();
+        }
+        // Starts still under way close what they start (their slots have
+        // ended): no child outlives the upstream's stop.
+        let left = all.iter().filter(|s| !s.await_start(deadline)).count();
+        if left > 0 {
+            log::warn!(
+                "upstream {}: {left} session connection(s) still starting at the stop; \
+                 each is closed when its start ends",
+                self.cfg.name
+            );
         }
     }
 }
@@ -782,6 +829,30 @@ mod tests {
         assert!(!slot.start_runs(), "ended: it counts no more");
         assert_eq!(get(&slot, &starts, LONG).unwrap_err(), Unavailable::Ended);
         assert_eq!(starts.count(), 1);
+    }
+
+    #[test]
+    fn a_stop_waits_for_a_start_under_way_and_what_it_started_is_closed() {
+        let slot = Arc::new(Slot::<Fake>::new(LONG));
+        let starts = Starts::new();
+        let (closes_tx, closes) = unbounded();
+        let waiting = call(&slot, &starts, &CancelToken::new(), LONG);
+        starts.began.recv().unwrap();
+        until_waiting(&slot, 1);
+        slot.end();
+        assert_eq!(waiting.join().unwrap().unwrap_err(), Unavailable::Ended);
+        // The stop waits while the start runs, until its deadline ...
+        let soon = std::time::Instant::now() + Duration::from_millis(20);
+        assert!(!slot.await_start(soon));
+        assert!(std::time::Instant::now() >= soon);
+        let stopping = {
+            let slot = slot.clone();
+            std::thread::spawn(move || slot.await_start(std::time::Instant::now() + LONG))
+        };
+        // ... and returns once it has ended, with its connection closed.
+        starts.end.send(Ok(Fake::new(1, &closes_tx))).unwrap();
+        assert!(stopping.join().unwrap());
+        assert_eq!(closes.try_recv(), Ok(1));
     }
 
     #[test]
