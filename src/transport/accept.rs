@@ -13,7 +13,7 @@ use crate::wait::Waker;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -26,10 +26,55 @@ pub const CONNECTION_STACK: usize = 256 * 1024;
 /// listener is stopped ([`Acceptor::end_connections_on_stop`],
 /// [`Acceptor::flag_connections_on_stop`]): from then on, nothing more that
 /// comes on it is taken.
-pub(crate) type ServeFn = dyn Fn(TcpStream, SocketAddr, Arc<AtomicBool>) + Send + Sync;
+pub(crate) type ServeFn = dyn Fn(TcpStream, SocketAddr, Arc<ConnectionFlag>) + Send + Sync;
 
 /// Open connections by number: a copy of each one's stream, and its flag.
-type OpenConnections = crate::sync::FastMap<u64, (TcpStream, Arc<AtomicBool>)>;
+type OpenConnections = crate::sync::FastMap<u64, (TcpStream, Arc<ConnectionFlag>)>;
+
+/// What a stop tells one open connection: that it ended, and whether the
+/// connection waits idle for its next request (then the stop closes it at
+/// once rather than leave it to its idle timeout). One atomic state, so a
+/// connection is either idle when the stop comes (closed by the stop) or
+/// not (it sees the stop when it next goes idle or takes a request).
+#[derive(Debug, Default)]
+pub(crate) struct ConnectionFlag(AtomicU8);
+
+/// [`ConnectionFlag`]'s states.
+const BUSY: u8 = 0;
+const IDLE: u8 = 1;
+const ENDED: u8 = 2;
+
+impl ConnectionFlag {
+    /// Whether the listener was stopped.
+    pub(crate) fn ended(&self) -> bool {
+        self.0.load(Ordering::SeqCst) == ENDED
+    }
+
+    /// The connection waits for its next request: false if the listener
+    /// was stopped (nothing more is to be taken).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) fn idle(&self) -> bool {
+        self.0
+            .compare_exchange(BUSY, IDLE, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+            || self.0.load(Ordering::SeqCst) == IDLE
+    }
+
+    /// A request came: false if the listener was stopped (the request is
+    /// not to be served).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) fn busy(&self) -> bool {
+        self.0
+            .compare_exchange(IDLE, BUSY, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+            || self.0.load(Ordering::SeqCst) == BUSY
+    }
+
+    /// The listener stopped: whether the connection was idle.
+    pub(crate) fn end(&self) -> bool {
+        self.0.swap(ENDED, Ordering::SeqCst) == IDLE
+    }
+}
 
 /// Accepts connections and hands each to `serve` on its own thread.
 pub(crate) struct Acceptor {
@@ -130,10 +175,11 @@ impl Acceptor {
     }
 
     /// A stop (as for [`end_connections_on_stop`](Self::end_connections_on_stop))
-    /// sets each open connection's flag, and leaves its socket be: for
-    /// HTTP, whose connections serve requests under way to their end (a
-    /// socket shut for reading would look like a client that left) and
-    /// close, unanswered, on the next.
+    /// sets each open connection's flag, and shuts the sockets of those
+    /// idle between requests ([`ConnectionFlag::idle`]); it leaves the
+    /// others be: for HTTP, whose connections serve requests under way to
+    /// their end (a socket shut for reading would look like a client that
+    /// left) and then close.
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn flag_connections_on_stop(mut self) -> Self {
         self.open = Some(Mutex::default());
@@ -144,13 +190,17 @@ impl Acceptor {
     /// [`end_connections_on_stop`](Self::end_connections_on_stop)).
     fn end_connections(&self) {
         if let Some(open) = &self.open {
-            for (stream, ended) in lock(open).values() {
+            for (stream, flag) in lock(open).values() {
                 // The flag first: a read under way when the shutdown comes
                 // returns what arrived, which is then not taken (a socket
                 // shut for reading still takes in what arrives later).
-                ended.store(true, Ordering::SeqCst);
+                let idle = flag.end();
                 if self.shut_on_stop {
                     let _ = stream.shutdown(std::net::Shutdown::Read);
+                } else if idle {
+                    // Waiting for a request it will not serve: closed now,
+                    // not at its idle timeout.
+                    let _ = stream.shutdown(std::net::Shutdown::Both);
                 }
             }
         }
@@ -240,7 +290,7 @@ impl Acceptor {
             return;
         }
         let number = self.next_connection.fetch_add(1, Ordering::Relaxed);
-        let ended = Arc::new(AtomicBool::new(false));
+        let ended = Arc::new(ConnectionFlag::default());
         if let (Some(open), Ok(kept)) = (&self.open, stream.try_clone()) {
             lock(open).insert(number, (kept, ended.clone()));
         }
@@ -378,8 +428,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_connection_flag_tells_a_stop_whether_it_came_while_idle() {
+        let flag = ConnectionFlag::default();
+        assert!(!flag.ended() && flag.idle() && flag.idle(), "idle, again");
+        assert!(flag.busy() && flag.busy(), "busy, again");
+        assert!(!flag.end(), "stopped while busy");
+        assert!(flag.ended() && !flag.idle() && !flag.busy());
+        let flag = ConnectionFlag::default();
+        assert!(flag.idle());
+        assert!(flag.end(), "stopped while idle");
+        assert!(!flag.busy(), "a request after it is not served");
+    }
+
+    #[test]
     fn connection_threads_that_cannot_start_are_told_once_a_period() {
-        let serve: Arc<ServeFn> = Arc::new(|_: TcpStream, _: SocketAddr, _: Arc<AtomicBool>| {});
+        let serve: Arc<ServeFn> =
+            Arc::new(|_: TcpStream, _: SocketAddr, _: Arc<ConnectionFlag>| {});
         let acceptor = Acceptor::new("test", serve, |_| {}, 1);
         let e = io::Error::from(io::ErrorKind::OutOfMemory);
         assert!(acceptor.spawn_failed(&e), "the first is told");

@@ -3,7 +3,7 @@
 //! reader (the connection's thread) and a writer thread, with the same size
 //! limits and error behaviour as stdio.
 
-use super::accept::{Acceptor, ServeFn};
+use super::accept::{Acceptor, ConnectionFlag, ServeFn};
 use super::lines::LineBudget;
 use super::stdio::{serve_lines, EndFn, Output, StdioOptions};
 use crate::protocol::Engine;
@@ -140,7 +140,7 @@ pub type TcpServer = super::tree::Tree<TcpListenerHandle>;
 /// written).
 struct Ending {
     stream: TcpStream,
-    ended: Arc<AtomicBool>,
+    ended: Arc<ConnectionFlag>,
 }
 
 impl Ending {
@@ -155,12 +155,12 @@ impl Ending {
 
 impl Read for Ending {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.ended.load(Ordering::SeqCst) {
+        if self.ended.ended() {
             return Err(Self::stopped());
         }
         let n = self.stream.read(buf)?;
         // What a read under way returned as the stop came is not taken.
-        if self.ended.load(Ordering::SeqCst) {
+        if self.ended.ended() {
             return Err(Self::stopped());
         }
         Ok(n)
@@ -280,7 +280,7 @@ mod tests {
     impl Read for StopAfterFirstRead {
         fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
             let n = self.0.read(buf)?;
-            self.0.ended.store(true, Ordering::SeqCst);
+            self.0.ended.end();
             Ok(n)
         }
     }
@@ -292,7 +292,7 @@ mod tests {
         let (stream, _) = listener.accept().unwrap();
         // The peer is still sending its request when the listener stops.
         peer.write_all(br#"{"jsonrpc":"2.0","id":1,"meth"#).unwrap();
-        let ended = Arc::new(AtomicBool::new(false));
+        let ended = Arc::new(ConnectionFlag::default());
         let input = StopAfterFirstRead(Ending { stream, ended });
         let mut lines = LineReader::new(input, 1024);
         match lines.next_frame() {

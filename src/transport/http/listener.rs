@@ -4,9 +4,9 @@
 use super::wire::{
     write_head_response, write_response, Conn, ReadError, Request, Response, WireLimits,
 };
+use crate::transport::accept::ConnectionFlag;
 use std::io;
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -70,12 +70,18 @@ pub(crate) struct HttpConnections {
 }
 
 impl HttpConnections {
-    /// Serves `stream` until it ends. `ended` is set when the listener is
-    /// stopped (not when it only stops accepting, to drain): a request
-    /// that comes after it is not served, and the connection is closed
-    /// unanswered, as a server closes an idle connection just as a request
-    /// comes (a client sends it again, on a new connection).
-    pub(crate) fn serve_connection(&self, stream: TcpStream, peer: SocketAddr, ended: &AtomicBool) {
+    /// Serves `stream` until it ends. `flag` ends when the listener is
+    /// stopped (not when it only stops accepting, to drain): a connection
+    /// idle between requests is then closed at once; a request that comes
+    /// after it is not served, and the connection is closed unanswered, as
+    /// a server closes an idle connection just as a request comes (a
+    /// client sends it again, on a new connection).
+    pub(crate) fn serve_connection(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        flag: &ConnectionFlag,
+    ) {
         let _ = stream.set_nodelay(true);
         let _ = stream.set_write_timeout(Some(self.limits.idle_timeout));
         give_up_on_silent_peers(&stream);
@@ -84,11 +90,12 @@ impl HttpConnections {
             Err(_) => return,
         };
         let mut conn = Conn::new(stream, self.limits.clone());
-        loop {
+        // Idle until a head came: a stop then closes the connection.
+        while flag.idle() {
             let read = conn.read_head().and_then(|mut req| {
                 // A stopped listener serves no request that arrives on a
                 // kept-alive connection.
-                if ended.load(Ordering::SeqCst) {
+                if !flag.busy() {
                     return Err(ReadError::Closed);
                 }
                 if let Err(resp) = self.handler.check_head(&req) {

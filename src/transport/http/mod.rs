@@ -402,10 +402,10 @@ impl crate::transport::tree::Tree<HttpListener> {
                 listener::refuse,
                 options.max_connections,
             )
-            // A stop flags every open connection: a request that comes on
-            // a kept-alive one after it is refused (it would reach a
-            // listener that is gone); a request under way is served to its
-            // end.
+            // A stop flags every open connection: one idle between
+            // requests is closed, a request that comes on a kept-alive one
+            // after it is not served (it would reach a listener that is
+            // gone), a request under way is served to its end.
             .flag_connections_on_stop(),
         );
         if options.listener.is_some() {
