@@ -40,13 +40,35 @@ pub(crate) fn give_up_on_silent_peers(stream: &TcpStream) {
     let _ = stream;
 }
 
-/// Answers a connection refused because of the connection cap.
+/// At most this much of what a connection refused at the cap sent is read
+/// before it is closed: a request's head, and some of its body.
+pub(crate) const REFUSED_READ_BYTES: usize = 64 * 1024;
+
+/// Answers a connection refused because of the connection cap, on the
+/// accept loop: so it never waits to read. What the client sent already
+/// is read, up to [`REFUSED_READ_BYTES`], for the close to end the connection
+/// after the 503 rather than reset it (a reset can discard the 503 before
+/// the client reads it).
 pub(crate) fn refuse(stream: &TcpStream) {
+    use std::io::Read;
     let _ = write_response(
         stream,
         &Response::status(503).header("Retry-After", "1"),
         false,
     );
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    if stream.set_nonblocking(true).is_err() {
+        return;
+    }
+    let mut sink = [0u8; 4096];
+    let mut left = REFUSED_READ_BYTES;
+    let mut s = stream;
+    while left > 0 {
+        match s.read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => left = left.saturating_sub(n),
+        }
+    }
 }
 
 /// Handles one request on a connection. Returns whether the connection
@@ -181,6 +203,33 @@ fn linger(stream: &TcpStream) {
 mod tests {
     use super::*;
     use std::os::fd::AsRawFd;
+
+    #[test]
+    fn a_connection_refused_at_the_cap_ends_after_its_503_without_a_reset() {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        client
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let (ours, _) = l.accept().unwrap();
+        // The request has arrived before the refusal.
+        ours.peek(&mut [0]).unwrap();
+        refuse(&ours);
+        drop(ours);
+        client
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut got = Vec::new();
+        // A close with the request unread would reset the connection: the
+        // read would fail (and, on a real network, could lose the 503).
+        client.read_to_end(&mut got).expect("the 503, then the end");
+        assert!(
+            got.starts_with(b"HTTP/1.1 503"),
+            "{}",
+            String::from_utf8_lossy(&got)
+        );
+    }
 
     #[test]
     fn a_served_connection_gives_up_on_a_silent_peer() {
