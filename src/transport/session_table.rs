@@ -84,6 +84,10 @@ pub struct SessionTable<T> {
     /// so a sweeper detached at a stop that ends late leaves the table of
     /// its successor alone.
     runs: AtomicU64,
+    /// The stop signal of the latest run (under the `entries` lock): told
+    /// (disconnected) once that run was asked to stop, though it may not
+    /// have ended yet ([`reopen`](Self::reopen)).
+    run_stop: Mutex<Option<Receiver<()>>>,
 }
 
 impl<T: Expirable> SessionTable<T> {
@@ -101,6 +105,7 @@ impl<T: Expirable> SessionTable<T> {
             wake: crossbeam_channel::bounded(1),
             closed: AtomicBool::new(false),
             runs: AtomicU64::new(0),
+            run_stop: Mutex::new(None),
         }
     }
 
@@ -309,18 +314,32 @@ impl<T: Expirable> SessionTable<T> {
 
     /// Takes sessions again after [`end_run`](Self::end_run): a worker of its
     /// transport that takes sessions in before the sweeper starts runs
-    /// again (the sweeper's own start reopens it too).
+    /// again (the sweeper's own start reopens it too). A sweeper run asked
+    /// to stop and not ended yet (detached at its tree's stop) is done
+    /// with the table: its end leaves alone what this worker takes in.
     pub(crate) fn reopen(&self) {
         let _entries = self.lock();
+        let mut stop = crate::sync::lock(&self.run_stop);
+        if stop.as_ref().is_some_and(told_to_stop) {
+            self.runs.fetch_add(1, Ordering::SeqCst);
+            *stop = None;
+        }
         self.closed.store(false, Ordering::SeqCst);
     }
 
-    /// Reopens the table for a run of its sweeper: returns the run, for
-    /// [`end_run`](Self::end_run).
-    fn begin_run(&self) -> u64 {
+    /// Reopens the table for a run of its sweeper, which `stop` asks to
+    /// stop: returns the run, for [`end_run`](Self::end_run).
+    fn begin_run(&self, stop: &Receiver<()>) -> u64 {
         let _entries = self.lock();
+        *crate::sync::lock(&self.run_stop) = Some(stop.clone());
         self.closed.store(false, Ordering::SeqCst);
         self.runs.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Whether `run` is still the table's (no later run began, and the
+    /// table was not reopened after it was asked to stop).
+    fn owned_by(&self, run: u64) -> bool {
+        self.runs.load(Ordering::SeqCst) == run
     }
 
     /// At the end of the sweeper's run `run`: ends and removes every
@@ -331,7 +350,7 @@ impl<T: Expirable> SessionTable<T> {
     fn end_run(&self, run: u64) -> bool {
         let all: Vec<Arc<T>> = {
             let mut entries = self.lock();
-            if self.runs.load(Ordering::SeqCst) != run {
+            if !self.owned_by(run) {
                 return false;
             }
             self.closed.store(true, Ordering::SeqCst);
@@ -345,6 +364,14 @@ impl<T: Expirable> SessionTable<T> {
     pub fn len(&self) -> usize {
         self.lock().len()
     }
+}
+
+/// Whether a supervisor's stop signal was given (it disconnects).
+fn told_to_stop(stop: &Receiver<()>) -> bool {
+    matches!(
+        stop.try_recv(),
+        Err(crossbeam_channel::TryRecvError::Disconnected)
+    )
 }
 
 /// Removes the sessions `ids` from `entries`, to be ended once the
@@ -368,29 +395,16 @@ impl<T: Expirable + 'static> SessionTable<T> {
     /// A supervised worker named `name` that sweeps `table` when its first
     /// session is due to expire (every tenth of its shorter timeout, between
     /// 100 ms and 60 s, while a session is busy or may be abandoned), sleeps
-    /// while the table is empty, and once stopped ends every session left.
+    /// while the table is empty, and once stopped ends every session left
+    /// (unless it was detached at its stop and a later worker took the
+    /// table over meanwhile).
     pub fn sweeper(table: &Arc<Self>, name: &'static str) -> supervisor::ChildSpec {
         let table = table.clone();
         let tick = (table.idle.min(table.handshake) / 10)
             .clamp(Duration::from_millis(100), Duration::from_secs(60));
         supervisor::ChildSpec::worker(name, move |ctx| {
-            let run = table.begin_run();
-            let stop = ctx.stop_signal();
-            loop {
-                let timeout = match table.next_sweep(tick) {
-                    Some(d) => crossbeam_channel::after(d),
-                    None => crossbeam_channel::never(),
-                };
-                crossbeam_channel::select! {
-                    recv(stop) -> _ => break,
-                    recv(table.wake.1) -> _ => continue,
-                    recv(timeout) -> _ => {}
-                }
-                let n = table.sweep();
-                if n > 0 {
-                    log::info!("{name}: {n} idle session(s) expired");
-                }
-            }
+            let run = table.begin_run(ctx.stop_signal());
+            table.sweep_until_stopped(run, ctx.stop_signal(), tick, name);
             // Stopped with its transport: the transport's sessions end too
             // (unless this run was detached and a later one owns them).
             if !table.end_run(run) {
@@ -400,6 +414,33 @@ impl<T: Expirable + 'static> SessionTable<T> {
             }
             Ok(())
         })
+    }
+
+    /// The sweeper's run `run`: sweeps when due until `stop`, or until the
+    /// table is no longer its own. A run that is not touches neither the
+    /// plan nor the wake (both the later run's).
+    fn sweep_until_stopped(&self, run: u64, stop: &Receiver<()>, tick: Duration, name: &str) {
+        while self.owned_by(run) {
+            let timeout = match self.next_sweep(tick) {
+                Some(d) => crossbeam_channel::after(d),
+                None => crossbeam_channel::never(),
+            };
+            crossbeam_channel::select! {
+                recv(stop) -> _ => return,
+                recv(self.wake.1) -> _ => {
+                    if !self.owned_by(run) {
+                        // The later run's wake: given back to it.
+                        let _ = self.wake.0.try_send(());
+                    }
+                    continue;
+                }
+                recv(timeout) -> _ => {}
+            }
+            let n = self.sweep();
+            if n > 0 {
+                log::info!("{name}: {n} idle session(s) expired");
+            }
+        }
     }
 }
 
@@ -616,7 +657,8 @@ mod tests {
     #[test]
     fn a_cleared_table_adds_no_session() {
         let t = SessionTable::new(8, Duration::from_secs(60), Arc::new(ManualClock::new()));
-        let run = t.begin_run();
+        let (_stop, stop) = crossbeam_channel::bounded::<()>(0);
+        let run = t.begin_run(&stop);
         let a = Arc::new(S::default());
         t.insert("a".into(), a.clone(), None).unwrap();
         assert!(t.end_run(run));
@@ -633,8 +675,9 @@ mod tests {
     #[test]
     fn a_sweeper_run_that_ends_after_a_later_one_began_leaves_its_sessions() {
         let t = SessionTable::new(8, Duration::from_secs(60), Arc::new(ManualClock::new()));
-        let detached = t.begin_run();
-        let current = t.begin_run();
+        let (_stop, stop) = crossbeam_channel::bounded::<()>(0);
+        let detached = t.begin_run(&stop);
+        let current = t.begin_run(&stop);
         let a = Arc::new(S::default());
         t.insert("a".into(), a.clone(), None).unwrap();
         // The first run, detached at a stop, ends late: the table is the
@@ -652,7 +695,48 @@ mod tests {
             Err(Refused::Closed)
         );
         // The next run takes sessions again.
-        t.begin_run();
+        t.begin_run(&stop);
         t.insert("c".into(), Arc::new(S::default()), None).unwrap();
+    }
+
+    #[test]
+    fn a_worker_reopening_the_table_takes_it_from_a_run_told_to_stop() {
+        let t = SessionTable::new(8, Duration::from_secs(60), Arc::new(ManualClock::new()));
+        // A run still sweeping: a worker that starts again (AMQP's link,
+        // alone) leaves the table to it.
+        let (told, stop) = crossbeam_channel::bounded::<()>(0);
+        let live = t.begin_run(&stop);
+        t.reopen();
+        t.insert("a".into(), Arc::new(S::default()), None).unwrap();
+        assert!(t.end_run(live), "still the live run's");
+        assert_eq!(t.len(), 0);
+        // A run told to stop but not ended (detached at its tree's stop):
+        // the worker of the tree started again takes the table over before
+        // the new sweeper starts, and the old run's end leaves it be.
+        let detached = t.begin_run(&stop);
+        drop(told);
+        t.reopen();
+        let a = Arc::new(S::default());
+        t.insert("a".into(), a.clone(), None).unwrap();
+        assert!(!t.end_run(detached));
+        assert!(!a.ended.load(Ordering::SeqCst));
+        assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn a_run_no_longer_the_table_s_leaves_the_wake_to_the_later_one() {
+        let t = SessionTable::new(8, Duration::from_secs(60), Arc::new(ManualClock::new()));
+        let (told, stop) = crossbeam_channel::bounded::<()>(0);
+        let detached = t.begin_run(&stop);
+        drop(told);
+        let (_live, stop_live) = crossbeam_channel::bounded::<()>(0);
+        t.begin_run(&stop_live);
+        // An insert wakes the later run's sweeper (asleep: nothing due).
+        t.insert("a".into(), Arc::new(S::default()), None).unwrap();
+        // The detached run, going round once more, takes neither the wake
+        // (it would leave the later run asleep while sessions wait to
+        // expire) nor plans a sweep.
+        t.sweep_until_stopped(detached, &stop, Duration::from_millis(100), "test");
+        assert!(t.wake.1.try_recv().is_ok(), "the wake is the later run's");
     }
 }
