@@ -132,28 +132,34 @@ impl<C: SlotConnection> Slot<C> {
         let mut bounds: Option<(Receiver<()>, Instant)> = None;
         loop {
             let mut state = lock(&self.state);
-            let (done, replaced) = match &*state {
+            // The start this call makes: what it replaced, and its thread's
+            // handle (held by the thread while it runs).
+            let mut launching = None;
+            let done = match &*state {
                 State::Ended => return Err(Unavailable::Ended),
                 State::Ready(c) if !c.is_closed() => return Ok(c.clone()),
                 State::Failed { error, at } if at.elapsed() < self.backoff => {
                     return Err(Unavailable::Failed(error.clone()))
                 }
-                State::Starting { done, .. } => (done.clone(), None),
+                State::Starting { done, .. } => done.clone(),
                 // None yet, the last one exited, or its failure is old.
                 _ => {
                     // Under the lock: a session that ends from here on
-                    // finds the start counted.
+                    // finds the start counted, and a stop waits for it.
                     self.start_runs.store(true, Ordering::SeqCst);
+                    let (running, ended) = crossbeam_channel::bounded::<()>(0);
+                    *lock(&self.start_thread) = Some(ended);
                     let (wake, done) = crossbeam_channel::bounded(0);
                     let starting = State::Starting {
                         done: done.clone(),
                         _wake: wake,
                     };
-                    (done, Some(std::mem::replace(&mut *state, starting)))
+                    launching = Some((std::mem::replace(&mut *state, starting), running));
+                    done
                 }
             };
             drop(state);
-            if let Some(old) = replaced {
+            if let Some((old, running)) = launching {
                 // Dropped here, not under the lock (the last handle of an
                 // exited client closes it).
                 let exited = matches!(old, State::Ready(_));
@@ -164,7 +170,7 @@ impl<C: SlotConnection> Slot<C> {
                         crate::protocol::session_log_name(session)
                     );
                 }
-                self.launch(starter());
+                self.launch(starter(), running);
             }
             self.waits.fetch_add(1, Ordering::Relaxed);
             let (cancelled, deadline) = &*bounds
@@ -189,28 +195,23 @@ impl<C: SlotConnection> Slot<C> {
     }
 
     /// Runs `start` on a thread of its own (on this one if none can be
-    /// had), its outcome becoming the slot's.
-    fn launch(self: &Arc<Self>, start: Start<C>) {
-        let job = Arc::new(Mutex::new(Some(start)));
+    /// had), its outcome becoming the slot's; `running` is held until it
+    /// ended (for [`await_start`](Self::await_start)).
+    fn launch(self: &Arc<Self>, start: Start<C>, running: Sender<()>) {
+        let job = Arc::new(Mutex::new(Some((start, running))));
         let (slot, theirs) = (self.clone(), job.clone());
-        let (running, ended) = crossbeam_channel::bounded::<()>(0);
         let spawned = std::thread::Builder::new()
             .name("mcpvisor-upstream-start".into())
             .spawn(move || {
-                let _running = running;
                 let start = lock(&theirs).take();
-                if let Some(start) = start {
+                if let Some((start, _running)) = start {
                     slot.finish(run(start));
                 }
             });
-        match spawned {
-            // One start at a time: the one before has ended.
-            Ok(_) => *lock(&self.start_thread) = Some(ended),
-            Err(_) => {
-                let start = lock(&job).take();
-                if let Some(start) = start {
-                    self.finish(run(start));
-                }
+        if spawned.is_err() {
+            let start = lock(&job).take();
+            if let Some((start, _running)) = start {
+                self.finish(run(start));
             }
         }
     }
@@ -274,9 +275,17 @@ impl<C: SlotConnection> Slot<C> {
     /// connection (if any) closed; one still starting is closed when it
     /// comes.
     fn end(&self) {
-        let old = std::mem::replace(&mut *lock(&self.state), State::Ended);
-        if let State::Ready(c) = old {
+        if let Some(c) = self.mark_ended() {
             c.close();
+        }
+    }
+
+    /// Ends the slot as [`end`](Self::end) does, but returns its connection
+    /// for the caller to close.
+    fn mark_ended(&self) -> Option<C> {
+        match std::mem::replace(&mut *lock(&self.state), State::Ended) {
+            State::Ready(c) => Some(c),
+            _ => None,
         }
     }
 }
@@ -486,8 +495,8 @@ impl Sessions {
     /// [`DEFAULT_CHILD_GRACE`](crate::transport::connection::DEFAULT_CHILD_GRACE)), within the worker's
     /// [`STOP_TIMEOUT`](super::upstream::STOP_TIMEOUT); one that takes
     /// longer (a child that does not answer `initialize`) closes what it
-    /// started when it ends, and the child gets SIGTERM when the daemon
-    /// exits.
+    /// started when it ends; if the daemon exits first, the child gets
+    /// SIGTERM then (its parent-death signal).
     pub(crate) fn stop_all(&self) {
         let deadline =
             crate::wait::deadline_in(2 * crate::transport::connection::DEFAULT_CHILD_GRACE);
@@ -564,21 +573,26 @@ impl SessionWatcher for Sessions {
             return;
         };
         slots.closing.retain(|c| !c.is_finished());
+        // Ended first (under the slot's lock): a call of the session still
+        // under way starts nothing after it, so a start that runs now was
+        // made before, and is counted.
+        let connection = slot.mark_ended();
         if slot.start_runs() {
-            slots.ended_starting.push(slot.clone());
+            slots.ended_starting.push(slot);
         }
         // Closing a child takes up to two grace periods: not on the thread
         // that closed the session. (A start still under way closes what it
         // started when it ends.)
-        let s = slot.clone();
+        let Some(c) = connection else { return };
+        let theirs = c.clone();
         match std::thread::Builder::new()
             .name("mcpvisor-upstream-close".into())
-            .spawn(move || s.end())
+            .spawn(move || theirs.close())
         {
             Ok(closing) => slots.closing.push(closing),
             Err(_) => {
                 drop(slots);
-                slot.end();
+                c.close();
             }
         }
     }
@@ -853,6 +867,32 @@ mod tests {
         starts.end.send(Ok(Fake::new(1, &closes_tx))).unwrap();
         assert!(stopping.join().unwrap());
         assert_eq!(closes.try_recv(), Ok(1));
+    }
+
+    #[test]
+    fn a_stop_just_after_a_start_was_made_waits_for_it() {
+        let slot = Arc::new(Slot::<Fake>::new(LONG));
+        let (release, released) = bounded::<()>(0);
+        let (closes_tx, closes) = unbounded();
+        // The stop comes after the call made its start, before the start's
+        // thread runs: it waits for that start all the same.
+        let (stopped, stop) = (slot.clone(), std::cell::Cell::new(true));
+        let starter = || -> Start<Fake> {
+            if stop.take() {
+                stopped.end();
+                assert!(!stopped.await_start(std::time::Instant::now()));
+            }
+            let (released, closes) = (released.clone(), closes_tx.clone());
+            Box::new(move || {
+                let _ = released.recv();
+                Ok(Fake::new(1, &closes))
+            })
+        };
+        let got = slot.get(starter, &CancelToken::new(), LONG, "up", "s");
+        assert_eq!(got.unwrap_err(), Unavailable::Ended);
+        drop(release);
+        assert!(slot.await_start(std::time::Instant::now() + LONG));
+        assert_eq!(closes.try_recv(), Ok(1), "what it started is closed");
     }
 
     #[test]
