@@ -61,7 +61,8 @@ pub const DEFAULT_EVENT_LOG_CAPACITY: usize = 1024;
 pub const DEFAULT_EVENT_LOG_BYTES: usize = 16 * 1024 * 1024;
 /// Default bytes of events kept for resumption by all of a listener's
 /// sessions together: 256 MiB. Past it, a session that logs an event keeps
-/// only its newest, so that the sessions a listener holds (up to
+/// no more than its share (this over the sessions keeping events), and past
+/// twice it keeps only its newest while they keep more, so that the sessions a listener holds (up to
 /// [`DEFAULT_MAX_SESSIONS`](crate::transport::session_table::DEFAULT_MAX_SESSIONS))
 /// cannot each keep their own most.
 pub const DEFAULT_EVENT_LOG_TOTAL_BYTES: usize = 256 * 1024 * 1024;
@@ -127,7 +128,9 @@ pub struct HttpOptions {
     /// [`DEFAULT_EVENT_LOG_BYTES`]).
     pub event_log_bytes: usize,
     /// Bytes of events kept for resumption by all sessions together
-    /// (default [`DEFAULT_EVENT_LOG_TOTAL_BYTES`]).
+    /// (default [`DEFAULT_EVENT_LOG_TOTAL_BYTES`]): past it each session
+    /// that logs keeps its share. A session that logs no more keeps what
+    /// it has, so they may keep up to twice this (and each its newest).
     pub event_log_total_bytes: usize,
     /// Clock of session expiry (default: the system clock).
     pub clock: Arc<dyn Clock>,

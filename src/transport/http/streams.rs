@@ -96,11 +96,17 @@ impl Stream {
 /// The bytes of events that all of a listener's sessions keep for
 /// resumption together, against its most
 /// ([`HttpOptions::event_log_total_bytes`](super::HttpOptions::event_log_total_bytes)):
-/// past it, a session that logs an event first drops its own oldest (all
-/// but its newest), so that many sessions cannot each keep their own most.
+/// a session that logs an event drops its own oldest while the sessions
+/// keep more than the most and it keeps more than its share (the most over
+/// the sessions keeping events), or while they keep more than twice the
+/// most; its newest always stays. So many sessions cannot each keep their
+/// own most, and a few that filled the budget first do not leave the
+/// others one event each.
 #[derive(Debug)]
 pub(crate) struct LogBudget {
     used: AtomicUsize,
+    /// Sessions keeping at least one byte of events.
+    holders: AtomicUsize,
     max: usize,
 }
 
@@ -109,6 +115,7 @@ impl LogBudget {
     pub(crate) fn new(max: usize) -> LogBudget {
         LogBudget {
             used: AtomicUsize::new(0),
+            holders: AtomicUsize::new(0),
             max,
         }
     }
@@ -118,8 +125,25 @@ impl LogBudget {
         self.used.load(Ordering::Relaxed)
     }
 
-    fn over(&self) -> bool {
-        self.used() > self.max
+    /// A session's bytes went from `before` to `after`.
+    fn changed(&self, before: usize, after: usize) {
+        if after >= before {
+            self.used.fetch_add(after - before, Ordering::Relaxed);
+        } else {
+            self.used.fetch_sub(before - after, Ordering::Relaxed);
+        }
+        if before == 0 && after > 0 {
+            self.holders.fetch_add(1, Ordering::Relaxed);
+        } else if before > 0 && after == 0 {
+            self.holders.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a session keeping `bytes` is to drop its oldest event.
+    fn trims(&self, bytes: usize) -> bool {
+        let over = self.used().saturating_sub(self.max);
+        over > 0
+            && (over > self.max || bytes > self.max / self.holders.load(Ordering::Relaxed).max(1))
     }
 }
 
@@ -477,22 +501,24 @@ impl Streams {
 
     /// `len` bytes of events were logged.
     fn logged(&mut self, len: usize) {
+        let before = self.bytes;
         self.bytes += len;
-        self.budget.used.fetch_add(len, Ordering::Relaxed);
+        self.budget.changed(before, self.bytes);
     }
 
     /// `len` bytes of events were dropped.
     fn freed(&mut self, len: usize) {
+        let before = self.bytes;
         self.bytes -= len;
-        self.budget.used.fetch_sub(len, Ordering::Relaxed);
+        self.budget.changed(before, self.bytes);
     }
 
     /// Drops the oldest events while more than `capacity` are kept, or more
-    /// than `max_bytes` of them, or the listener's sessions keep more than
-    /// their budget (but the newest).
+    /// than `max_bytes` of them, or more than the listener's budget lets
+    /// this session keep ([`LogBudget`]), but the newest.
     fn evict(&mut self, capacity: usize, max_bytes: usize) {
         while self.order.len() > capacity
-            || (self.order.len() > 1 && (self.bytes > max_bytes || self.budget.over()))
+            || (self.order.len() > 1 && (self.bytes > max_bytes || self.budget.trims(self.bytes)))
         {
             let Some((sid, seq)) = self.order.pop_front() else {
                 break;
@@ -671,7 +697,7 @@ mod tests {
     }
 
     #[test]
-    fn sessions_over_the_listener_s_budget_keep_only_their_newest_event() {
+    fn sessions_over_the_listener_s_budget_keep_their_share() {
         let budget = Arc::new(LogBudget::new(1000));
         let session = || Streams::open(budget.clone());
         let log = |st: &mut Streams, seq: u64, len: usize| {
@@ -691,21 +717,29 @@ mod tests {
             log(&mut first, seq, 100);
         }
         assert_eq!((first.order.len(), budget.used()), (10, 1000));
-        // Another that logs past it keeps only its newest each time.
+        // Another that logs past it keeps its share: half the budget.
         let mut second = session();
-        for seq in 1..=5 {
+        for seq in 1..=6 {
             log(&mut second, seq, 100);
-            assert_eq!(second.order.len(), 1, "event {seq}");
         }
-        assert_eq!(budget.used(), 1100);
-        // The first, logging again, gives back down to the budget.
+        assert_eq!((second.order.len(), budget.used()), (5, 1500));
+        // The first, logging again, gives back down to the budget, and
+        // no further than its share.
         log(&mut first, 11, 100);
-        assert_eq!((first.order.len(), budget.used()), (9, 1000));
+        assert_eq!((first.order.len(), budget.used()), (5, 1000));
+        // Past twice the budget (a third's one large event), a session
+        // that logs keeps only its newest.
+        let mut third = session();
+        log(&mut third, 1, 1500);
+        assert_eq!((third.order.len(), budget.used()), (1, 2500));
+        log(&mut second, 7, 100);
+        assert_eq!((second.order.len(), budget.used()), (1, 2100));
         // Sessions that go give back all they kept.
         drop(first);
-        assert_eq!(budget.used(), 100);
-        drop(second);
+        assert_eq!(budget.used(), 1600);
+        drop((second, third));
         assert_eq!(budget.used(), 0);
+        assert_eq!(budget.holders.load(Ordering::Relaxed), 0);
     }
 
     #[test]
