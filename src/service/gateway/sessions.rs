@@ -396,7 +396,7 @@ impl Sessions {
                 None if open >= self.cfg.max_sessions => {
                     return Err(format!(
                         "upstream {name}: {open} sessions have a connection of their own \
-                         (or one still starting), the most maxSessions allows"
+                         (or one still starting or stopping), the most maxSessions allows"
                     ))
                 }
                 None => slots

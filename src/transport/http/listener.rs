@@ -48,7 +48,8 @@ pub(crate) const REFUSED_READ_BYTES: usize = 64 * 1024;
 /// accept loop: so it never waits to read. What the client sent already
 /// is read, up to [`REFUSED_READ_BYTES`], for the close to end the connection
 /// after the 503 rather than reset it (a reset can discard the 503 before
-/// the client reads it).
+/// the client reads it). A request that arrives only after the close is
+/// still answered by a reset: the accept loop does not wait for it.
 pub(crate) fn refuse(stream: &TcpStream) {
     use std::io::Read;
     let _ = write_response(
