@@ -46,6 +46,7 @@ const ENDED: u8 = 2;
 
 impl ConnectionFlag {
     /// Whether the listener was stopped.
+    #[cfg_attr(not(feature = "tcp"), allow(dead_code))]
     pub(crate) fn ended(&self) -> bool {
         self.0.load(Ordering::SeqCst) == ENDED
     }
@@ -102,7 +103,7 @@ pub(crate) struct Acceptor {
     /// ([`Acceptor::end_connections_on_stop`]), with each one's flag.
     open: Option<Mutex<OpenConnections>>,
     /// Whether a stop also shuts the open connections' input (else it
-    /// only sets their flags).
+    /// sets their flags, and closes only those idle between requests).
     shut_on_stop: bool,
     next_connection: AtomicU64,
     /// Connections refused at the cap, told at most every 10 s.
@@ -186,8 +187,9 @@ impl Acceptor {
         self
     }
 
-    /// Ends the input of every open connection (see
-    /// [`end_connections_on_stop`](Self::end_connections_on_stop)).
+    /// Ends every open connection: its input (see
+    /// [`end_connections_on_stop`](Self::end_connections_on_stop)), or its
+    /// flag (see [`flag_connections_on_stop`](Self::flag_connections_on_stop)).
     fn end_connections(&self) {
         if let Some(open) = &self.open {
             for (stream, flag) in lock(open).values() {
@@ -384,6 +386,21 @@ impl Acceptor {
         .shutdown(Shutdown::Timeout(Duration::from_secs(1)))
     }
 
+    /// A worker that waits for its tree's stop and then ends the open
+    /// connections, as the accept worker's own stop does: a stop that finds
+    /// the accept worker not running (it failed and is not started again
+    /// yet, or its restarts ran out) ends them all the same. First in the
+    /// tree, so it stops last (a second end of a connection does nothing).
+    pub(crate) fn closer(self: &Arc<Self>) -> ChildSpec {
+        let acceptor = self.clone();
+        ChildSpec::worker(format!("{}-connections", self.name), move |ctx| {
+            let _ = ctx.stop_signal().recv();
+            acceptor.end_connections();
+            Ok(())
+        })
+        .restart(Restart::Transient)
+    }
+
     /// Keeps a passed-in socket across restarts instead of binding again.
     pub(crate) fn keep_socket(&self) {
         self.keep_socket.store(true, Ordering::SeqCst);
@@ -438,6 +455,34 @@ mod tests {
         assert!(flag.idle());
         assert!(flag.end(), "stopped while idle");
         assert!(!flag.busy(), "a request after it is not served");
+    }
+
+    #[test]
+    fn a_stop_ends_the_connections_without_the_accept_worker_running() {
+        let (idle_tx, idle) = crossbeam_channel::unbounded();
+        let (closed_tx, closed) = crossbeam_channel::unbounded();
+        let serve: Arc<ServeFn> = Arc::new(move |mut stream, _, flag: Arc<ConnectionFlag>| {
+            use std::io::Read;
+            assert!(flag.idle());
+            idle_tx.send(()).unwrap();
+            let _ = stream.read(&mut [0; 16]);
+            closed_tx.send(flag.ended()).unwrap();
+        });
+        let acceptor = Arc::new(Acceptor::new("test", serve, |_| {}, 8).flag_connections_on_stop());
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let _peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (stream, peer) = listener.accept().unwrap();
+        acceptor.spawn_connection(stream, peer);
+        idle.recv_timeout(Duration::from_secs(10)).unwrap();
+        // Only the closer runs (the accept worker failed, say): the tree's
+        // stop closes the idle connection all the same.
+        let tree = supervisor::Supervisor::start(
+            supervisor::SupervisorSpec::new("test", supervisor::Strategy::OneForOne)
+                .child(acceptor.closer()),
+        )
+        .unwrap();
+        tree.shutdown().unwrap();
+        assert_eq!(closed.recv_timeout(Duration::from_secs(10)), Ok(true));
     }
 
     #[test]

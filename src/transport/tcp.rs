@@ -256,6 +256,7 @@ impl super::tree::Tree<TcpListenerHandle> {
         }
         let spec = SupervisorSpec::new("tcp", Strategy::OneForOne)
             .intensity(10, Duration::from_secs(10))
+            .child(acceptor.closer())
             .child(acceptor.worker(socket, addr));
         log::info!("tcp: serving MCP on {addr}");
         Ok((spec, TcpListenerHandle { addr, acceptor }))

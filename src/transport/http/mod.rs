@@ -62,7 +62,8 @@ pub const DEFAULT_EVENT_LOG_BYTES: usize = 16 * 1024 * 1024;
 /// Default bytes of events kept for resumption by all of a listener's
 /// sessions together: 256 MiB. Past it, a session that logs an event keeps
 /// no more than its share (this over the sessions keeping events), and past
-/// twice it keeps only its newest while they keep more, so that the sessions a listener holds (up to
+/// twice it keeps only its newest while they keep more, so that the
+/// sessions a listener holds (up to
 /// [`DEFAULT_MAX_SESSIONS`](crate::transport::session_table::DEFAULT_MAX_SESSIONS))
 /// cannot each keep their own most.
 pub const DEFAULT_EVENT_LOG_TOTAL_BYTES: usize = 256 * 1024 * 1024;
@@ -416,6 +417,7 @@ impl crate::transport::tree::Tree<HttpListener> {
         }
         let spec = SupervisorSpec::new("http", Strategy::OneForOne)
             .intensity(10, Duration::from_secs(10))
+            .child(acceptor.closer())
             .child(SessionTable::sweeper(&sessions, "http-session-sweeper"))
             .child(acceptor.worker(socket, addr));
         log::info!("http: serving MCP on http://{addr}{}", options.path);
