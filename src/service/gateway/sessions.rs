@@ -170,7 +170,11 @@ impl<C: SlotConnection> Slot<C> {
                         crate::protocol::session_log_name(session)
                     );
                 }
-                self.launch(starter(), running);
+                // A starter that panics is a failed start, not a slot left
+                // starting for good.
+                let start = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut starter))
+                    .unwrap_or_else(|_| Box::new(|| Err(PANICKED.to_owned())));
+                self.launch(start, running);
             }
             self.waits.fetch_add(1, Ordering::Relaxed);
             let (cancelled, deadline) = &*bounds
@@ -290,10 +294,13 @@ impl<C: SlotConnection> Slot<C> {
     }
 }
 
+/// The failure of a start that panicked.
+const PANICKED: &str = "the start of the connection panicked";
+
 /// `start`'s outcome; a panic is a failure (its waiters must hear of it).
 fn run<C: 'static>(start: Start<C>) -> Result<C, String> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(start))
-        .unwrap_or_else(|_| Err("the start of the connection panicked".to_owned()))
+        .unwrap_or_else(|_| Err(PANICKED.to_owned()))
 }
 
 /// The per-session connections of one life of one upstream.
@@ -893,6 +900,22 @@ mod tests {
         drop(release);
         assert!(slot.await_start(std::time::Instant::now() + LONG));
         assert_eq!(closes.try_recv(), Ok(1), "what it started is closed");
+    }
+
+    #[test]
+    fn a_starter_that_panics_fails_its_call_and_leaves_the_slot_startable() {
+        let slot = Arc::new(Slot::<Fake>::new(Duration::ZERO));
+        let panics = || -> Start<Fake> { panic!("a starter that panics") };
+        let got = slot.get(panics, &CancelToken::new(), LONG, "up", "s");
+        assert!(matches!(got, Err(Unavailable::Failed(_))), "{got:?}");
+        let (closes, _) = unbounded();
+        let starts = || -> Start<Fake> {
+            let closes = closes.clone();
+            Box::new(move || Ok(Fake::new(1, &closes)))
+        };
+        assert!(slot
+            .get(starts, &CancelToken::new(), LONG, "up", "s")
+            .is_ok());
     }
 
     #[test]
