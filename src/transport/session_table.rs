@@ -80,9 +80,10 @@ pub struct SessionTable<T> {
     /// its sweeper starts again: written and read under the `entries` lock.
     closed: AtomicBool,
     /// Counts the sweeper's runs (written under the `entries` lock): a run
-    /// ends the table's sessions when it stops only if no later run began,
-    /// so a sweeper detached at a stop that ends late leaves the table of
-    /// its successor alone.
+    /// ends the table's sessions when it stops only if no later run began
+    /// and no worker reopened the table after the run was told to stop
+    /// ([`reopen`](Self::reopen)), so a sweeper detached at a stop that
+    /// ends late leaves the table of its successor alone.
     runs: AtomicU64,
     /// The stop signal of the latest run (under the `entries` lock): told
     /// (disconnected) once that run was asked to stop, though it may not
@@ -344,8 +345,9 @@ impl<T: Expirable> SessionTable<T> {
 
     /// At the end of the sweeper's run `run`: ends and removes every
     /// session, and adds none until the table is reopened (its sweeper
-    /// starts again). Unless a later run began (this one was detached and
-    /// a new sweeper took the table over): then it does nothing. Returns
+    /// starts again). Unless the run is no longer the table's (it was
+    /// detached at a stop, and a new sweeper or a worker of its restarted
+    /// transport took the table over): then it does nothing. Returns
     /// whether it cleared.
     fn end_run(&self, run: u64) -> bool {
         let all: Vec<Arc<T>> = {
@@ -409,7 +411,7 @@ impl<T: Expirable + 'static> SessionTable<T> {
             // (unless this run was detached and a later one owns them).
             if !table.end_run(run) {
                 log::warn!(
-                    "{name}: stopped after a later sweeper started; its sessions left to it"
+                    "{name}: stopped after its transport started again; its sessions left to it"
                 );
             }
             Ok(())
