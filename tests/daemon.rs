@@ -593,7 +593,7 @@ fn status_shows_the_tree_metrics_parse_and_the_journal_gets_priorities() {
         .collect();
     assert_eq!(
         listener,
-        ["http-connections", "http-session-sweeper", "http-listener"],
+        ["http-session-sweeper", "http-connections", "http-listener"],
         "{s}"
     );
 

@@ -55,20 +55,27 @@ impl ConnectionFlag {
     /// was stopped (nothing more is to be taken).
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn idle(&self) -> bool {
-        self.0
-            .compare_exchange(BUSY, IDLE, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-            || self.0.load(Ordering::SeqCst) == IDLE
+        self.enter(BUSY, IDLE)
     }
 
     /// A request came: false if the listener was stopped (the request is
     /// not to be served).
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn busy(&self) -> bool {
-        self.0
-            .compare_exchange(IDLE, BUSY, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-            || self.0.load(Ordering::SeqCst) == BUSY
+        self.enter(IDLE, BUSY)
+    }
+
+    /// Moves the flag from `from` to `to`: whether it is at `to` now (it
+    /// moved, or was there already), not if the listener was stopped.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    fn enter(&self, from: u8, to: u8) -> bool {
+        match self
+            .0
+            .compare_exchange(from, to, Ordering::SeqCst, Ordering::SeqCst)
+        {
+            Ok(_) => true,
+            Err(now) => now == to,
+        }
     }
 
     /// The listener stopped: whether the connection was idle.
@@ -377,7 +384,8 @@ impl Acceptor {
                 // owner's).
                 lock(&acceptor.socket).take();
             }
-            acceptor.end_connections();
+            // The open connections are ended by the closer, which stops
+            // next.
             Ok(())
         })
         .await_ready(Duration::from_secs(10))
@@ -387,10 +395,10 @@ impl Acceptor {
     }
 
     /// A worker that waits for its tree's stop and then ends the open
-    /// connections, as the accept worker's own stop does: a stop that finds
-    /// the accept worker not running (it failed and is not started again
-    /// yet, or its restarts ran out) ends them all the same. First in the
-    /// tree, so it stops last (a second end of a connection does nothing).
+    /// connections (the one place they are ended), so that a stop that
+    /// finds the accept worker not running (it failed and is not started
+    /// again yet, or its restarts ran out) ends them all the same. Just
+    /// before the accept worker in its tree: it stops right after it.
     pub(crate) fn closer(self: &Arc<Self>) -> ChildSpec {
         let acceptor = self.clone();
         ChildSpec::worker(format!("{}-connections", self.name), move |ctx| {

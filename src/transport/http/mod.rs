@@ -417,8 +417,8 @@ impl crate::transport::tree::Tree<HttpListener> {
         }
         let spec = SupervisorSpec::new("http", Strategy::OneForOne)
             .intensity(10, Duration::from_secs(10))
-            .child(acceptor.closer())
             .child(SessionTable::sweeper(&sessions, "http-session-sweeper"))
+            .child(acceptor.closer())
             .child(acceptor.worker(socket, addr));
         log::info!("http: serving MCP on http://{addr}{}", options.path);
         let handle = HttpListener {
