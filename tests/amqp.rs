@@ -1370,3 +1370,115 @@ fn only_a_sessions_client_ends_it() {
     assert_eq!(d.properties.message_id().as_deref(), Some("refused"));
     server.shutdown().unwrap();
 }
+
+/// Answers given while the broker was unreachable are published before the
+/// instance tells its clients it is back (`mcp-session-status: resumed`):
+/// the client has read them when it publishes again what is unanswered,
+/// so a call answered meanwhile does not run twice. Before, the resume went
+/// first and the call ran again. One pool thread runs the server's jobs in
+/// order: a copy of the call would run before the call that follows it.
+#[test]
+fn answers_given_during_an_outage_go_out_before_the_resume() {
+    let proxy = Proxy::start();
+    let mut config = config("outage-answers");
+    let _cleanup = Cleanup(config.clone());
+    let direct = config.clone();
+    config.url = AmqpUrl::parse(&proxy.url()).unwrap();
+    config.reconnect = fast_reconnect(1000);
+    let (events_tx, events) = crossbeam_channel::unbounded();
+    config.on_event = Some(Arc::new(move |e: &AmqpEvent| {
+        let _ = events_tx.send(e.clone());
+    }));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    let (started_tx, started) = crossbeam_channel::unbounded();
+    let (release_tx, release) = crossbeam_channel::unbounded::<()>();
+    let server = Server::builder("amqp-outage-test", "1.0")
+        .options(mcpvisor::protocol::EngineOptions {
+            pool_threads: 1,
+            ..Default::default()
+        })
+        .tool(Tool::new("gated", json!({"type":"object"}), move |_, _| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let _ = started_tx.send(());
+            // The first run waits for the test; a copy would not.
+            let _ = release.recv_timeout(WAIT);
+            Ok(ToolResult::text("released"))
+        }))
+        .tool(Tool::new("after", json!({"type":"object"}), |_, _| {
+            Ok(ToolResult::text("after"))
+        }))
+        .build()
+        .unwrap();
+    let amqp = server.start_amqp(config).unwrap();
+    assert_eq!(
+        events.recv().unwrap(),
+        AmqpEvent::Connected { generation: 1 }
+    );
+    let c = client(&direct);
+    std::thread::scope(|s| {
+        let call = s.spawn(|| c.call_tool("gated", json!({})));
+        started.recv_timeout(WAIT).expect("the handler runs");
+        proxy.refusing.store(true, Ordering::SeqCst);
+        proxy.cut();
+        loop {
+            match events.recv_timeout(WAIT).expect("the link notices the cut") {
+                AmqpEvent::Disconnected(_) => break,
+                _ => continue,
+            }
+        }
+        // The answer waits for the link.
+        release_tx.send(()).unwrap();
+        drop(release_tx);
+        common::eventually("the answer waits in the backlog", || match amqp.backlog() {
+            0 => Err("nothing waits yet".to_owned()),
+            _ => Ok(()),
+        });
+        proxy.refusing.store(false, Ordering::SeqCst);
+        let r = call.join().unwrap().expect("the call is answered");
+        assert_eq!(text(&r), "released");
+    });
+    // A copy of `gated` published after the resume would have run by now.
+    assert_eq!(text(&c.call_tool("after", json!({})).unwrap()), "after");
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "the answered call ran again"
+    );
+    c.close();
+    amqp.shutdown().unwrap();
+}
+
+/// A request of the server's to the client that the link cannot take (its
+/// publish backlog is full; here it holds nothing) fails its handler at
+/// once, saying why, rather than at its timeout.
+#[test]
+fn a_server_request_past_the_backlog_fails_at_once() {
+    let mut config = config("backlog-request");
+    let _cleanup = Cleanup(config.clone());
+    let client_config = config.clone();
+    config.max_backlog = 0;
+    let server = server("a", Arc::new(AtomicUsize::new(0)));
+    server
+        .add_tool(Tool::new("roots", json!({"type":"object"}), |_, ctx| {
+            let text = match ctx.list_roots(Duration::from_secs(600)) {
+                Ok(_) => "answered".to_owned(),
+                Err(e) => e.to_string(),
+            };
+            Ok(ToolResult::text(text))
+        }))
+        .unwrap();
+    let amqp = server.start_amqp(config).unwrap();
+    let options = ClientOptions {
+        roots: Some(Arc::new(|_| Ok(json!({"roots": []})))),
+        ..ClientOptions::default()
+    };
+    let c = Client::connect(Connection::amqp(&client_config).unwrap(), options).unwrap();
+    let r = c.call_tool("roots", json!({})).unwrap();
+    assert!(
+        text(&r).contains("cannot send roots/list to the client: the publish backlog is full"),
+        "{r}"
+    );
+    c.close();
+    amqp.shutdown().unwrap();
+}

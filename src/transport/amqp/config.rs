@@ -315,7 +315,9 @@ pub struct AmqpConfig {
     pub heartbeat_secs: u16,
     /// Most messages held while the broker is unreachable (default
     /// [`DEFAULT_MAX_BACKLOG`]): on a client, as many unanswered requests
-    /// and as many other messages; a write past that fails.
+    /// and as many other messages; a write past that fails. On a server,
+    /// a notification past that is dropped and a request to the client
+    /// fails its handler at once; answers are always held.
     pub max_backlog: usize,
     /// Reconnection after a broker or network failure: exponential backoff
     /// with jitter and a bounded number of attempts (default [`Reconnect::default`]).

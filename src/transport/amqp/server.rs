@@ -176,6 +176,22 @@ impl Reply {
     }
 }
 
+impl Reply {
+    /// When `out`, not to be published, is a request of ours: fails it
+    /// (the caller logs why), so that the handler that asked learns at
+    /// once, rather than wait out its timeout for an answer to what was
+    /// never sent. Whether it was a request.
+    fn fail_request(&self, out: &Outgoing, why: &str) -> bool {
+        let (Outgoing::Request(request), Some(s)) = (out, &self.session) else {
+            return false;
+        };
+        let method = request["method"].as_str().unwrap_or("a request");
+        let error = ErrorObject::internal(format!("cannot send {method} to the client: {why}"));
+        s.mcp.fail_unsent(request, &error);
+        true
+    }
+}
+
 impl Sink for Reply {
     fn send(&self, out: Outgoing) {
         let response = matches!(out, Outgoing::Response(_) | Outgoing::Suppressed { .. });
@@ -192,7 +208,11 @@ impl Sink for Reply {
             return;
         };
         if ticket.is_none() && self.shared.work.len() >= self.shared.config.max_backlog {
-            log::warn!("amqp: publish backlog full; a notification was dropped");
+            let what = match self.fail_request(&out, "the publish backlog is full") {
+                true => "a request to the client failed",
+                false => "a notification was dropped",
+            };
+            log::warn!("amqp: publish backlog full; {what}");
             return;
         }
         // Serialized only now: not for a notification the backlog drops.
@@ -201,15 +221,7 @@ impl Sink for Reply {
             Bounded::Whole(body) => (body, false),
             Bounded::Replaced(body) => (body, true),
             Bounded::Dropped => {
-                if let (Outgoing::Request(request), Some(s)) = (&out, &self.session) {
-                    // The handler that asked learns at once, rather than
-                    // wait for an answer to what was never sent.
-                    let error = ErrorObject::internal(format!(
-                        "cannot send {} to the client: it is over max_publish_bytes",
-                        request["method"].as_str().unwrap_or("a request")
-                    ));
-                    s.mcp.fail_unsent(request, &error);
-                }
+                self.fail_request(&out, "it is over max_publish_bytes");
                 if let Some(t) = ticket {
                     let _ = self.shared.work.send(Work::Ack(t));
                 }
@@ -360,6 +372,13 @@ impl AmqpListener {
     /// Expires idle sessions now (the sweeper does this periodically).
     pub fn sweep_sessions(&self) -> usize {
         self.shared.sessions.sweep()
+    }
+    /// Messages waiting for the link: answers, notifications and
+    /// acknowledgements the handlers produced that it has not yet passed
+    /// to the broker (they pile up while the broker is unreachable, up to
+    /// [`AmqpConfig::max_backlog`] for notifications).
+    pub fn backlog(&self) -> usize {
+        self.shared.work.len()
     }
     /// Stops taking new sessions and stateless requests (a draining stop):
     /// the instance cancels its consumer of the shared request queue, and
@@ -598,6 +617,13 @@ fn serve(
         if let Err(e) = link.perform(w) {
             return e;
         }
+    }
+    // The answers the handlers gave while the link was down go out before
+    // the clients hear it is back: each client has read them by the time
+    // it publishes again what is unanswered, and a request answered then
+    // does not run a second time.
+    if let Err(e) = link.perform_queued(work) {
+        return e;
     }
     if generation > 1 {
         if let Err(e) = link.resume_sessions() {
