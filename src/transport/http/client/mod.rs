@@ -55,7 +55,8 @@ pub const DEFAULT_RECONNECT_DELAY: Duration = Duration::from_millis(1000);
 /// asks: 60 s. Closing the client, or giving up the call whose stream it
 /// is, ends the wait at once.
 pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
-/// How often in a row a dropped stream is resumed before giving up.
+/// How often in a row a call's dropped stream is resumed before its call
+/// fails; the standalone stream logs it then, and goes on trying.
 pub const MAX_RESUME_ATTEMPTS: u32 = 5;
 pub use crate::transport::connection::DEFAULT_CONNECT_TIMEOUT;
 /// Longest a response that answers no call may stay silent (the answer to

@@ -4,7 +4,7 @@
 
 use super::response::Body;
 use super::target::{unreachable, InFlight, Target};
-use super::{DEFAULT_READ_TIMEOUT, DEFAULT_RECONNECT_DELAY, MAX_RESUME_ATTEMPTS};
+use super::{DEFAULT_READ_TIMEOUT, DEFAULT_RECONNECT_DELAY, MAX_RESUME_ATTEMPTS, MAX_RETRY_DELAY};
 use crate::jsonrpc::RequestId;
 use crate::transport::connection::DEFAULT_MAX_MESSAGE_BYTES;
 use crate::transport::http::socket::Socket;
@@ -12,7 +12,7 @@ use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What one pass over an SSE stream saw.
 struct Pass {
@@ -99,6 +99,30 @@ fn wait_after(delivered: bool, retry: Option<Duration>) -> Duration {
     }
 }
 
+/// How long the standalone stream waits after `failures` in a row (from
+/// 1): [`Resume::after_failure`], doubled for each failure before this
+/// one, at most [`MAX_RETRY_DELAY`].
+fn failure_wait(resume: &Resume, failures: u32) -> Duration {
+    let doubled = 2u32.saturating_pow(failures.saturating_sub(1).min(16));
+    resume
+        .after_failure()
+        .saturating_mul(doubled)
+        .min(MAX_RETRY_DELAY)
+}
+
+/// The response to our request `id` that `message` holds, alone or in a
+/// batch (a 2025-03-26 server may send one as an event).
+fn answer_in<'a>(message: &'a Value, id: &RequestId) -> Option<&'a Value> {
+    let ours = |m: &&Value| {
+        m.get("method").is_none()
+            && m.get("id").and_then(RequestId::from_value).as_ref() == Some(id)
+    };
+    match message {
+        Value::Array(items) => items.iter().find(ours),
+        single => Some(single).filter(ours),
+    }
+}
+
 /// What the answer to a GET for an SSE stream means.
 enum Opened {
     /// The stream: read it.
@@ -154,6 +178,8 @@ impl Target {
         let spawned = std::thread::Builder::new().name("mcpvisor-client-sse".into()).spawn(move || {
             let mut body = Some(body);
             let mut attempts = 0;
+            // Whether the last try to open the stream again failed.
+            let mut refused = false;
             let mut resume = Resume::default();
             loop {
                 let pass = match body.take() {
@@ -180,7 +206,11 @@ impl Target {
                 if attempts > MAX_RESUME_ATTEMPTS {
                     return target.fail(request, &format!("its stream was resumed {MAX_RESUME_ATTEMPTS} times in a row without an event"));
                 }
-                if !target.pause(call.as_ref(), resume.wait(pass.delivered)) {
+                let pause = match refused {
+                    true => resume.after_failure(),
+                    false => resume.wait(pass.delivered),
+                };
+                if !target.pause(call.as_ref(), pause) {
                     return;
                 }
                 let headers = [("Accept", "text/event-stream".into()), ("Last-Event-ID", from)];
@@ -188,12 +218,16 @@ impl Target {
                 // it up closes it); an untracked one (`initialize`'s) no
                 // longer than any answer to no call.
                 let silence = call.is_none().then_some(DEFAULT_READ_TIMEOUT);
+                refused = true;
                 match target.open_stream(&headers, silence, call.as_ref()) {
-                    Ok(Opened::Stream(b)) => body = Some(b),
+                    Ok(Opened::Stream(b)) => (body, refused) = (Some(b), false),
                     // Tried again, as a pass that brought nothing.
                     Ok(Opened::Later) => {}
                     Err(e) if !given_up() && !unreachable(&e) => {}
-                    Ok(Opened::Gone) => return target.fail(request, &target.session_gone().to_string()),
+                    Ok(Opened::Gone) => {
+                        target.fail(request, &target.session_gone().to_string());
+                        return target.end();
+                    }
                     Ok(Opened::None | Opened::Refused(_)) | Err(_) if given_up() => return,
                     Ok(Opened::None) => return target.fail(request, "resuming its stream failed with HTTP 405"),
                     Ok(Opened::Refused(status)) => {
@@ -212,10 +246,13 @@ impl Target {
     /// one), resuming it after drops, until the session ends: a 404 once
     /// the stream was open ends the connection (the client starts a new
     /// session; a 404 on the first GET is taken for a server without one,
-    /// like a 405), and a stream that could not be opened for a while (a
-    /// 409, 429 or server error) is tried again, [`MAX_RESUME_ATTEMPTS`]
-    /// times in a row at most. The last event id and retry delay carry
-    /// over from pass to pass, as in [`follow`](Self::follow).
+    /// like a 405). A stream that could not be opened (a 409, 429 or
+    /// server error), or that ended at once with nothing, is tried again
+    /// after a wait that doubles each time in a row, up to
+    /// [`MAX_RETRY_DELAY`] (see [`failure_wait`]); past
+    /// [`MAX_RESUME_ATTEMPTS`] in a row this is logged, once, and the
+    /// tries go on. The last event id and retry delay carry over from pass
+    /// to pass, as in [`follow`](Self::follow).
     pub(super) fn listen(self: Arc<Self>) {
         let _ = std::thread::Builder::new()
             .name("mcpvisor-client-get".into())
@@ -223,9 +260,8 @@ impl Target {
                 let mut resume = Resume::default();
                 let (mut failures, mut opened) = (0, false);
                 while !self.closed.load(Ordering::SeqCst) {
-                    if failures > MAX_RESUME_ATTEMPTS {
-                        log::warn!("client: the session's stream could not be opened {failures} times in a row; notifications outside calls will not arrive");
-                        return;
+                    if failures == MAX_RESUME_ATTEMPTS + 1 {
+                        log::warn!("client: the session's stream could not be opened {failures} times in a row; notifications outside calls wait until it opens");
                     }
                     let mut extra = vec![("Accept", "text/event-stream".to_owned())];
                     if let Some(l) = &resume.last {
@@ -233,23 +269,27 @@ impl Target {
                     }
                     let pause = match self.open_stream(&extra, Some(DEFAULT_READ_TIMEOUT), None) {
                         Ok(Opened::Stream(body)) => {
-                            (failures, opened) = (0, true);
+                            opened = true;
+                            let start = Instant::now();
                             let pass = self.read_events(BufReader::new(body), None, false);
                             resume.carry(&pass);
-                            resume.wait(pass.delivered)
+                            if pass.delivered || start.elapsed() >= DEFAULT_RECONNECT_DELAY {
+                                failures = 0;
+                                resume.wait(pass.delivered)
+                            } else {
+                                failures += 1;
+                                failure_wait(&resume, failures)
+                            }
                         }
                         Ok(Opened::Gone) if opened => {
                             if !self.closed.load(Ordering::SeqCst) {
                                 let why = self.session_gone();
                                 log::warn!("client: {why} on its stream; the connection ends");
+                                self.end();
                             }
                             return;
                         }
                         Ok(Opened::Gone | Opened::None) => return,
-                        Ok(Opened::Later) => {
-                            failures += 1;
-                            resume.after_failure()
-                        }
                         Ok(Opened::Refused(status)) => {
                             log::warn!("client: the server refused the session's stream (HTTP {status}); notifications outside calls will not arrive");
                             return;
@@ -261,9 +301,9 @@ impl Target {
                             }
                             return;
                         }
-                        Err(_) => {
+                        Ok(Opened::Later) | Err(_) => {
                             failures += 1;
-                            resume.after_failure()
+                            failure_wait(&resume, failures)
                         }
                     };
                     if self.closed.load(Ordering::SeqCst) {
@@ -284,12 +324,11 @@ impl Target {
         let (mut answered, mut delivered) = (false, false);
         while let Some(msg) = events.next_data() {
             let mut answers = false;
-            if let Ok(v) = serde_json::from_str::<Value>(&msg) {
-                if v.get("method").is_none() {
-                    let id = v.get("id").and_then(RequestId::from_value);
-                    answers = id.is_some() && id.as_ref() == request;
-                    if answers && teaches {
-                        self.learn(&v);
+            if let (Some(request), Ok(v)) = (request, serde_json::from_str::<Value>(&msg)) {
+                if let Some(answer) = answer_in(&v, request) {
+                    answers = true;
+                    if teaches {
+                        self.learn(answer);
                     }
                 }
             }
@@ -476,6 +515,41 @@ mod tests {
             out.push(d);
         }
         (out, sse.last_id)
+    }
+
+    /// The answer to our call in a batch on its stream (a 2025-03-26
+    /// server may send one) answers it: the stream is not read on, and
+    /// the call does not fail as unanswered.
+    #[test]
+    fn an_answer_in_a_batch_event_answers_the_call() {
+        let (target, _closing, queue) =
+            super::super::target::tests::target_at(std::net::SocketAddr::from(([127, 0, 0, 1], 9)));
+        let stream = "data: [{\"jsonrpc\":\"2.0\",\"id\":6,\"result\":{}},{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}]\n\n\
+            data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n\n";
+        let pass = target.read_events(stream.as_bytes(), Some(&RequestId::Number(7)), false);
+        assert!(pass.answered);
+        assert_eq!(queue.try_iter().count(), 1, "read up to the answer");
+        let other = target.read_events(stream.as_bytes(), Some(&RequestId::Number(8)), false);
+        assert!(!other.answered);
+    }
+
+    /// The standalone stream's wait after failures in a row doubles from
+    /// the reconnect delay up to the longest one.
+    #[test]
+    fn the_standalone_stream_backs_off_after_failures() {
+        let resume = Resume::default();
+        let waits: Vec<Duration> = (1..=9).map(|n| failure_wait(&resume, n)).collect();
+        let s = Duration::from_secs;
+        assert_eq!(
+            waits,
+            [s(1), s(2), s(4), s(8), s(16), s(32), s(60), s(60), s(60)]
+        );
+        assert_eq!(failure_wait(&resume, u32::MAX), MAX_RETRY_DELAY);
+        let asked = Resume {
+            last: None,
+            retry: Some(Duration::from_secs(5)),
+        };
+        assert_eq!(failure_wait(&asked, 2), s(10));
     }
 
     #[test]

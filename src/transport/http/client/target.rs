@@ -255,6 +255,23 @@ impl std::fmt::Display for Unanswered {
 
 impl std::error::Error for Unanswered {}
 
+/// The error of a 404 to our session (see [`Target::session_gone`]).
+#[derive(Debug)]
+struct SessionGone;
+
+impl std::fmt::Display for SessionGone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the server no longer knows this session (404)")
+    }
+}
+
+impl std::error::Error for SessionGone {}
+
+/// Whether `e` says the server no longer knows our session.
+fn is_session_gone(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<SessionGone>())
+}
+
 /// Whether an error means the server cannot be reached at all (a slow
 /// answer is not that).
 pub(super) fn unreachable(e: &io::Error) -> bool {
@@ -523,9 +540,13 @@ impl Target {
         let mut call = InFlight::of(self, message);
         let result = self.try_post(message, &mut call);
         if let Err(e) = &result {
+            let gone = is_session_gone(e);
             if call.as_ref().is_some_and(InFlight::given_up) {
                 // Our own doing (its connection closed, or never opened):
                 // nobody waits for its answer any more.
+                if gone {
+                    self.end();
+                }
                 return Err(io::ErrorKind::Interrupted.into());
             }
             let id = message.get("method").and(message.get("id"));
@@ -534,6 +555,8 @@ impl Target {
             }
             if unreachable(e) {
                 log::warn!("client: the server cannot be reached ({e}); the connection ends");
+                self.end();
+            } else if gone {
                 self.end();
             }
         }
@@ -587,14 +610,11 @@ impl Target {
     }
 
     /// The server answered 404 to our session: it is gone (expired,
-    /// deleted, the server restarted). Ends this connection, so the client
-    /// can start a new one, and says why.
+    /// deleted, the server restarted). Says why; the caller fails what
+    /// waited for the answer, then ends this connection ([`end`](Self::end))
+    /// so that the client can start a new one: the failure is read first.
     pub(super) fn session_gone(&self) -> io::Error {
-        self.end();
-        io::Error::new(
-            io::ErrorKind::NotFound,
-            "the server no longer knows this session (404)",
-        )
+        io::Error::new(io::ErrorKind::NotFound, SessionGone)
     }
 
     /// Ends the connection: its reader sees the end, after what is queued
@@ -992,6 +1012,61 @@ pub(super) mod tests {
         assert_eq!(read[0]["id"], 7, "{read:?}");
         let message = read[0]["error"]["message"].as_str().unwrap_or_default();
         assert!(message.contains(why), "{read:?}");
+    }
+
+    /// A 404 to our session fails the call that got it, saying why, before
+    /// the connection ends: the reader reads the failure, then the end.
+    /// Before, the end came first and the call got a plain "closed".
+    #[test]
+    fn a_call_that_meets_a_404_to_its_session_is_told_why_before_the_end() {
+        let (addr, _seen) = serve(vec![answer("404 Not Found", "text/plain", "gone")]);
+        let (target, _closing, queue) = target_at(addr);
+        lock(&target.session).id = Some("s".into());
+        let (id, call) = Call::of(&call_7()).unwrap();
+        lock(&target.calls).insert(id, call);
+        assert!(target.post(&call_7()).is_err());
+        let read: Vec<Vec<u8>> = queue.try_iter().map(|(m, _, _)| m).collect();
+        assert_eq!(read.len(), 2, "the failure, then the end: {read:?}");
+        let failure: Value = serde_json::from_slice(&read[0]).unwrap();
+        failed_7(&[failure], "no longer knows this session (404)");
+        assert!(read[1].is_empty(), "the end mark comes last");
+    }
+
+    /// A call's stream that cannot be opened again at once (409: its old
+    /// one is still open on the server) is tried again after
+    /// [`DEFAULT_RECONNECT_DELAY`] at least, whatever the server's short
+    /// `retry:` (before: after it, so that every try was spent within
+    /// half a second).
+    #[test]
+    fn a_refused_resume_waits_at_least_the_reconnect_delay() {
+        let first = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n\
+            retry: 50\nid: 1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"x\"}}\n\n";
+        let last =
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n\
+            id: 2\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n";
+        let (addr, seen) = serve(vec![
+            first.to_owned(),
+            answer("409 Conflict", "text/plain", "in use"),
+            last.to_owned(),
+        ]);
+        let (target, _closing, queue) = target_at(addr);
+        let (id, call) = Call::of(&call_7()).unwrap();
+        lock(&target.calls).insert(id, call);
+        target.post(&call_7()).unwrap();
+        let answered = (0..2)
+            .map(|_| queue.recv_timeout(Duration::from_secs(30)).unwrap().0)
+            .any(|m| {
+                serde_json::from_slice::<Value>(&m)
+                    .is_ok_and(|v| v["id"] == 7 && v.get("result").is_some())
+            });
+        assert!(answered, "the call is answered on the third stream");
+        let at: Vec<Instant> = seen.try_iter().map(|(_, at)| at).collect();
+        assert_eq!(at.len(), 3);
+        assert!(
+            at[2] - at[1] >= super::super::DEFAULT_RECONNECT_DELAY,
+            "tried again after {:?}",
+            at[2] - at[1]
+        );
     }
 
     #[test]
