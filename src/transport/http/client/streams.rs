@@ -316,6 +316,12 @@ impl Target {
             });
     }
 
+    /// Delivers every event's message of a stream that answers no request
+    /// (a notification's or an answer's POST), on this thread, to its end.
+    pub(super) fn read_through(&self, body: Body<BufReader<Socket>>) {
+        self.read_events(BufReader::new(body), None, false);
+    }
+
     /// Delivers every event's message, as related to `request`, until the
     /// stream ends or brings the response to `request` (what follows it
     /// is not waited for: the server should end the stream there).

@@ -672,9 +672,15 @@ impl Target {
                 Ok(())
             }
             200 if head.media_type_is("text/event-stream") => {
-                // A request's stream carries its answer, and the server's
-                // requests made while serving it.
-                self.follow(body, request_id, call.take(), teaches);
+                match request_id {
+                    // A request's stream carries its answer, and the
+                    // server's requests made while serving it.
+                    Some(_) => self.follow(body, request_id, call.take(), teaches),
+                    // A notification's or an answer's (the rule is 202):
+                    // read on this thread, so that it counts as a POST
+                    // under way until it ends (`MAX_UNANSWERED_POSTS`).
+                    None => self.read_through(body),
+                }
                 Ok(())
             }
             200 => {
@@ -1030,6 +1036,35 @@ pub(super) mod tests {
         let failure: Value = serde_json::from_slice(&read[0]).unwrap();
         failed_7(&[failure], "no longer knows this session (404)");
         assert!(read[1].is_empty(), "the end mark comes last");
+    }
+
+    /// A notification answered with a stream (the rule is 202) is read
+    /// on its POST's thread: the POST is under way, and counts toward
+    /// `MAX_UNANSWERED_POSTS`, until the stream ends. Before, a thread of
+    /// its own read it, and a server that never ended such streams made
+    /// the client start threads and open sockets without end.
+    #[test]
+    fn a_notification_s_stream_is_read_before_its_post_ends() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            read_request(&mut BufReader::new(&stream)).unwrap();
+            let mut w = &stream;
+            w.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n: open\n\n").unwrap();
+            // A slow server: the event comes later, then the end.
+            std::thread::sleep(Duration::from_millis(200));
+            w.write_all(b"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n\n")
+                .unwrap();
+        });
+        let (target, _closing, queue) = target_at(addr);
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        target.post(&initialized).unwrap();
+        assert_eq!(
+            queue.try_iter().count(),
+            1,
+            "the stream was read to its end"
+        );
     }
 
     /// A call's stream that cannot be opened again at once (409: its old
