@@ -17,7 +17,7 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Default)]
 pub(super) struct SessionState {
@@ -254,6 +254,15 @@ impl std::fmt::Display for Unanswered {
 }
 
 impl std::error::Error for Unanswered {}
+
+/// How soon after a POST went out on a kept connection an end or a reset
+/// before any byte of its answer is still taken for the server having
+/// closed that connection before it read the POST (which is then sent
+/// again on a new connection): 1 s, many round trips. Later, the server
+/// read it and may have acted on it (run a call, then crashed): the POST
+/// fails rather than run twice (RFC 9110, 9.2.2). GET and DELETE are
+/// sent again whenever.
+pub const STALE_CONNECTION_WINDOW: Duration = Duration::from_secs(1);
 
 /// The error of a 404 to our session (see [`Target::session_gone`]).
 #[derive(Debug)]
@@ -506,11 +515,19 @@ impl Target {
             None => Ok(()),
         });
         sent.and_then(|()| socket.flush()).map_err(unanswered)?;
+        let sent_at = Instant::now();
+        // Past the window the server read the request and may have acted
+        // on it (run a call, then failed): a POST is not sent again.
+        let unread =
+            |e: io::Error| match method != "POST" || sent_at.elapsed() < STALE_CONNECTION_WINDOW {
+                true => unanswered(e),
+                false => e,
+            };
         let mut r = BufReader::new(socket);
         match r.fill_buf() {
-            Ok([]) => return Err(unanswered(io::ErrorKind::UnexpectedEof.into())),
+            Ok([]) => return Err(unread(io::ErrorKind::UnexpectedEof.into())),
             Ok(_) => {}
-            Err(e) => return Err(unanswered(e)),
+            Err(e) => return Err(unread(e)),
         }
         let head = read_head(&mut r)?;
         let chunked = head.chunked();
@@ -1036,6 +1053,66 @@ pub(super) mod tests {
         let failure: Value = serde_json::from_slice(&read[0]).unwrap();
         failed_7(&[failure], "no longer knows this session (404)");
         assert!(read[1].is_empty(), "the end mark comes last");
+    }
+
+    /// A call on a kept connection whose server ends the connection, with
+    /// no answer, later than [`STALE_CONNECTION_WINDOW`] after it went out
+    /// (it read the call and may have run it) fails: it is not sent again
+    /// (before, it was, and ran twice).
+    #[test]
+    fn a_call_whose_kept_connection_ends_late_is_not_sent_again() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (seen_tx, seen) = crossbeam_channel::unbounded();
+        std::thread::spawn(move || {
+            let answer = r#"{"jsonrpc":"2.0","id":7,"result":{}}"#;
+            let ok = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
+                answer.len()
+            );
+            let (stream, _) = listener.accept().unwrap();
+            let mut r = BufReader::new(&stream);
+            read_request(&mut r).unwrap();
+            (&stream).write_all(ok.as_bytes()).unwrap();
+            // The second call on the kept connection: read, run for a
+            // while, then the connection ends unanswered.
+            read_request(&mut r).unwrap();
+            let _ = seen_tx.send("kept");
+            std::thread::sleep(STALE_CONNECTION_WINDOW + Duration::from_millis(200));
+            drop(r);
+            drop(stream);
+            // A copy sent again would be answered on a new connection.
+            if let Ok((stream, _)) = listener.accept() {
+                if read_request(&mut BufReader::new(&stream)).is_some() {
+                    let _ = seen_tx.send("again");
+                    let _ = (&stream).write_all(
+                        ok.replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n")
+                            .as_bytes(),
+                    );
+                }
+            }
+        });
+        let (target, _closing, queue) = target_at(addr);
+        for round in 0..2 {
+            let (id, call) = Call::of(&call_7()).unwrap();
+            lock(&target.calls).insert(id, call);
+            let posted = target.post(&call_7());
+            let read: Vec<Value> = queue
+                .try_iter()
+                .map(|(m, _, _)| serde_json::from_slice(&m).unwrap())
+                .collect();
+            match round {
+                0 => assert!(
+                    posted.is_ok() && read[0].get("result").is_some(),
+                    "{read:?}"
+                ),
+                _ => {
+                    assert!(posted.is_err(), "sent again and answered");
+                    failed_7(&read, "");
+                }
+            }
+        }
+        assert_eq!(seen.try_iter().collect::<Vec<_>>(), ["kept"]);
     }
 
     /// A notification answered with a stream (the rule is 202) is read
