@@ -53,6 +53,10 @@ fn lifecycle_phases_and_negotiation() {
         json!({"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}),
     );
     assert_eq!(error_code(&r), -32600);
+    // So is one whose params would be refused: it is refused as a second
+    // initialize (-32600), not for its params (-32602).
+    let r = p.request(json!(20), "initialize", json!({}));
+    assert_eq!(error_code(&r), -32600, "{r}");
     let r = p.request(json!(3), "nope/nope", json!({}));
     assert_eq!(error_code(&r), -32601);
     assert_serving(&mut p, "after-errors");

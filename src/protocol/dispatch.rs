@@ -140,6 +140,7 @@ fn offered(engine: &Engine, told: bool, capability: &str, method: &str) -> Resul
 }
 
 pub(crate) fn initialize(session: &Arc<Session>, req: &Request) -> Result<Value, ErrorObject> {
+    session.awaits_initialize()?;
     let p = req
         .params()
         .ok_or_else(|| ErrorObject::invalid_params("initialize requires params"))?;

@@ -703,6 +703,12 @@ impl Session {
         lock(&self.state).protocol.clone()
     }
 
+    /// `Err` (-32600) when `initialize` was already received: checked
+    /// before its params, so that a second one is refused as such.
+    pub(crate) fn awaits_initialize(&self) -> Result<(), ErrorObject> {
+        awaiting_initialize(&lock(&self.state))
+    }
+
     /// Records the handshake; `Err` when `initialize` was already received.
     pub(crate) fn initialized(
         &self,
@@ -717,11 +723,7 @@ impl Session {
             )));
         }
         let mut st = lock(&self.state);
-        if st.phase != Phase::AwaitingInitialize {
-            return Err(ErrorObject::invalid_request(
-                "initialize was already received on this session",
-            ));
-        }
+        awaiting_initialize(&st)?;
         st.phase = Phase::Initializing;
         st.version = Some(version);
         st.protocol = ProtocolContext::new(version, capabilities, client_info, None);
@@ -914,4 +916,14 @@ impl Drop for Session {
 
 fn respond(sink: &Arc<dyn Sink>, id: &RequestId, outcome: Result<Answer, ErrorObject>) {
     sink.send(Outgoing::Response(Reply::answer(id.clone(), outcome)));
+}
+
+/// `Err` (-32600) unless the session still waits for `initialize`.
+fn awaiting_initialize(st: &State) -> Result<(), ErrorObject> {
+    match st.phase {
+        Phase::AwaitingInitialize => Ok(()),
+        _ => Err(ErrorObject::invalid_request(
+            "initialize was already received on this session",
+        )),
+    }
 }
