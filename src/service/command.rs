@@ -497,6 +497,20 @@ pub fn check_argv(templates: &[String]) -> Result<(), String> {
     templates.iter().try_for_each(|t| fill(t, &any).map(drop))
 }
 
+/// The names of the placeholders in `template`, in order (none if its
+/// syntax is wrong: see [`check_argv`]).
+pub fn placeholders(template: &str) -> Vec<String> {
+    let names = std::cell::RefCell::new(Vec::new());
+    let name = |n: &str| {
+        names.borrow_mut().push(n.to_owned());
+        Ok(String::new())
+    };
+    match fill(template, &name) {
+        Ok(_) => names.into_inner(),
+        Err(_) => Vec::new(),
+    }
+}
+
 fn fill(template: &str, value: &dyn Fn(&str) -> Result<String, String>) -> Result<String, String> {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;

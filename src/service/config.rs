@@ -480,6 +480,28 @@ impl Reader<'_> {
         expand(s, self.env).map_err(|m| self.error(path, m))
     }
 
+    /// A string that reaches the system (a program, an argument, a path,
+    /// an environment variable's name): no NUL, which it cannot hold.
+    fn os_string(&self, v: &Value, path: &KeyPath) -> Result<String, ConfigError> {
+        let s = self.string(v, path)?;
+        match s.contains('\0') {
+            true => Err(self.error(path, HOLDS_NUL)),
+            false => Ok(s),
+        }
+    }
+
+    /// A list of [`os_string`](Self::os_string)s.
+    fn os_strings(&self, v: &Value, path: &KeyPath) -> Result<Vec<String>, ConfigError> {
+        let items = v
+            .as_array()
+            .ok_or_else(|| self.error(path, "expected a list of strings"))?;
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, s)| self.os_string(s, &path.index(i)))
+            .collect()
+    }
+
     fn strings(&self, v: &Value, path: &KeyPath) -> Result<Vec<String>, ConfigError> {
         let items = v
             .as_array()
@@ -514,11 +536,8 @@ impl Reader<'_> {
     ) -> Result<BTreeMap<String, String>, ConfigError> {
         let env = self.string_map(v, path)?;
         for (name, value) in &env {
-            if name.is_empty() || name.contains(['=', '\0']) {
-                return Err(self.error(
-                    &path.key(name),
-                    "not an environment variable name (empty, or holding = or NUL)",
-                ));
+            if !is_env_name(name) {
+                return Err(self.error(&path.key(name), NOT_AN_ENV_NAME));
             }
             if value.contains('\0') {
                 return Err(self.error(&path.key(name), "a value holding NUL"));
@@ -719,15 +738,22 @@ impl Reader<'_> {
                 if kind.as_deref().is_some_and(|k| k != "stdio") {
                     return Err(self.error(&path.key("type"), "a server with command is stdio"));
                 }
+                if command.contains('\0') {
+                    return Err(self.error(&path.key("command"), HOLDS_NUL));
+                }
                 let args = match o.get("args") {
-                    Some(a) => self.strings(a, &path.key("args"))?,
+                    Some(a) => self.os_strings(a, &path.key("args"))?,
                     None => Vec::new(),
                 };
                 let env = match o.get("env") {
                     Some(e) => self.environment(e, &path.key("env"))?,
                     None => BTreeMap::new(),
                 };
-                let cwd = text("cwd")?.map(PathBuf::from);
+                let cwd = o
+                    .get("cwd")
+                    .map(|v| self.os_string(v, &path.key("cwd")))
+                    .transpose()?
+                    .map(PathBuf::from);
                 if o.contains_key("headers") {
                     return Err(self.error(&path.key("headers"), "only for a server with url"));
                 }
@@ -969,10 +995,42 @@ impl Reader<'_> {
         Ok(a)
     }
 
+    /// Every `{name}` placeholder of `t`'s argv (at `argv_path`) names an
+    /// argument its `inputSchema` lists under `required`: a call without
+    /// it could not run, and a model reads the schema, not the argv.
+    fn placeholders_required(
+        &self,
+        t: &CommandTool,
+        argv_path: &KeyPath,
+    ) -> Result<(), ConfigError> {
+        let required: Vec<&str> = t
+            .input_schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        for (i, template) in t.argv.iter().enumerate() {
+            for name in super::command::placeholders(template) {
+                let why = if name.is_empty() {
+                    "an empty placeholder {} (write {{}} for literal braces)".to_owned()
+                } else if !required.contains(&name.as_str()) {
+                    format!(
+                        "the placeholder {{{name}}} needs {name:?} under inputSchema.required \
+                         (with a property that describes it)"
+                    )
+                } else {
+                    continue;
+                };
+                return Err(self.error(&argv_path.index(i), why));
+            }
+        }
+        Ok(())
+    }
+
     fn command(&self, name: &str, v: &Value, path: &KeyPath) -> Result<CommandTool, ConfigError> {
         let o = self.object(v, path, "commands.NAME")?;
         let argv_path = path.key("argv");
-        let argv = self.strings(
+        let argv = self.os_strings(
             o.get("argv").ok_or_else(|| {
                 self.error(path, "argv (the program and its arguments) is required")
             })?,
@@ -995,6 +1053,7 @@ impl Reader<'_> {
             }
             t.input_schema = s.clone();
         }
+        self.placeholders_required(&t, &argv_path)?;
         if let Some(s) = o.get("outputSchema") {
             if !s.is_object() {
                 return Err(self.error(&path.key("outputSchema"), "expected a JSON Schema"));
@@ -1002,10 +1061,14 @@ impl Reader<'_> {
             t.output_schema = Some(s.clone());
         }
         if let Some(d) = o.get("cwd") {
-            t.cwd = Some(PathBuf::from(self.string(d, &path.key("cwd"))?));
+            t.cwd = Some(PathBuf::from(self.os_string(d, &path.key("cwd"))?));
         }
         if let Some(a) = o.get("envAllow") {
-            t.env_allow = self.strings(a, &path.key("envAllow"))?;
+            let allow_path = path.key("envAllow");
+            t.env_allow = self.strings(a, &allow_path)?;
+            if let Some(i) = t.env_allow.iter().position(|n| !is_env_name(n)) {
+                return Err(self.error(&allow_path.index(i), NOT_AN_ENV_NAME));
+            }
         }
         if let Some(e) = o.get("env") {
             t.env = self.environment(e, &path.key("env"))?;
@@ -1084,7 +1147,17 @@ impl Reader<'_> {
             h.allowed_origins = Some(origins);
         }
         if let Some(l) = o.get("allowedHosts") {
-            h.allowed_hosts = Some(self.strings(l, &path.key("allowedHosts"))?);
+            let hosts = self.strings(l, &path.key("allowedHosts"))?;
+            if let Some((i, bad)) = hosts.iter().enumerate().find(|(_, h)| !is_host_entry(h)) {
+                return Err(self.error(
+                    &path.key("allowedHosts").index(i),
+                    format!(
+                        "{bad:?} is not a host: a name or address with or without a port \
+                         (example.com, example.com:8808, [::1]:8808), no scheme, path or wildcard"
+                    ),
+                ));
+            }
+            h.allowed_hosts = Some(hosts);
         }
         if let Some(f) = o.get("bearerTokenFile") {
             h.bearer_token_file = Some(credential(&self.string(f, &path.key("bearerTokenFile"))?));
@@ -1155,6 +1228,41 @@ pub fn expand(s: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, S
 
 /// Whether `o` is an origin as a browser sends it (RFC 6454):
 /// `scheme://host[:port]`, no path, no trailing slash.
+/// Whether `name` can name an environment variable: not empty, no `=`,
+/// no NUL.
+fn is_env_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains(['=', '\0'])
+}
+
+const HOLDS_NUL: &str = "holds NUL, which no program, argument or path can";
+
+const NOT_AN_ENV_NAME: &str = "not an environment variable name (empty, or holding = or NUL)";
+
+/// Whether `h` is what `http.allowedHosts` takes: a host name or address,
+/// with or without a port (`example.com`, `example.com:8808`, `[::1]`,
+/// `[::1]:8808`), as a `Host` header carries it.
+fn is_host_entry(h: &str) -> bool {
+    let (host, port) = match h.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((v6, after)) if v6.parse::<std::net::Ipv6Addr>().is_ok() => match after {
+                "" => return true,
+                _ => ("v6", after.strip_prefix(':')),
+            },
+            _ => return false,
+        },
+        None => match h.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (h, None),
+        },
+    };
+    let host_ok = !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b));
+    let port_ok = port.is_none_or(|p| !p.is_empty() && p.parse::<u16>().is_ok());
+    host_ok && port_ok
+}
+
 fn is_origin(o: &str) -> bool {
     let Some((scheme, authority)) = o.split_once("://") else {
         return false;
@@ -1237,6 +1345,99 @@ mod tests {
         }
         let ok = parse(r#"{"http": {"allowedOrigins": ["https://app.example.com:8443"]}}"#);
         assert!(ok.is_ok());
+    }
+
+    #[test]
+    fn allowed_hosts_are_host_names_or_addresses_with_or_without_a_port() {
+        for bad in [
+            "https://mcp.example.com",
+            "*.example.com",
+            "::1",
+            "mcp.example.com/mcp",
+            "example.com:",
+            "example.com:99999",
+            "[::1",
+            "[nope]:80",
+            "",
+        ] {
+            let text = format!(r#"{{"http": {{"allowedHosts": ["localhost", "{bad}"]}}}}"#);
+            let e = parse(&text).unwrap_err();
+            assert_eq!(e.path, "http.allowedHosts[1]", "{bad}: {e}");
+        }
+        for good in [
+            "mcp.example.com",
+            "mcp.example.com:8808",
+            "[::1]",
+            "[::1]:8808",
+            "10.0.0.1:80",
+        ] {
+            let text = format!(r#"{{"http": {{"allowedHosts": ["{good}"]}}}}"#);
+            assert!(parse(&text).is_ok(), "{good}");
+        }
+    }
+
+    /// What reaches the system holds no NUL, `envAllow` takes names as
+    /// `env` does, and every placeholder is a required argument: each is
+    /// refused at its entry when the file is read, not at a call.
+    #[test]
+    fn what_a_command_runs_with_is_checked_when_the_file_is_read() {
+        let schema =
+            r#"{"type": "object", "properties": {"p": {"type": "string"}}, "required": ["p"]}"#;
+        for (tool, at, says) in [
+            (r#"{"argv": ["x", "a\u0000"]}"#, "commands.t.argv[1]", "NUL"),
+            (
+                r#"{"argv": ["x"], "cwd": "/tmp\u0000"}"#,
+                "commands.t.cwd",
+                "NUL",
+            ),
+            (
+                r#"{"argv": ["x"], "envAllow": ["HOME", "LC_ALL=C"]}"#,
+                "commands.t.envAllow[1]",
+                "environment variable name",
+            ),
+            (
+                r#"{"argv": ["x"], "envAllow": [""]}"#,
+                "commands.t.envAllow[0]",
+                "environment variable name",
+            ),
+            (
+                r#"{"argv": ["find", ".", "-exec", "ls", "{}", ";"]}"#,
+                "commands.t.argv[4]",
+                "{{}}",
+            ),
+            (
+                r#"{"argv": ["du", "--", "{path}"]}"#,
+                "commands.t.argv[2]",
+                "inputSchema.required",
+            ),
+            (
+                &format!(r#"{{"argv": ["x", "--p={{p}}", "{{q}}"], "inputSchema": {schema}}}"#),
+                "commands.t.argv[2]",
+                "\"q\"",
+            ),
+        ] {
+            let text = format!(r#"{{"commands": {{"t": {tool}}}}}"#);
+            let e = parse(&text).unwrap_err();
+            assert_eq!(e.path, at, "{tool}: {e}");
+            assert!(e.message.contains(says), "{tool}: {e}");
+        }
+        let ok = format!(
+            r#"{{"commands": {{"t": {{"argv": ["x", "--p={{p}}", "{{{{lit}}}}"], "envAllow": ["HOME"], "inputSchema": {schema}}}}}}}"#
+        );
+        assert!(parse(&ok).is_ok(), "{ok}");
+        #[cfg(feature = "client")]
+        for (server, at) in [
+            (r#"{"command": "a\u0000"}"#, "mcpServers.s.command"),
+            (
+                r#"{"command": "a", "args": ["-y", "b\u0000"]}"#,
+                "mcpServers.s.args[1]",
+            ),
+            (r#"{"command": "a", "cwd": "\u0000"}"#, "mcpServers.s.cwd"),
+        ] {
+            let text = format!(r#"{{"mcpServers": {{"s": {server}}}}}"#);
+            let e = parse(&text).unwrap_err();
+            assert_eq!(e.path, at, "{server}: {e}");
+        }
     }
 
     #[test]
@@ -1326,7 +1527,8 @@ mod tests {
   "commands": {
     "disk": {"description": "usage", "argv": ["du", "-sh", "{path}"], "cwd": "${HOME_DIR}",
              "env": {"LANG": "${LANG:-C}"}, "timeoutMs": 5000,
-             "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}}
+             "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}},
+                             "required": ["path"]}}
   },
   "http": {"maxSessions": 10, "allowedOrigins": ["https://app.example"]},
   "logLevel": "debug"

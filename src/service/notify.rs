@@ -60,7 +60,16 @@ pub fn watchdog_interval() -> Option<Duration> {
         }
     }
     let usec: u64 = std::env::var("WATCHDOG_USEC").ok()?.trim().parse().ok()?;
-    (usec > 0).then(|| Duration::from_micros(usec / 2))
+    (usec > 0).then(|| ping_interval(usec))
+}
+
+/// The shortest wait between two pings, whatever `$WATCHDOG_USEC` asks
+/// (a `WatchdogSec=1us` would make it 0, and the pinging thread spin).
+pub const MIN_WATCHDOG_PING: Duration = Duration::from_millis(1);
+
+/// Half the watchdog's `usec`, at least [`MIN_WATCHDOG_PING`].
+fn ping_interval(usec: u64) -> Duration {
+    Duration::from_micros(usec / 2).max(MIN_WATCHDOG_PING)
 }
 
 /// `CLOCK_MONOTONIC` now in microseconds, as `MONOTONIC_USEC=` wants it
@@ -114,6 +123,13 @@ pub fn watchdog(root: supervisor::SupervisorRef) -> Option<crossbeam_channel::Se
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_watchdog_is_pinged_at_half_its_interval_and_never_without_a_pause() {
+        assert_eq!(ping_interval(200_000), Duration::from_millis(100));
+        assert_eq!(ping_interval(1), MIN_WATCHDOG_PING);
+        assert_eq!(ping_interval(1_999), MIN_WATCHDOG_PING);
+    }
 
     #[test]
     fn datagrams_reach_path_and_abstract_sockets() {
