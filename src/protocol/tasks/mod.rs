@@ -93,8 +93,10 @@ pub struct TaskOptions {
     /// [`DEFAULT_MAX_TASKS_PER_OWNER`]): the bearer credential of the
     /// requests that made them, else their session (sessions made for one
     /// request, stateless HTTP POSTs, are one owner). Past it, the same fallback as
-    /// for [`max_tasks`](Self::max_tasks): one client cannot fill the
-    /// storage every client shares until its tasks expire.
+    /// for [`max_tasks`](Self::max_tasks): one credential, or one session,
+    /// cannot fill the storage every client shares until its tasks expire.
+    /// (A client without a credential that opens many sessions can: put a
+    /// bearer token in front of a server that anyone can reach.)
     pub max_per_owner: usize,
 }
 
