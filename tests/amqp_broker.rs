@@ -296,3 +296,76 @@ fn a_stopping_server_acknowledges_the_requests_it_answered() {
     client.close();
     let _ = conn.close();
 }
+
+/// A client whose connection is lost for a moment while its instance sends
+/// it a notification (which the broker returns: its queue is gone) tells
+/// the instance it is back once it connects again: the session lives on
+/// past `client_gone_grace`, although the client had nothing else to
+/// publish. Before, the instance ended it after the grace.
+#[test]
+fn a_client_back_from_a_short_outage_keeps_its_session() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    capture_logs();
+    forget_logs();
+    let clock = supervisor::ManualClock::new();
+    let mut config = config("back");
+    let _cleanup = Cleanup(config.clone());
+    config.clock = Arc::new(clock.clone());
+    config.client_gone_grace = Duration::from_secs(5);
+    let server = server(Arc::new(AtomicUsize::new(0)));
+    let amqp = server.start_amqp(config.clone()).unwrap();
+    let proxy = Proxy::start();
+    let mut client_config = config.clone();
+    client_config.url = AmqpUrl::parse(&proxy.url()).unwrap();
+    client_config.reconnect.backoff.initial = Duration::from_millis(20);
+    client_config.reconnect.backoff.max = Duration::from_millis(200);
+    client_config.reconnect.max_attempts = 1000;
+    let (events_tx, events) = crossbeam_channel::unbounded();
+    client_config.on_event = Some(Arc::new(move |e: &AmqpEvent| {
+        let _ = events_tx.send(e.clone());
+    }));
+    let client = Client::connect(
+        Connection::amqp(&client_config).unwrap(),
+        ClientOptions::default(),
+    )
+    .unwrap();
+    client.call_tool("count", json!({})).unwrap();
+    proxy.refusing.store(true, Ordering::SeqCst);
+    proxy.cut();
+    let until = |what: &str, wanted: fn(&AmqpEvent) -> bool| loop {
+        let e = events
+            .recv_timeout(common::WAIT)
+            .unwrap_or_else(|_| panic!("{what}"));
+        if wanted(&e) {
+            break;
+        }
+    };
+    until("the client notices the cut", |e| {
+        matches!(e, AmqpEvent::Disconnected(_))
+    });
+    // A list change for the session comes back from the broker once the
+    // client's queue has gone with its connection.
+    let mut n = 0;
+    common::eventually("a notification to the client comes back", || {
+        n += 1;
+        let tool = Tool::new(format!("t{n}"), json!({"type":"object"}), |_, _| {
+            Ok(ToolResult::text(""))
+        });
+        server.add_tool(tool).unwrap();
+        logged("; its client is gone")
+    });
+    proxy.refusing.store(false, Ordering::SeqCst);
+    until(
+        "the client connects again",
+        |e| matches!(e, AmqpEvent::Connected { generation } if *generation > 1),
+    );
+    common::eventually("the instance hears the client is back", || {
+        logged("its client is back")
+    });
+    clock.advance(config.client_gone_grace * 2);
+    assert_eq!(amqp.sweep_sessions(), 0, "the session ended");
+    assert_eq!(amqp.session_count(), 1);
+    client.call_tool("count", json!({})).unwrap();
+    client.close();
+    amqp.shutdown().unwrap();
+}

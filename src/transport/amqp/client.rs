@@ -462,31 +462,36 @@ impl Shared {
         let Some((_, channel)) = &out.publisher else {
             return;
         };
+        if let Err(e) = self.tell_status(channel, SessionStatus::Ended) {
+            log::debug!("amqp client: could not end the session on leaving: {e}");
+        }
+    }
+
+    /// Publishes `status` (a message with no body) to the instance that
+    /// owns the session, if there is one the server has not forgotten.
+    /// Nobody reads a return of it: it is a sign, not a request.
+    fn tell_status(&self, channel: &Channel, status: SessionStatus) -> Result<(), amiquip::Error> {
         let (target, message_id) = {
             let mut st = lock(&self.state);
             let Some(target) = st.target.clone().filter(|_| !st.forgotten) else {
-                return;
+                return Ok(());
             };
             (target, self.next_message(&mut st).1)
         };
         let envelope = Envelope {
-            status: Some(SessionStatus::Ended),
+            status: Some(status),
             ..self.envelope(Some(&target))
         };
-        let sent = channel.basic_publish(
+        channel.basic_publish(
             "",
             Publish {
                 body: &[],
                 routing_key: target.queue.clone(),
-                // Nobody would read a return: the client is leaving.
                 mandatory: false,
                 immediate: false,
                 properties: envelope.properties(&message_id),
             },
-        );
-        if let Err(e) = sent {
-            log::debug!("amqp client: could not end the session on leaving: {e}");
-        }
+        )
     }
 
     /// Connection `generation` is up: publishes, in the order they were
@@ -519,6 +524,19 @@ impl Shared {
                 .collect();
             (owed, st.target.clone())
         };
+        // Back after a connection of ours was lost: the session's instance
+        // may have found our queue gone meanwhile (a message to it came
+        // back) and would end the session after `client_gone_grace` if we
+        // had nothing to publish; this tells it we are back.
+        if again {
+            if let Err(e) = self.tell_status(&channel, SessionStatus::Resumed) {
+                drop(out);
+                drop(channel);
+                return Err(Outcome::Lost(format!(
+                    "telling the session's instance we are back: {e}"
+                )));
+            }
+        }
         owed.extend(out.deferred.drain(..).map(|d| (d, false)));
         owed.sort_by_key(|(o, _)| o.order);
         for (i, (o, _)) in owed.iter().enumerate() {

@@ -48,7 +48,10 @@ pub enum SessionStatus {
     /// again: its queue was declared anew, and what the old one held (or
     /// was delivering) is gone, so the client publishes again the requests
     /// it has had no answer to (the server drops a copy of one it is still
-    /// running).
+    /// running). From a client, the same sent to its session's instance
+    /// after its own connection was made again: its queue is back, so the
+    /// session lives on, whatever the broker returned to the instance in
+    /// between.
     Resumed,
 }
 
@@ -171,9 +174,9 @@ pub enum Rejection {
     ContentType(String),
     /// Not JSON, or not valid JSON-RPC.
     Invalid(ParseError),
-    /// A message ending a session ([`SessionStatus::Ended`]) that cannot
-    /// be taken, and why.
-    Ended(&'static str),
+    /// A session status from a client ([`SessionStatus::Ended`],
+    /// [`SessionStatus::Resumed`]) that cannot be taken, and why.
+    Status(&'static str),
 }
 
 impl Rejection {
@@ -182,7 +185,7 @@ impl Rejection {
     pub fn parse_error(&self) -> Option<&ParseError> {
         match self {
             Rejection::TooLarge { error, .. } | Rejection::Invalid(error) => Some(error),
-            Rejection::ContentType(_) | Rejection::Ended(_) => None,
+            Rejection::ContentType(_) | Rejection::Status(_) => None,
         }
     }
 
@@ -199,7 +202,7 @@ impl Rejection {
             Rejection::Invalid(e) => e.response(),
             // It has no id to answer, and its reply queue may not be the
             // session's client's.
-            Rejection::Ended(_) => None,
+            Rejection::Status(_) => None,
         }
     }
 }
@@ -212,7 +215,7 @@ impl fmt::Display for Rejection {
             }
             Rejection::ContentType(ct) => write!(f, "content type {ct:?} is not {CONTENT_TYPE}"),
             Rejection::Invalid(e) => write!(f, "invalid JSON-RPC: {e}"),
-            Rejection::Ended(why) => write!(f, "an end of session refused: {why}"),
+            Rejection::Status(why) => write!(f, "a session status refused: {why}"),
         }
     }
 }
@@ -242,23 +245,23 @@ pub fn accept(body: &[u8], content_type: Option<&str>, limit: usize) -> Result<P
     jsonrpc::parse(body).map_err(Rejection::Invalid)
 }
 
-/// Checks a delivery that ends a session ([`SessionStatus::Ended`]): it
-/// names the session, says which queue it comes from (the receiver takes
+/// Checks a session status from a client ([`SessionStatus::Ended`],
+/// [`SessionStatus::Resumed`]): it names the session, says which queue it comes from (the receiver takes
 /// it only when that is the session's pinned reply queue) and has no body.
 /// Returns (session id, reply queue).
-pub fn accept_end<'a>(
+pub fn accept_status<'a>(
     envelope: &'a Envelope,
     body: &[u8],
 ) -> Result<(&'a str, &'a str), Rejection> {
     let named = |v: &'a Option<String>| v.as_deref().filter(|s| !s.is_empty());
     let Some(session) = named(&envelope.session) else {
-        return Err(Rejection::Ended("it names no session"));
+        return Err(Rejection::Status("it names no session"));
     };
     let Some(reply_to) = named(&envelope.reply_to) else {
-        return Err(Rejection::Ended("it has no reply queue"));
+        return Err(Rejection::Status("it has no reply queue"));
     };
     if !body.is_empty() {
-        return Err(Rejection::Ended("it carries a body"));
+        return Err(Rejection::Status("it carries a body"));
     }
     Ok((session, reply_to))
 }
@@ -342,10 +345,10 @@ mod tests {
             status: Some(SessionStatus::Ended),
             ..Default::default()
         };
-        assert_eq!(accept_end(&end, b""), Ok(("s-1", "mcp.client.1")));
+        assert_eq!(accept_status(&end, b""), Ok(("s-1", "mcp.client.1")));
         assert_eq!(
-            accept_end(&end, b"{}"),
-            Err(Rejection::Ended("it carries a body"))
+            accept_status(&end, b"{}"),
+            Err(Rejection::Status("it carries a body"))
         );
         for (session, reply_to, why) in [
             (None, Some("q"), "it names no session"),
@@ -358,8 +361,8 @@ mod tests {
                 reply_to: reply_to.map(str::to_owned),
                 ..end.clone()
             };
-            assert_eq!(accept_end(&env, b""), Err(Rejection::Ended(why)));
-            assert_eq!(Rejection::Ended(why).reply(), None, "never answered");
+            assert_eq!(accept_status(&env, b""), Err(Rejection::Status(why)));
+            assert_eq!(Rejection::Status(why).reply(), None, "never answered");
         }
     }
 

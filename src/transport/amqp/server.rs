@@ -26,7 +26,7 @@
 
 use super::config::AmqpConfig;
 use super::envelope::{
-    accept, accept_end, Envelope, Rejection, SessionStatus, SESSION_NOT_FOUND_CODE,
+    accept, accept_status, Envelope, Rejection, SessionStatus, SESSION_NOT_FOUND_CODE,
 };
 use super::link::{self, Outcome};
 use super::topology;
@@ -1005,8 +1005,8 @@ impl Link<'_> {
     fn delivered(&mut self, mut delivery: Delivery) -> Result<(), Outcome> {
         let envelope = Envelope::of(&delivery.properties);
         let correlation_id = delivery.properties.message_id().clone();
-        if envelope.status == Some(SessionStatus::Ended) {
-            return self.ended(delivery, &envelope, correlation_id);
+        if let Some(status @ (SessionStatus::Ended | SessionStatus::Resumed)) = envelope.status {
+            return self.client_status(status, delivery, &envelope, correlation_id);
         }
         let body = std::mem::take(&mut delivery.body);
         let parsed = match accept(
@@ -1156,37 +1156,44 @@ impl Link<'_> {
     }
 
     /// A client that leaves ends its session now (a message with no body
-    /// and `mcp-session-status: ended`, checked by [`accept_end`]), instead
+    /// and `mcp-session-status: ended`, checked by [`accept_status`]), instead
     /// of leaving it to the idle expiry; its work in flight is cancelled.
     /// The message must carry the reply queue pinned at `initialize`.
     /// Ending a session that is already gone is nothing to do (it expired,
     /// or the message came twice).
-    fn ended(
+    /// A session's status from its client: [`SessionStatus::Ended`] (it
+    /// leaves: the session ends now) or [`SessionStatus::Resumed`] (it
+    /// connected again: its queue is back, whatever came back from the
+    /// broker meanwhile).
+    fn client_status(
         &mut self,
+        status: SessionStatus,
         delivery: Delivery,
         envelope: &Envelope,
         correlation_id: Option<String>,
     ) -> Result<(), Outcome> {
-        let (id, reply_to) = match accept_end(envelope, &delivery.body) {
+        let (id, reply_to) = match accept_status(envelope, &delivery.body) {
             Ok(named) => named,
             Err(why) => return self.reject(delivery, envelope, correlation_id, why),
         };
         let sessions = &self.shared.sessions;
+        let name = crate::protocol::session_log_name(id);
         match sessions.peek(id, &None) {
             Some(s) if *lock(&s.reply_to) != reply_to => {
-                let why = Rejection::Ended("it does not carry the session's reply queue");
+                let why = Rejection::Status("it does not carry the session's reply queue");
                 return self.reject(delivery, envelope, correlation_id, why);
             }
-            Some(_) => {
-                log::debug!(
-                    "amqp: session {} ended by its client",
-                    crate::protocol::session_log_name(id)
-                );
+            Some(_) if status == SessionStatus::Ended => {
+                log::debug!("amqp: session {name} ended by its client");
                 sessions.remove(id, &None);
             }
+            Some(s) => {
+                log::debug!("amqp: session {name}: its client is back");
+                *lock(&s.gone_since) = None;
+            }
             None => log::debug!(
-                "amqp: session {} ended by its client was already gone",
-                crate::protocol::session_log_name(id)
+                "amqp: session {name}: its client's {} comes after its end",
+                status.as_str()
             ),
         }
         self.ack(Ticket {
