@@ -1482,3 +1482,67 @@ fn a_server_request_past_the_backlog_fails_at_once() {
     c.close();
     amqp.shutdown().unwrap();
 }
+
+/// A request of the server's to a client whose queue is gone comes back
+/// from the broker (it is published `mandatory`): the handler that asked
+/// learns it at once, not at its timeout.
+#[test]
+fn a_server_request_the_broker_returns_fails_at_once() {
+    let config = config("returned-request");
+    let _cleanup = Cleanup(config.clone());
+    let server = server("a", Arc::new(AtomicUsize::new(0)));
+    let (started_tx, started) = crossbeam_channel::unbounded();
+    let (go_tx, go) = crossbeam_channel::unbounded::<()>();
+    let (asked_tx, asked) = crossbeam_channel::unbounded();
+    server
+        .add_tool(Tool::new(
+            "roots",
+            json!({"type":"object"}),
+            move |_, ctx| {
+                let _ = started_tx.send(());
+                let _ = go.recv_timeout(WAIT);
+                let text = match ctx.list_roots(Duration::from_secs(600)) {
+                    Ok(_) => "answered".to_owned(),
+                    Err(e) => e.to_string(),
+                };
+                let _ = asked_tx.send(text);
+                Ok(ToolResult::text(""))
+            },
+        ))
+        .unwrap();
+    let amqp = server.start_amqp(config.clone()).unwrap();
+    let raw = Raw::new();
+    let init = json!({"jsonrpc":"2.0","id":"init","method":"initialize","params":{
+        "protocolVersion":"2025-11-25","capabilities":{"roots":{}},"clientInfo":{"name":"raw","version":"1"}}});
+    raw.publish(
+        &config.exchange,
+        "mcp.request.initialize",
+        init.to_string().as_bytes(),
+        to_server(raw.props("m-init"), &config),
+    );
+    let d = raw.recv();
+    let session = header(&d, "mcp-session-id").expect("session header");
+    let queue = d.properties.reply_to().clone().expect("instance queue");
+    let headers = || raw.props("m").with_headers(session_headers(&session));
+    raw.publish(
+        "",
+        &queue,
+        br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        headers(),
+    );
+    let call = json!({"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"roots","arguments":{}}});
+    raw.publish("", &queue, call.to_string().as_bytes(), headers());
+    started.recv_timeout(WAIT).expect("the handler runs");
+    raw.channel
+        .queue_delete(raw.queue.clone(), amiquip::QueueDeleteOptions::default())
+        .unwrap();
+    go_tx.send(()).unwrap();
+    let text = asked
+        .recv_timeout(WAIT)
+        .expect("the handler learns at once");
+    assert!(
+        text.contains("cannot send roots/list to the client: its queue is gone"),
+        "{text}"
+    );
+    amqp.shutdown().unwrap();
+}

@@ -792,6 +792,17 @@ impl Link<'_> {
             return;
         };
         if let Some(s) = self.shared.sessions.peek(&id, &None) {
+            // A request of ours that came back: its handler learns now,
+            // not at its timeout.
+            if let Ok(request) = serde_json::from_slice::<Value>(&r.content) {
+                if request.get("method").is_some() && request.get("id").is_some() {
+                    let method = request["method"].as_str().unwrap_or("a request");
+                    let error = ErrorObject::internal(format!(
+                        "cannot send {method} to the client: its queue is gone (the broker returned it)"
+                    ));
+                    s.mcp.fail_unsent(&request, &error);
+                }
+            }
             let now = s.clock.now();
             let newly = {
                 let mut gone = lock(&s.gone_since);
