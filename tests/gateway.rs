@@ -1386,6 +1386,40 @@ fn a_stateless_client_s_question_cancels_the_upstream_call_it_came_from() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A stateless client's question from an upstream over stdio, which
+/// cannot say which call a question belongs to: the first round's upstream
+/// call is cancelled as its question goes to the client, and the retry's
+/// call asks again and gets the answer. Before, the first call, given up,
+/// made every question of that upstream go unrouted for 30 s (in case it
+/// came from the call given up), so the retry was refused.
+#[test]
+fn a_stateless_client_answers_a_question_of_a_stdio_upstream() {
+    use mcpvisor::client::Generation;
+    let dir = scratch("gateway-stdio-question");
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "mcpServers": {"conf": {"command": common::example("conformance"), "required": true}},
+    });
+    let g = start(&dir, &config);
+    let options = ClientOptions {
+        generation: Generation::Stateless,
+        elicitation: Some(Arc::new(|_: Value| {
+            Ok(json!({"action": "accept", "content": {"username": "alice", "email": "a@example.org"}}))
+        })),
+        request_timeout: Duration::from_secs(30),
+        ..Default::default()
+    };
+    let c = Client::connect(Connection::http(&g.url).unwrap(), options).unwrap();
+    for round in 0..2 {
+        let r = c
+            .call_tool("conf__test_elicitation", json!({"message": "who?"}))
+            .unwrap();
+        assert!(text(&r).contains("alice"), "round {round}: {r}");
+    }
+    c.close();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_relayed_call_runs_as_a_task_and_the_upstream_s_question_waits_in_it() {
     use mcpvisor::client::{Generation, ToolCall};

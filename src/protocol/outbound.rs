@@ -80,6 +80,37 @@ struct Pending {
     arrived: Option<Answer>,
     /// The last progress passed on: only a greater one restarts the timeout.
     last_progress: Option<f64>,
+    /// Ready or disconnected once its caller gives it up ([`Wait::cancel`]).
+    #[cfg_attr(not(feature = "client"), allow(dead_code))]
+    cancel: Option<Receiver<()>>,
+}
+
+/// What the grace ([`ABANDONED_CALL_GRACE`]) knows of a call with an
+/// association, and since when.
+#[derive(Clone, Copy, Debug)]
+enum Abandon {
+    /// Given up: the peer's requests that name no call are not guessed.
+    Held(Instant),
+    /// Its own request of the peer's failed and it was cancelled by then
+    /// (a gateway does so when the question went back to a stateless
+    /// client, who answers in a retry that makes the call again): its
+    /// being given up holds no grace.
+    Excused(Instant),
+}
+
+impl Abandon {
+    fn at(self) -> Instant {
+        match self {
+            Abandon::Held(at) | Abandon::Excused(at) => at,
+        }
+    }
+}
+
+type Abandoned = Arc<Mutex<FastMap<RequestId, Abandon>>>;
+
+/// Drops what the grace no longer covers.
+fn prune(abandoned: &mut FastMap<RequestId, Abandon>) {
+    abandoned.retain(|_, a| a.at().elapsed() < ABANDONED_CALL_GRACE);
 }
 
 /// How long after a call with an association was given up (it timed out,
@@ -97,7 +128,7 @@ pub(crate) struct Outbound {
     closed: AtomicBool,
     /// Calls with an association given up within the grace, and when:
     /// each until its late answer comes or the grace ends.
-    abandoned: Mutex<FastMap<RequestId, Instant>>,
+    abandoned: Abandoned,
 }
 
 impl Default for Outbound {
@@ -106,7 +137,7 @@ impl Default for Outbound {
             pending: Mutex::new(FastMap::default()),
             next_id: AtomicI64::new(1),
             closed: AtomicBool::new(false),
-            abandoned: Mutex::new(FastMap::default()),
+            abandoned: Arc::default(),
         }
     }
 }
@@ -168,6 +199,7 @@ impl Outbound {
                     ordered: wait.ordered,
                     arrived: None,
                     last_progress: None,
+                    cancel: wait.cancel.clone(),
                 },
             );
         }
@@ -187,8 +219,13 @@ impl Outbound {
             }
             if wait.association.is_some() {
                 let mut abandoned = lock(&self.abandoned);
-                abandoned.retain(|_, at| at.elapsed() < ABANDONED_CALL_GRACE);
-                abandoned.insert(id.clone(), Instant::now());
+                prune(&mut abandoned);
+                match abandoned.remove(&id) {
+                    Some(Abandon::Excused(_)) => {}
+                    _ => {
+                        abandoned.insert(id.clone(), Abandon::Held(Instant::now()));
+                    }
+                }
             }
             // `initialize` must never be cancelled (the spec's cancellation
             // rules): the wait ends, the peer is not told.
@@ -335,29 +372,43 @@ impl Outbound {
     #[cfg_attr(not(feature = "client"), allow(dead_code))]
     pub(crate) fn association(&self, related: Option<&RequestId>) -> Option<PeerRequestHandler> {
         let pending = lock(&self.pending);
-        let call = match related.and_then(|id| pending.get(id)) {
-            Some(p) => p,
+        let (id, call) = match related.and_then(|id| pending.get_key_value(id)) {
+            Some(found) => found,
             None => {
                 let abandoned = lock(&self.abandoned);
-                if abandoned
-                    .values()
-                    .any(|at| at.elapsed() < ABANDONED_CALL_GRACE)
-                {
+                if abandoned.values().any(|a| {
+                    matches!(a, Abandon::Held(at) if at.elapsed() < ABANDONED_CALL_GRACE)
+                }) {
                     return None;
                 }
                 drop(abandoned);
-                let mut associated = pending.values().filter(|p| p.association.is_some());
+                let mut associated = pending.iter().filter(|(_, p)| p.association.is_some());
                 match (associated.next(), associated.next()) {
-                    (Some(p), None) => p,
+                    (Some(found), None) => found,
                     _ => return None,
                 }
             }
         };
         let (handler, tick) = (call.association.clone()?, call.tick.clone());
+        let (id, cancel, abandoned) = (id.clone(), call.cancel.clone(), self.abandoned.clone());
         Some(Arc::new(move |method: &str, params: Value| {
             let _ = tick.try_send(());
             let answer = handler(method, params);
             let _ = tick.try_send(());
+            let cancelled = cancel.as_ref().is_some_and(|c| {
+                !matches!(c.try_recv(), Err(crossbeam_channel::TryRecvError::Empty))
+            });
+            if answer.is_err() && cancelled {
+                // Under the lock the giving up takes: before it, or after.
+                let mut abandoned = lock(&abandoned);
+                prune(&mut abandoned);
+                match abandoned.remove(&id) {
+                    Some(Abandon::Held(_)) => {}
+                    _ => {
+                        abandoned.insert(id.clone(), Abandon::Excused(Instant::now()));
+                    }
+                }
+            }
             answer
         }))
     }
@@ -661,6 +712,7 @@ mod tests {
             ordered: false,
             arrived: None,
             last_progress: None,
+            cancel: None,
         };
         lock(&out.pending).insert(RequestId::Number(id), pending);
         (rx, ticks)
@@ -763,10 +815,66 @@ mod tests {
         assert!(out.call("c", json!({}), wait, &|_| Ok(())).is_err());
         assert!(out.association(None).is_none());
         if let Some(past) = Instant::now().checked_sub(ABANDONED_CALL_GRACE) {
-            for at in lock(&out.abandoned).values_mut() {
-                *at = past;
+            for a in lock(&out.abandoned).values_mut() {
+                *a = Abandon::Held(past);
             }
             assert!(out.association(None).is_some());
+        }
+    }
+
+    /// A call cancelled by its own request of the peer's, which failed (a
+    /// gateway's stateless round: the question went back to the client,
+    /// who answers in a retry that makes the call again), holds no grace,
+    /// whichever of its giving up and its question's end comes first: the
+    /// retry's call is the only associated one, and what the peer asks
+    /// next is taken for it.
+    #[test]
+    fn a_call_cancelled_by_its_own_failed_question_holds_no_grace() {
+        for question_ends_first in [true, false] {
+            let out = Arc::new(Outbound::default());
+            let token = super::super::CancelToken::new();
+            let (asking_tx, asking) = crossbeam_channel::bounded::<()>(0);
+            let (go_tx, go) = crossbeam_channel::bounded::<()>(0);
+            let cancels = token.clone();
+            let first: PeerRequestHandler = Arc::new(move |_, _| {
+                let _ = asking_tx.send(());
+                cancels.cancel();
+                let _ = go.recv();
+                Err(ErrorObject::internal("asked the client instead"))
+            });
+            let waiting = {
+                let out = out.clone();
+                let wait = Wait {
+                    timeout: Duration::from_secs(60),
+                    cancel: Some(token.receiver()),
+                    association: Some(first),
+                    ..Default::default()
+                };
+                std::thread::spawn(move || out.call("a", json!({}), wait, &|_| Ok(())))
+            };
+            let question = loop {
+                if let Some(q) = out.association(None) {
+                    break q;
+                }
+                std::thread::yield_now();
+            };
+            let asked = std::thread::spawn(move || question("elicitation/create", json!({})));
+            asking.recv().unwrap();
+            if question_ends_first {
+                go_tx.send(()).unwrap();
+                assert!(asked.join().unwrap().is_err());
+                assert_eq!(waiting.join().unwrap(), Err(CallError::Cancelled));
+            } else {
+                assert_eq!(waiting.join().unwrap(), Err(CallError::Cancelled));
+                go_tx.send(()).unwrap();
+                assert!(asked.join().unwrap().is_err());
+            }
+            let retry: PeerRequestHandler = Arc::new(|_, _| Ok(json!("retry")));
+            let _rx = waiting_call(&out, 100, Some(retry));
+            let q = out
+                .association(None)
+                .unwrap_or_else(|| panic!("refused (question ends first: {question_ends_first})"));
+            assert_eq!(q("x", json!({})), Ok(json!("retry")));
         }
     }
 }

@@ -12,7 +12,7 @@ use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What one pass over an SSE stream saw.
 struct Pass {
@@ -247,8 +247,8 @@ impl Target {
     /// the stream was open ends the connection (the client starts a new
     /// session; a 404 on the first GET is taken for a server without one,
     /// like a 405). A stream that could not be opened (a 409, 429 or
-    /// server error), or that ended at once with nothing, is tried again
-    /// after a wait that doubles each time in a row, up to
+    /// server error) is tried again after a wait that doubles each time in
+    /// a row, up to
     /// [`MAX_RETRY_DELAY`] (see [`failure_wait`]); past
     /// [`MAX_RESUME_ATTEMPTS`] in a row this is logged, once, and the
     /// tries go on. The last event id and retry delay carry over from pass
@@ -268,18 +268,14 @@ impl Target {
                         extra.push(("Last-Event-ID", l.clone()));
                     }
                     let pause = match self.open_stream(&extra, Some(DEFAULT_READ_TIMEOUT), None) {
+                        // A stream that opens is no failure, however little
+                        // it brings (a quiet server, a proxy ending idle
+                        // connections: the server's `retry:` paces it).
                         Ok(Opened::Stream(body)) => {
-                            opened = true;
-                            let start = Instant::now();
+                            (failures, opened) = (0, true);
                             let pass = self.read_events(BufReader::new(body), None, false);
                             resume.carry(&pass);
-                            if pass.delivered || start.elapsed() >= DEFAULT_RECONNECT_DELAY {
-                                failures = 0;
-                                resume.wait(pass.delivered)
-                            } else {
-                                failures += 1;
-                                failure_wait(&resume, failures)
-                            }
+                            resume.wait(pass.delivered)
                         }
                         Ok(Opened::Gone) if opened => {
                             if !self.closed.load(Ordering::SeqCst) {
