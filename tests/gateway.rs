@@ -1398,13 +1398,17 @@ fn a_stateless_client_answers_a_question_of_a_stdio_upstream() {
     let dir = scratch("gateway-stdio-question");
     let config = json!({
         "listen": ["http://127.0.0.1:0/mcp"],
-        "mcpServers": {"conf": {"command": common::example("conformance"), "required": true}},
+        // With a session: its questions are requests during its call.
+        "mcpServers": {"conf": {"command": common::example("conformance"), "required": true,
+            "protocol": "sessions"}},
     });
     let g = start(&dir, &config);
     let options = ClientOptions {
         generation: Generation::Stateless,
         elicitation: Some(Arc::new(|_: Value| {
-            Ok(json!({"action": "accept", "content": {"username": "alice", "email": "a@example.org"}}))
+            Ok(
+                json!({"action": "accept", "content": {"username": "alice", "email": "a@example.org"}}),
+            )
         })),
         request_timeout: Duration::from_secs(30),
         ..Default::default()

@@ -118,7 +118,9 @@ fn prune(abandoned: &mut FastMap<RequestId, Abandon>) {
 /// for the only associated call still in flight: 30 s. The peer may still
 /// be at work on the call given up, and what it asks then belongs to that
 /// call's caller, not to another's (a gateway's upstream shared by
-/// sessions: one user's elicitation shown to another).
+/// sessions: one user's elicitation shown to another). Not after a call
+/// cancelled by its own request of the peer's, which its handler failed
+/// (see `Abandon::Excused`).
 pub const ABANDONED_CALL_GRACE: Duration = Duration::from_secs(30);
 
 /// Requests in flight to the peer.
@@ -376,9 +378,10 @@ impl Outbound {
             Some(found) => found,
             None => {
                 let abandoned = lock(&self.abandoned);
-                if abandoned.values().any(|a| {
-                    matches!(a, Abandon::Held(at) if at.elapsed() < ABANDONED_CALL_GRACE)
-                }) {
+                if abandoned
+                    .values()
+                    .any(|a| matches!(a, Abandon::Held(at) if at.elapsed() < ABANDONED_CALL_GRACE))
+                {
                     return None;
                 }
                 drop(abandoned);
