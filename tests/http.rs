@@ -1223,3 +1223,69 @@ fn json_only_a_session_ended_mid_request_is_answered_404() {
     assert_eq!(call.join().unwrap(), 404);
     http.shutdown().unwrap();
 }
+
+/// A stream whose reader falls a whole queue behind (a burst of log
+/// messages while its client reads nothing) is detached: its connection
+/// closes without the last chunk, so that the client sees the stream cut,
+/// not ended, and resumes it from the last event it got, which brings the
+/// response. Before, the stream ended as if complete, without one.
+#[test]
+fn a_stream_detached_from_a_slow_reader_is_cut_and_resumes_with_its_response() {
+    let (done_tx, done) = crossbeam_channel::unbounded();
+    let server = Server::builder("burst", "1")
+        .tool(Tool::new(
+            "burst",
+            json!({"type":"object"}),
+            move |_, ctx| {
+                // Far more than the socket buffers and the connection's queue
+                // (1024 frames) hold together.
+                let filler = "x".repeat(4096);
+                for i in 0..6000 {
+                    ctx.log(
+                        mcpvisor::LogLevel::Info,
+                        None,
+                        json!(format!("{i} {filler}")),
+                    );
+                }
+                let _ = done_tx.send(());
+                Ok(ToolResult::text("after the burst"))
+            },
+        ))
+        .build()
+        .unwrap();
+    let http = server
+        .start_http(
+            HttpOptions::default()
+                .with_bind("127.0.0.1:0".parse().unwrap())
+                .with_response_mode(ResponseMode::SseOnly),
+        )
+        .unwrap();
+    let addr = http.local_addr();
+    let session = initialize(addr, &[]);
+    let call = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"burst","arguments":{}}});
+    let mut r = post(addr, Some(&session), &call, &[]);
+    assert_eq!(r.status, 200);
+    done.recv_timeout(Duration::from_secs(60))
+        .expect("the burst ends");
+    let mut last = None;
+    while let Some((id, m)) = r.message() {
+        assert!(
+            m.get("id").is_none(),
+            "the response came on the first stream"
+        );
+        last = Some(id);
+    }
+    assert!(!r.terminated, "the stream was ended, not cut");
+    let last = last.expect("events before the cut");
+    let mut resumed = get_stream(addr, &session, Some(&last));
+    assert_eq!(resumed.status, 200);
+    let response = loop {
+        let (_, m) = resumed
+            .message()
+            .expect("the response on the resumed stream");
+        if m.get("id").is_some() {
+            break m;
+        }
+    };
+    assert_eq!(response["result"]["content"][0]["text"], "after the burst");
+}

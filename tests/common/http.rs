@@ -18,6 +18,8 @@ pub struct Resp {
     chunked: bool,
     length: Option<usize>,
     pending: Vec<u8>,
+    /// The chunked body's last chunk came (an end, not a cut).
+    pub terminated: bool,
 }
 
 impl Resp {
@@ -37,6 +39,7 @@ impl Resp {
         if size == 0 {
             let mut end = String::new();
             let _ = self.reader.read_line(&mut end);
+            self.terminated = true;
             return None;
         }
         let mut buf = vec![0; size + 2];
@@ -184,6 +187,7 @@ pub fn read_head(mut reader: BufReader<TcpStream>) -> Resp {
         chunked,
         length,
         pending: Vec::new(),
+        terminated: false,
     }
 }
 

@@ -633,7 +633,16 @@ impl Endpoint {
                                 continue;
                             }
                             // The session ended: close the stream.
-                            Err(RecvTimeoutError::Disconnected) => return Ok(()),
+                            Err(RecvTimeoutError::Disconnected) if session.is_closed() => {
+                                return Ok(())
+                            }
+                            // Detached (see `is_closed`): the stream goes on
+                            // elsewhere, so it must not look ended here: the
+                            // connection closes without the last chunk, and
+                            // the client resumes from the last event it got.
+                            Err(RecvTimeoutError::Disconnected) => {
+                                return Err(io::Error::other("detached from its stream"))
+                            }
                         }
                     }
                 };

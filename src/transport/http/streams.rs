@@ -352,6 +352,14 @@ impl SessionStreams {
 
     /// The end of a finished request stream reached its client: forget it
     /// (until then it stays resumable).
+    /// Whether the session ended (its streams' connections were let go);
+    /// else a connection whose queue was dropped was detached from its
+    /// stream (it fell a whole queue behind, or the client resumed the
+    /// stream on another connection).
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
     pub fn forget(&self, stream: u64) {
         let mut st = self.lock();
         if st.get(stream).is_some_and(|s| s.finished) {
@@ -360,8 +368,15 @@ impl SessionStreams {
     }
 
     fn push(&self, stream: u64, out: Outgoing) {
-        if let (true, Outgoing::Request(request)) = (self.json_only && stream != STANDALONE, &out) {
-            return self.request_without_stream(request.clone());
+        if self.json_only && stream != STANDALONE {
+            match &out {
+                Outgoing::Request(request) => return self.request_without_stream(request.clone()),
+                // A JSON body carries the response alone: nothing else of
+                // the request's is logged or queued for it (a burst would
+                // fill its connection's queue and detach it).
+                Outgoing::Notification(_) | Outgoing::Reconnect { .. } => return,
+                _ => {}
+            }
         }
         // Serialized before the session's lock is taken.
         let text = out.to_text();
@@ -622,6 +637,40 @@ mod tests {
             st.standalone = Some(Stream::new());
             st
         }
+    }
+
+    /// Where only JSON is sent, a request's stream takes its response
+    /// alone: what else comes before it is neither logged nor queued for
+    /// the connection that waits (a burst would fill its queue and detach
+    /// it, which was answered 404, as if the session had ended).
+    #[test]
+    fn a_json_only_request_stream_takes_the_response_alone() {
+        let engine = crate::protocol::Engine::new(
+            Default::default(),
+            Default::default(),
+            Default::default(),
+        )
+        .unwrap();
+        let budget = Arc::new(LogBudget::new(usize::MAX));
+        let session = SessionStreams::new(16, usize::MAX, budget.clone(), true, |sink| {
+            engine.open_session(sink)
+        });
+        let (sink, attached) = session.open_stream();
+        let note = || crate::jsonrpc::notification("notifications/message", serde_json::json!({}));
+        for _ in 0..LIVE_QUEUE + 10 {
+            sink.send(Outgoing::Notification(note()));
+        }
+        assert_eq!(attached.rx.len(), 0, "queued for the connection");
+        assert_eq!(budget.used(), 0, "logged");
+        let id = crate::jsonrpc::RequestId::Number(1);
+        sink.send(Outgoing::Response(crate::jsonrpc::Reply::Result(
+            id,
+            serde_json::json!({}).into(),
+        )));
+        assert!(matches!(
+            attached.rx.try_recv(),
+            Ok(Frame::Event { last: true, .. })
+        ));
     }
 
     #[test]
