@@ -16,7 +16,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use supervisor::{ChildSpec, Restart, Shutdown};
 
 /// Stack size of a connection thread: they parse and copy, nothing deep.
@@ -109,6 +109,8 @@ pub(crate) struct Acceptor {
     /// The open connections, by number, when a stop ends them
     /// ([`Acceptor::end_connections_on_stop`]), with each one's flag.
     open: Option<Mutex<OpenConnections>>,
+    /// Told when the last open connection ends.
+    drained: std::sync::Condvar,
     /// Whether a stop also shuts the open connections' input (else it
     /// sets their flags, and closes only those idle between requests).
     shut_on_stop: bool,
@@ -133,11 +135,20 @@ struct Slot(Arc<Acceptor>, u64);
 impl Drop for Slot {
     fn drop(&mut self) {
         if let Some(open) = &self.0.open {
-            lock(open).remove(&self.1);
+            let mut open = lock(open);
+            open.remove(&self.1);
+            if open.is_empty() {
+                self.0.drained.notify_all();
+            }
         }
         self.0.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
+
+/// How long a stop that ends the open connections' input waits for them
+/// to finish (their grace for work in flight, then their answers
+/// written) before the listener's tree goes on stopping: 10 s.
+pub(crate) const CONNECTIONS_DRAIN: Duration = Duration::from_secs(10);
 
 impl Acceptor {
     /// An acceptor named `name` (thread names, logs) serving each
@@ -160,6 +171,7 @@ impl Acceptor {
             panic_next: AtomicBool::new(false),
             waker: Mutex::new(None),
             open: None,
+            drained: std::sync::Condvar::new(),
             shut_on_stop: false,
             next_connection: AtomicU64::new(0),
             refused: Throttle::default(),
@@ -399,14 +411,48 @@ impl Acceptor {
     /// finds the accept worker not running (it failed and is not started
     /// again yet, or its restarts ran out) ends them all the same. Just
     /// before the accept worker in its tree: it stops right after it.
+    /// Where the stop ends their input (see
+    /// [`end_connections_on_stop`](Self::end_connections_on_stop)), it
+    /// then waits for them to finish, [`CONNECTIONS_DRAIN`] at most: a
+    /// program that exits once its server is shut down loses no answer.
     pub(crate) fn closer(self: &Arc<Self>) -> ChildSpec {
         let acceptor = self.clone();
         ChildSpec::worker(format!("{}-connections", self.name), move |ctx| {
             let _ = ctx.stop_signal().recv();
             acceptor.end_connections();
+            if acceptor.shut_on_stop {
+                acceptor.await_connections(CONNECTIONS_DRAIN);
+            }
             Ok(())
         })
         .restart(Restart::Transient)
+        .shutdown(Shutdown::Timeout(
+            CONNECTIONS_DRAIN + Duration::from_secs(1),
+        ))
+    }
+
+    /// Waits until no connection is open, `limit` at most.
+    fn await_connections(&self, limit: Duration) {
+        let Some(open) = &self.open else {
+            return;
+        };
+        let deadline = Instant::now() + limit;
+        let mut open = lock(open);
+        while !open.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                log::warn!(
+                    "{}: stopping: {} connection(s) still finishing after {limit:?}; not waited for",
+                    self.name,
+                    open.len()
+                );
+                return;
+            }
+            open = match self.drained.wait_timeout(open, left) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
     }
 
     /// Keeps a passed-in socket across restarts instead of binding again.
@@ -491,6 +537,33 @@ mod tests {
         .unwrap();
         tree.shutdown().unwrap();
         assert_eq!(closed.recv_timeout(Duration::from_secs(10)), Ok(true));
+    }
+
+    /// A stop that ends the connections' input returns once they have
+    /// finished (their answers written), not as soon as it told them.
+    #[test]
+    fn a_stop_that_ends_the_connections_input_waits_for_them_to_finish() {
+        let finished = Arc::new(AtomicBool::new(false));
+        let done = finished.clone();
+        let serve: Arc<ServeFn> = Arc::new(move |mut stream, _, _| {
+            use std::io::Read;
+            while matches!(stream.read(&mut [0; 16]), Ok(1..)) {}
+            // The answers still owed take a while to write.
+            std::thread::sleep(Duration::from_millis(300));
+            done.store(true, Ordering::SeqCst);
+        });
+        let acceptor = Arc::new(Acceptor::new("test", serve, |_| {}, 8).end_connections_on_stop());
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let _peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (stream, peer) = listener.accept().unwrap();
+        acceptor.spawn_connection(stream, peer);
+        let tree = supervisor::Supervisor::start(
+            supervisor::SupervisorSpec::new("test", supervisor::Strategy::OneForOne)
+                .child(acceptor.closer()),
+        )
+        .unwrap();
+        tree.shutdown().unwrap();
+        assert!(finished.load(Ordering::SeqCst), "the stop did not wait");
     }
 
     #[test]
