@@ -153,7 +153,7 @@ pub fn auth(req: &Request, tokens: &[[u8; 32]]) -> Result<Owner, Response> {
 /// read in one pass.
 fn accepts<const N: usize>(req: &Request, media: [&str; N]) -> bool {
     let mut found = [false; N];
-    for part in split_ascii(req.header("accept").unwrap_or(""), b',') {
+    for part in req.header_items("accept") {
         let range = trim_ows(split_ascii(part, b';').next().unwrap_or(""));
         for (found, media) in found.iter_mut().zip(media) {
             *found |= range.eq_ignore_ascii_case(media);
@@ -341,6 +341,12 @@ mod tests {
             assert_eq!(accept_sse(&r).is_ok(), sse, "{accept:?}");
         }
         assert!(accept_post(&req(&[])).is_err() && accept_sse(&req(&[])).is_err());
+        // Repeated lines are one list (RFC 9110 §5.3).
+        let split = req(&[
+            ("accept", "application/json"),
+            ("accept", "text/event-stream"),
+        ]);
+        assert!(accept_post(&split).is_ok() && accept_sse(&split).is_ok());
         assert_eq!(
             accept_post(&req(&[("accept", "application/json")]))
                 .unwrap_err()

@@ -65,6 +65,12 @@ impl Request {
         self.headers.get(name)
     }
 
+    /// The items of the list header `name` (in lowercase), from all its
+    /// lines: repeated lines are one comma-separated list (RFC 9110 §5.3).
+    pub fn header_items<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        list_items(self.headers.all(name))
+    }
+
     /// The body's framing from `Content-Length` and `Transfer-Encoding`,
     /// refusing anything ambiguous: differing lengths, anything but digits,
     /// both headers together, a coding other than exactly one `chunked`,
@@ -397,8 +403,8 @@ impl Conn {
         // HTTP/1.0 connections are not kept alive: our responses do not
         // say `Connection: keep-alive`, which a 1.0 client would need.
         if req
-            .header("connection")
-            .is_some_and(|c| c.to_ascii_lowercase().contains("close"))
+            .header_items("connection")
+            .any(|option| option.eq_ignore_ascii_case("close"))
         {
             req.keep_alive = false;
         }
@@ -850,6 +856,21 @@ mod tests {
         assert_eq!(req.header("host"), Some("h"));
         assert_eq!(req.header("x-name"), Some("Zoë"));
         assert_eq!(req.header("accept"), Some("a, b"));
+        assert!(req.keep_alive);
+        // `close` in any line of `Connection` (one list) closes, and only
+        // the option itself does.
+        for (connection, kept) in [
+            ("Connection: keep-alive\r\nConnection: close", false),
+            ("Connection: Keep-Alive, CLOSE", false),
+            ("Connection: closed", true),
+        ] {
+            let text = format!("GET /mcp HTTP/1.1\r\nHost: h\r\n{connection}\r\n\r\n");
+            assert_eq!(
+                read(text.as_bytes()).unwrap().keep_alive,
+                kept,
+                "{connection}"
+            );
+        }
         let err = read(b"POST /mcp HTTP/1.1\r\nHost: h\r\nX-Bad: \xff\xfe\r\n\r\n").unwrap_err();
         assert!(matches!(err, ReadError::Reject(400, _)), "{err:?}");
         // Too many fields is 431 whatever the bytes of their values.
