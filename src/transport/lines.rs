@@ -94,6 +94,9 @@ pub struct LineReader<R> {
     spin: Option<(std::os::fd::RawFd, crate::wait::Spin)>,
     // The last read asked for less than `BUFFERED_BELOW` bytes.
     asked_little: bool,
+    // A read returned the end of input: none is asked for again (a
+    // terminal would wait for a second end).
+    ended: bool,
 }
 
 /// A reader with a buffer of its own (std's stdin: 8 KiB) reads ahead into
@@ -126,6 +129,7 @@ impl<R: Read> LineReader<R> {
             reserved: 0,
             spin: None,
             asked_little: false,
+            ended: false,
         }
     }
 
@@ -301,6 +305,9 @@ impl<R: Read> LineReader<R> {
                     self.scanned = 0;
                 }
             }
+            if self.ended {
+                return Ok(None);
+            }
             let waited = self.spin_before_read(self.buf.len() - self.end);
             let n = match self.inner.read(&mut self.buf[self.end..]) {
                 Ok(n) => n,
@@ -311,6 +318,7 @@ impl<R: Read> LineReader<R> {
                 spin.parked(since);
             }
             if n == 0 {
+                self.ended = true;
                 let rest = self.end - self.start;
                 if let Some(dropped) = self.discarding.take() {
                     return Ok(Some(self.discarded(dropped + rest)));
@@ -318,10 +326,14 @@ impl<R: Read> LineReader<R> {
                 if rest == 0 {
                     return Ok(None);
                 }
-                let (a, b) = (self.start, self.end);
+                let (a, mut b) = (self.start, self.end);
                 self.start = self.end;
                 self.scanned = self.end;
-                if rest > self.max {
+                // The last line's `\r` is its line end, as before a `\n`.
+                if self.buf[b - 1] == b'\r' {
+                    b -= 1;
+                }
+                if b - a > self.max {
                     self.keep_head(a, b);
                     return Ok(Some(Found::TooLong(rest)));
                 }
@@ -507,6 +519,26 @@ mod tests {
             });
         }
         out
+    }
+
+    /// The last line, without a newline, ends at its `\r` as a line ended
+    /// by `\r\n` does (at the limit, it is not too long), and once the
+    /// input has ended nothing is read again (a terminal would wait for a
+    /// second end).
+    #[test]
+    fn the_last_line_strips_its_cr_and_the_end_is_read_once() {
+        let reads = std::rc::Rc::new(std::cell::Cell::new(0));
+        let chunks = Chunks {
+            chunks: [&b"a\n"[..], b"12345678\r"].into_iter().collect(),
+            reads: reads.clone(),
+        };
+        let mut r = LineReader::new(chunks, 8);
+        assert!(matches!(r.next_frame().unwrap(), Some(Frame::Line(l)) if l == b"a"));
+        assert!(matches!(r.next_frame().unwrap(), Some(Frame::Line(l)) if l == b"12345678"));
+        let at_end = reads.get();
+        assert!(r.next_frame().unwrap().is_none());
+        assert!(r.next_frame().unwrap().is_none());
+        assert_eq!(reads.get(), at_end, "read again after the end");
     }
 
     #[test]
