@@ -422,6 +422,63 @@ fn sighup_restarts_only_the_changed_upstream_and_sessions_survive() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// An upstream whose tools list but whose prompts/list fails is served
+/// with its tools (its prompts left out, logged): before, the failure of
+/// any list failed the upstream, started again and again until it was
+/// given up, and a required one kept the daemon from being ready.
+#[test]
+fn an_upstream_whose_prompts_fail_to_list_is_served_with_its_tools() {
+    let dir = scratch("gateway-prompts-fail");
+    let script = dir.join("upstream.py");
+    std::fs::write(
+        &script,
+        r#"import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    method, answer = m.get("method"), None
+    if method == "initialize":
+        answer = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}, "prompts": {}},
+                  "serverInfo": {"name": "half-broken", "version": "1"}}
+    elif method == "tools/list":
+        answer = {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}
+    elif method == "tools/call":
+        answer = {"content": [{"type": "text", "text": "called"}]}
+    elif method == "ping":
+        answer = {}
+    if answer is None:
+        code = -32603 if method == "prompts/list" else -32601
+        out = {"jsonrpc": "2.0", "id": m["id"], "error": {"code": code, "message": "broken"}}
+    else:
+        out = {"jsonrpc": "2.0", "id": m["id"], "result": answer}
+    print(json.dumps(out), flush=True)
+"#,
+    )
+    .unwrap();
+    let notify = dir.join("notify.sock");
+    let manager = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
+    manager
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let config = json!({
+        "listen": ["http://127.0.0.1:0/mcp"],
+        "mcpServers": {"half": {"command": "python3", "args": [script], "required": true,
+            "protocol": "sessions", "restart": {"intensity": 1, "backoffMs": 20}}},
+    });
+    let g = start_with(&dir, &config, &[("NOTIFY_SOCKET", notify.clone().into())]);
+    let mut buf = [0u8; 4096];
+    let n = manager.recv(&mut buf).expect("READY=1");
+    assert!(buf[..n].starts_with(b"READY=1"));
+    let c = Client::connect(Connection::http(&g.url).unwrap(), ClientOptions::default()).unwrap();
+    assert_eq!(tool_names(&c), ["half__t"]);
+    let r = c.call_tool("half__t", json!({})).unwrap();
+    assert_eq!(text(&r), "called");
+    c.close();
+    drop(g);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn ready_waits_for_a_required_upstream_and_its_failure_is_the_daemon_s() {
     let dir = scratch("gateway-required");

@@ -19,7 +19,7 @@ use crate::server::Server;
 use crate::service::config::{UpstreamConfig, UpstreamProtocol, UpstreamTransport};
 use crate::transport::connection::Connection;
 use crossbeam_channel::select;
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -561,21 +561,39 @@ fn connection(cfg: &UpstreamConfig, label: &str) -> Result<Connection, String> {
 /// An upstream tool's definition as the gateway offers it, under
 /// `public`: without the 2025-11-25 `execution.taskSupport` (the gateway's
 /// client makes no task-augmented calls, and the gateway's own task
-/// support is its `task` setting); `None` for a tool that runs only so,
-/// which cannot be called through the gateway.
-fn offered_tool(def: &Value, public: &str) -> Option<Value> {
+/// support is its `task` setting), and with the schemas a client checks
+/// the whole list against: an `inputSchema` it lacks is `{"type":
+/// "object"}` (any arguments), an `outputSchema` that is no object schema
+/// is left out. Else why the tool is left out: it runs only as a task
+/// (which cannot be called through the gateway), or its `inputSchema` is
+/// no object schema (a client that checks it would refuse every tool of
+/// every upstream with it).
+fn offered_tool(def: &Value, public: &str) -> Result<Value, &'static str> {
     if def
         .pointer("/execution/taskSupport")
         .and_then(Value::as_str)
         == Some("required")
     {
-        return None;
+        return Err("it runs only as a task-augmented call, which the gateway does not make");
     }
+    let object_schema = |s: &Value| s.get("type").and_then(Value::as_str) == Some("object");
     let mut definition = def.clone();
-    let d = definition.as_object_mut()?;
+    let d = definition
+        .as_object_mut()
+        .ok_or("its definition is no object")?;
+    match d.get("inputSchema") {
+        None => {
+            d.insert("inputSchema".into(), json!({"type": "object"}));
+        }
+        Some(s) if object_schema(s) => {}
+        Some(_) => return Err("its inputSchema is not a JSON Schema of \"type\": \"object\""),
+    }
+    if d.get("outputSchema").is_some_and(|s| !object_schema(s)) {
+        d.remove("outputSchema");
+    }
     d.insert("name".into(), public.into());
     proxy::remove_within(d, "execution", "taskSupport");
-    Some(definition)
+    Ok(definition)
 }
 
 /// Whether the allow and deny lists let `tool` through.
@@ -625,6 +643,19 @@ fn fetch(
         Err(ClientError::Rpc(e)) if e.code == crate::jsonrpc::METHOD_NOT_FOUND => Ok(Vec::new()),
         other => other,
     };
+    // The tools are what an upstream is served for: a failure to list them
+    // fails the listing (the upstream is started again). Its other lists
+    // failing leave those out, logged, until the next listing.
+    let besides = |what: &str, r: Result<Vec<Value>, ClientError>| match list(r) {
+        Ok(items) => items,
+        Err(e) => {
+            log::warn!(
+                "upstream {}: {what} failed: {e}; left out until its next listing",
+                cfg.name
+            );
+            Vec::new()
+        }
+    };
     if has("tools") {
         let mut emitted = BTreeSet::new();
         for def in list(client.list_tools())? {
@@ -635,12 +666,12 @@ fn fetch(
                 continue;
             }
             let public = names::public_name(&cfg.namespace, original, max_name);
-            let Some(definition) = offered_tool(&def, &public) else {
-                log::warn!(
-                    "upstream {}: tool {original:?} runs only as a task-augmented call, which the gateway does not make; left out",
-                    cfg.name
-                );
-                continue;
+            let definition = match offered_tool(&def, &public) {
+                Ok(d) => d,
+                Err(why) => {
+                    log::warn!("upstream {}: tool {original:?} left out: {why}", cfg.name);
+                    continue;
+                }
             };
             if unique(&mut emitted, &public, original) {
                 source = source.tool(Arc::new(proxy::Tool {
@@ -653,7 +684,7 @@ fn fetch(
     }
     if has("prompts") {
         let mut emitted = BTreeSet::new();
-        for def in list(client.list_prompts())? {
+        for def in besides("prompts/list", client.list_prompts()) {
             let Some(original) = def.get("name").and_then(Value::as_str) else {
                 continue;
             };
@@ -680,7 +711,7 @@ fn fetch(
             definition: Value::Null,
             route: route.clone(),
         }));
-        for def in list(client.list_resources())? {
+        for def in besides("resources/list", client.list_resources()) {
             let Some(original) = def.get("uri").and_then(Value::as_str) else {
                 continue;
             };
@@ -692,7 +723,7 @@ fn fetch(
                 route: route.clone(),
             }));
         }
-        for def in list(client.list_resource_templates())? {
+        for def in besides("resources/templates/list", client.list_resource_templates()) {
             let Some(original) = def.get("uriTemplate").and_then(Value::as_str) else {
                 continue;
             };
@@ -715,7 +746,6 @@ fn fetch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn an_upstream_tool_is_offered_without_task_augmentation_and_never_when_it_needs_it() {
@@ -725,23 +755,41 @@ mod tests {
         };
         assert_eq!(
             offered_tool(&def(json!({"taskSupport": "optional"})), "up__t"),
-            Some(json!({"name": "up__t", "inputSchema": {"type": "object"}}))
+            Ok(json!({"name": "up__t", "inputSchema": {"type": "object"}}))
         );
         assert_eq!(
             offered_tool(
                 &def(json!({"taskSupport": "forbidden", "other": 1})),
                 "up__t"
             ),
-            Some(json!({"name": "up__t", "inputSchema": {"type": "object"},
+            Ok(json!({"name": "up__t", "inputSchema": {"type": "object"},
                 "execution": {"other": 1}}))
         );
-        assert_eq!(
-            offered_tool(&def(json!({"taskSupport": "required"})), "up__t"),
-            None
-        );
+        assert!(offered_tool(&def(json!({"taskSupport": "required"})), "up__t").is_err());
+    }
+
+    /// What a client checks the whole list against is made to hold: a
+    /// missing inputSchema takes any arguments, an outputSchema that is no
+    /// object schema goes, and a tool whose inputSchema is no object
+    /// schema is left out (the others of the list are offered).
+    #[test]
+    fn an_upstream_tool_s_schemas_are_what_a_client_accepts() {
         assert_eq!(
             offered_tool(&json!({"name": "t"}), "up__t"),
-            Some(json!({"name": "up__t"}))
+            Ok(json!({"name": "up__t", "inputSchema": {"type": "object"}}))
         );
+        assert_eq!(
+            offered_tool(
+                &json!({"name": "t", "inputSchema": {"type": "object"}, "outputSchema": {"type": "string"}}),
+                "up__t"
+            ),
+            Ok(json!({"name": "up__t", "inputSchema": {"type": "object"}}))
+        );
+        for bad in [json!({"type": "string"}), json!("object"), json!({})] {
+            assert!(
+                offered_tool(&json!({"name": "t", "inputSchema": bad}), "up__t").is_err(),
+                "{bad}"
+            );
+        }
     }
 }
