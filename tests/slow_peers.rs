@@ -158,3 +158,56 @@ fn a_stdio_client_that_sends_everything_before_reading_gets_every_answer() {
     let _ = finished.send(());
     assert!(child.wait().unwrap().success());
 }
+
+/// A peer that ends its input and then reads what it is owed a few bytes
+/// at a time (each write goes on, so none times out) is cut off once the
+/// drain limit has passed: before, it held its connection's threads and
+/// slot until the last byte, however long that took.
+#[test]
+fn a_tcp_peer_that_trickles_its_answers_out_is_cut_off_at_the_drain_limit() {
+    let server = Server::builder("trickle", "1")
+        .tool(Tool::new("big", json!({"type": "object"}), |_, _| {
+            Ok(ToolResult::text("x".repeat(32 << 20)))
+        }))
+        .build()
+        .unwrap();
+    let mut options = TcpOptions::default()
+        .with_bind("127.0.0.1:0".parse().unwrap())
+        .with_write_timeout(Duration::from_secs(120));
+    options.lines = options.lines.with_drain_limit(Duration::from_millis(300));
+    let tcp = server.start_tcp(options).unwrap();
+    let mut peer = TcpStream::connect(tcp.local_addr()).unwrap();
+    for line in [
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big","arguments":{}}}"#,
+    ] {
+        writeln!(peer, "{line}").unwrap();
+    }
+    peer.shutdown(std::net::Shutdown::Write).unwrap();
+    // A slow reader: 64 bytes every 5 ms, until it is cut off (what the
+    // kernel holds for it aside) or the test ends.
+    let reading = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let reader = {
+        let reading = reading.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 64];
+            while reading.load(std::sync::atomic::Ordering::SeqCst) {
+                if matches!(peer.read(&mut buf), Ok(0) | Err(_)) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let deadline = Instant::now() + WAIT;
+    while tcp.connection_count() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the trickling peer is still served"
+        );
+        std::thread::yield_now();
+    }
+    reading.store(false, std::sync::atomic::Ordering::SeqCst);
+    reader.join().unwrap();
+}

@@ -30,13 +30,23 @@ pub struct StdioOptions {
     pub max_line_bytes: usize,
     /// Grace period after EOF (default [`DEFAULT_SHUTDOWN_GRACE`]).
     pub shutdown_grace: Duration,
+    /// Longest the answers still owed when input ends (after the grace)
+    /// may take to be written (default [`DEFAULT_DRAIN_LIMIT`]): a peer
+    /// that reads them a few bytes at a time, each write going on, is cut
+    /// off then (a TCP connection is shut down), rather than hold its
+    /// threads for ever.
+    pub drain_limit: Duration,
 }
+
+/// Default [`StdioOptions::drain_limit`]: 60 s.
+pub const DEFAULT_DRAIN_LIMIT: Duration = Duration::from_secs(60);
 
 impl Default for StdioOptions {
     fn default() -> Self {
         StdioOptions {
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            drain_limit: DEFAULT_DRAIN_LIMIT,
         }
     }
 }
@@ -50,6 +60,11 @@ impl StdioOptions {
     /// Sets the grace period.
     pub fn with_shutdown_grace(mut self, grace: Duration) -> Self {
         self.shutdown_grace = grace;
+        self
+    }
+    /// Sets the drain limit.
+    pub fn with_drain_limit(mut self, limit: Duration) -> Self {
+        self.drain_limit = limit;
         self
     }
 }
@@ -170,9 +185,12 @@ where
     if let Some(end) = end.clone() {
         conn.on_overflow(move || end());
     }
+    let cut = end.clone();
+    let (written_tx, written_rx) = crossbeam_channel::bounded::<()>(1);
     let writer = thread::Builder::new()
         .name("mcpvisor-line-writer".into())
         .spawn(move || {
+            let _done = written_tx;
             let written = match output {
                 Output::Buffered(output) => outbox.write_lines(output),
                 Output::Direct(_) => outbox.write_direct(),
@@ -184,6 +202,17 @@ where
         })?;
     let read_result = conn.read_lines_within(input, budget, spin_fd);
     conn.close();
+    // The writer's end disconnects the channel.
+    if let (Err(crossbeam_channel::RecvTimeoutError::Timeout), Some(cut)) =
+        (written_rx.recv_timeout(options.drain_limit), cut)
+    {
+        // `cut` says it.
+        log::debug!(
+            "the answers owed were not written within {:?} of the end of input",
+            options.drain_limit
+        );
+        cut();
+    }
     let write_result = writer
         .join()
         .unwrap_or_else(|_| Err(io::Error::other("writer thread panicked")));
