@@ -102,10 +102,21 @@ fn a_thousand_idle_connections_do_not_starve_a_real_client() {
 
 #[test]
 fn connections_beyond_the_limit_get_503_and_others_recover() {
-    let http = echo_server(HttpOptions::default().with_max_connections(8));
+    // Streams whose clients left are noticed at their next keep-alive.
+    let mut options = HttpOptions::default().with_max_connections(8);
+    options.sse_keepalive = Duration::from_millis(50);
+    let http = echo_server(options);
     let addr = http.local_addr();
-    let held: Vec<TcpStream> = (0..8).map(|_| TcpStream::connect(addr).unwrap()).collect();
-    // The accept loop saw them all once this one is answered.
+    // Eight connections serving a request each (a session's stream).
+    let sessions: Vec<String> = (0..8).map(|_| initialize(addr, &[])).collect();
+    let held: Vec<Resp> = sessions
+        .iter()
+        .map(|sid| {
+            let r = get_stream(addr, sid, None);
+            assert_eq!(r.status, 200);
+            r
+        })
+        .collect();
     let r = send(addr, "GET", "/healthz", &[], b"");
     assert_eq!(r.status, 503);
     drop(held);
@@ -115,6 +126,34 @@ fn connections_beyond_the_limit_get_503_and_others_recover() {
         std::thread::yield_now();
     }
     assert_eq!(send(addr, "GET", "/healthz", &[], b"").status, 200);
+    http.shutdown().unwrap();
+}
+
+/// At the cap, the oldest connection idle between requests (or before its
+/// first: one that sends nothing) is closed to make room: connections that
+/// send nothing cannot keep every client out until their idle timeout.
+#[test]
+fn at_the_cap_an_idle_connection_makes_room_for_a_new_one() {
+    let http = echo_server(HttpOptions::default().with_max_connections(8));
+    let addr = http.local_addr();
+    let mut silent: Vec<TcpStream> = (0..8).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while http.connection_count() < 8 {
+        assert!(Instant::now() < deadline, "the connections were taken");
+        std::thread::yield_now();
+    }
+    for i in 0..3 {
+        assert_eq!(
+            send(addr, "GET", "/healthz", &[], b"").status,
+            200,
+            "request {i}"
+        );
+    }
+    // The oldest silent ones were closed for them.
+    silent[0]
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(silent[0].read(&mut [0u8; 1]).unwrap_or(0), 0);
     http.shutdown().unwrap();
 }
 

@@ -36,8 +36,15 @@ type OpenConnections = crate::sync::FastMap<u64, (TcpStream, Arc<ConnectionFlag>
 /// once rather than leave it to its idle timeout). One atomic state, so a
 /// connection is either idle when the stop comes (closed by the stop) or
 /// not (it sees the stop when it next goes idle or takes a request).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ConnectionFlag(AtomicU8);
+
+impl Default for ConnectionFlag {
+    /// Idle: a new connection waits for its first request.
+    fn default() -> Self {
+        ConnectionFlag(AtomicU8::new(IDLE))
+    }
+}
 
 /// [`ConnectionFlag`]'s states.
 const BUSY: u8 = 0;
@@ -81,6 +88,14 @@ impl ConnectionFlag {
     /// The listener stopped: whether the connection was idle.
     pub(crate) fn end(&self) -> bool {
         self.0.swap(ENDED, Ordering::SeqCst) == IDLE
+    }
+
+    /// Ends the connection if it is idle (it takes no request after),
+    /// else leaves it be: whether it was.
+    fn end_if_idle(&self) -> bool {
+        self.0
+            .compare_exchange(IDLE, ENDED, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
     }
 }
 
@@ -297,7 +312,9 @@ impl Acceptor {
     }
 
     fn spawn_connection(self: &Arc<Self>, stream: TcpStream, peer: SocketAddr) {
-        if self.active.fetch_add(1, Ordering::SeqCst) >= self.max_connections {
+        if self.active.fetch_add(1, Ordering::SeqCst) >= self.max_connections
+            && !self.close_an_idle_connection()
+        {
             self.active.fetch_sub(1, Ordering::SeqCst);
             if let Some(refused) = self.refused.event() {
                 log::warn!(
@@ -330,6 +347,34 @@ impl Acceptor {
         if let Err(e) = spawned {
             self.spawn_failed(&e);
         }
+    }
+
+    /// At the cap: closes the oldest connection idle between requests
+    /// (or before its first: one that sends nothing), to make room for a
+    /// new one, as a server short of connections closes idle keep-alive
+    /// ones; whether there was one. Only where connections are not
+    /// sessions (HTTP, whose connections are flagged): a TCP connection
+    /// idle for a while is still its client's session.
+    fn close_an_idle_connection(&self) -> bool {
+        let Some(open) = self.open.as_ref().filter(|_| !self.shut_on_stop) else {
+            return false;
+        };
+        let open = lock(open);
+        let mut numbers: Vec<u64> = open.keys().copied().collect();
+        numbers.sort_unstable();
+        for number in numbers {
+            if let Some((stream, flag)) = open.get(&number) {
+                if flag.end_if_idle() {
+                    let _ = stream.shutdown(std::net::Shutdown::Both);
+                    log::debug!(
+                        "{}: at the cap, an idle connection was closed for a new one",
+                        self.name
+                    );
+                    return true;
+                }
+            }
+        }
+        false
     }
 
     /// A connection thread could not start (its connection is closed):
