@@ -835,7 +835,7 @@ mod tests {
     fn a_call_cancelled_by_its_own_failed_question_holds_no_grace() {
         for question_ends_first in [true, false] {
             let out = Arc::new(Outbound::default());
-            let token = super::super::cancel::CancelToken::new();
+            let token = crate::protocol::CancelToken::new();
             let (asking_tx, asking) = crossbeam_channel::bounded::<()>(0);
             let (go_tx, go) = crossbeam_channel::bounded::<()>(0);
             let cancels = token.clone();
