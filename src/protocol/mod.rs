@@ -20,6 +20,8 @@ pub(crate) use dispatch::is_engine_method;
 pub(crate) use listen::is_listen;
 pub(crate) use listen::LISTEN;
 mod outbound;
+#[cfg(feature = "client")]
+pub(crate) use outbound::excuse_the_call;
 mod pagination;
 mod peer;
 pub(crate) mod pool;

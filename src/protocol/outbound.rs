@@ -80,9 +80,6 @@ struct Pending {
     arrived: Option<Answer>,
     /// The last progress passed on: only a greater one restarts the timeout.
     last_progress: Option<f64>,
-    /// Ready or disconnected once its caller gives it up ([`Wait::cancel`]).
-    #[cfg_attr(not(feature = "client"), allow(dead_code))]
-    cancel: Option<Receiver<()>>,
 }
 
 /// What the grace ([`ABANDONED_CALL_GRACE`]) knows of a call with an
@@ -91,9 +88,8 @@ struct Pending {
 enum Abandon {
     /// Given up: the peer's requests that name no call are not guessed.
     Held(Instant),
-    /// Its own request of the peer's failed and it was cancelled by then
-    /// (a gateway does so when the question went back to a stateless
-    /// client, who answers in a retry that makes the call again): its
+    /// The handler of its own request of the peer's cancelled it, the
+    /// question having gone back to its caller ([`excuse_the_call`]): its
     /// being given up holds no grace.
     Excused(Instant),
 }
@@ -108,6 +104,21 @@ impl Abandon {
 
 type Abandoned = Arc<Mutex<FastMap<RequestId, Abandon>>>;
 
+thread_local! {
+    // Set by a handler of the peer's request (see `excuse_the_call`).
+    static EXCUSED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Called by a handler of the peer's request, as it cancels the call that
+/// request belongs to because the question went back to its caller (a
+/// gateway's stateless round: the client answers in a retry, which makes
+/// the call again): that call's being given up holds no grace
+/// ([`Abandon::Excused`]).
+#[cfg_attr(not(feature = "client"), allow(dead_code))]
+pub(crate) fn excuse_the_call() {
+    EXCUSED.with(|e| e.set(true));
+}
+
 /// Drops what the grace no longer covers.
 fn prune(abandoned: &mut FastMap<RequestId, Abandon>) {
     abandoned.retain(|_, a| a.at().elapsed() < ABANDONED_CALL_GRACE);
@@ -119,8 +130,8 @@ fn prune(abandoned: &mut FastMap<RequestId, Abandon>) {
 /// be at work on the call given up, and what it asks then belongs to that
 /// call's caller, not to another's (a gateway's upstream shared by
 /// sessions: one user's elicitation shown to another). Not after a call
-/// cancelled by its own request of the peer's, which its handler failed
-/// (see `Abandon::Excused`).
+/// that the handler of its own request of the peer's cancelled, saying so
+/// (see `excuse_the_call`).
 pub const ABANDONED_CALL_GRACE: Duration = Duration::from_secs(30);
 
 /// Requests in flight to the peer.
@@ -201,7 +212,6 @@ impl Outbound {
                     ordered: wait.ordered,
                     arrived: None,
                     last_progress: None,
-                    cancel: wait.cancel.clone(),
                 },
             );
         }
@@ -393,15 +403,13 @@ impl Outbound {
             }
         };
         let (handler, tick) = (call.association.clone()?, call.tick.clone());
-        let (id, cancel, abandoned) = (id.clone(), call.cancel.clone(), self.abandoned.clone());
+        let (id, abandoned) = (id.clone(), self.abandoned.clone());
         Some(Arc::new(move |method: &str, params: Value| {
             let _ = tick.try_send(());
+            EXCUSED.with(|e| e.set(false));
             let answer = handler(method, params);
             let _ = tick.try_send(());
-            let cancelled = cancel.as_ref().is_some_and(|c| {
-                !matches!(c.try_recv(), Err(crossbeam_channel::TryRecvError::Empty))
-            });
-            if answer.is_err() && cancelled {
+            if EXCUSED.with(|e| e.replace(false)) {
                 // Under the lock the giving up takes: before it, or after.
                 let mut abandoned = lock(&abandoned);
                 prune(&mut abandoned);
@@ -715,7 +723,6 @@ mod tests {
             ordered: false,
             arrived: None,
             last_progress: None,
-            cancel: None,
         };
         lock(&out.pending).insert(RequestId::Number(id), pending);
         (rx, ticks)
@@ -825,24 +832,26 @@ mod tests {
         }
     }
 
-    /// A call cancelled by its own request of the peer's, which failed (a
+    /// A call whose own request's handler cancels it, saying so (a
     /// gateway's stateless round: the question went back to the client,
     /// who answers in a retry that makes the call again), holds no grace,
     /// whichever of its giving up and its question's end comes first: the
     /// retry's call is the only associated one, and what the peer asks
-    /// next is taken for it.
+    /// next is taken for it. A call given up while its question is asked,
+    /// without that word, still holds the grace.
     #[test]
-    fn a_call_cancelled_by_its_own_failed_question_holds_no_grace() {
-        for question_ends_first in [true, false] {
+    fn a_call_its_own_question_cancels_holds_no_grace() {
+        for (excused, question_ends_first) in [(true, true), (true, false), (false, true)] {
             let out = Arc::new(Outbound::default());
             let token = crate::protocol::CancelToken::new();
             let (asking_tx, asking) = crossbeam_channel::bounded::<()>(0);
             let (go_tx, go) = crossbeam_channel::bounded::<()>(0);
-            let cancels = token.clone();
             let first: PeerRequestHandler = Arc::new(move |_, _| {
                 let _ = asking_tx.send(());
-                cancels.cancel();
                 let _ = go.recv();
+                if excused {
+                    excuse_the_call();
+                }
                 Err(ErrorObject::internal("asked the client instead"))
             });
             let waiting = {
@@ -866,18 +875,25 @@ mod tests {
             if question_ends_first {
                 go_tx.send(()).unwrap();
                 assert!(asked.join().unwrap().is_err());
+                token.cancel();
                 assert_eq!(waiting.join().unwrap(), Err(CallError::Cancelled));
             } else {
+                token.cancel();
                 assert_eq!(waiting.join().unwrap(), Err(CallError::Cancelled));
                 go_tx.send(()).unwrap();
                 assert!(asked.join().unwrap().is_err());
             }
             let retry: PeerRequestHandler = Arc::new(|_, _| Ok(json!("retry")));
             let _rx = waiting_call(&out, 100, Some(retry));
-            let q = out
-                .association(None)
-                .unwrap_or_else(|| panic!("refused (question ends first: {question_ends_first})"));
-            assert_eq!(q("x", json!({})), Ok(json!("retry")));
+            let taken = out.association(None);
+            assert_eq!(
+                taken.is_some(),
+                excused,
+                "excused {excused}, question ends first {question_ends_first}"
+            );
+            if let Some(q) = taken {
+                assert_eq!(q("x", json!({})), Ok(json!("retry")));
+            }
         }
     }
 }

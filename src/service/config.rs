@@ -1226,8 +1226,6 @@ pub fn expand(s: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, S
     Ok(out)
 }
 
-/// Whether `o` is an origin as a browser sends it (RFC 6454):
-/// `scheme://host[:port]`, no path, no trailing slash.
 /// Whether `name` can name an environment variable: not empty, no `=`,
 /// no NUL.
 fn is_env_name(name: &str) -> bool {
@@ -1242,11 +1240,16 @@ const NOT_AN_ENV_NAME: &str = "not an environment variable name (empty, or holdi
 /// with or without a port (`example.com`, `example.com:8808`, `[::1]`,
 /// `[::1]:8808`), as a `Host` header carries it.
 fn is_host_entry(h: &str) -> bool {
+    // Matched trimmed (see `host_matches`).
+    let h = h.trim();
     let (host, port) = match h.strip_prefix('[') {
         Some(rest) => match rest.split_once(']') {
             Some((v6, after)) if v6.parse::<std::net::Ipv6Addr>().is_ok() => match after {
                 "" => return true,
-                _ => ("v6", after.strip_prefix(':')),
+                _ => match after.strip_prefix(':') {
+                    Some(port) => ("v6", Some(port)),
+                    None => return false,
+                },
             },
             _ => return false,
         },
@@ -1263,6 +1266,8 @@ fn is_host_entry(h: &str) -> bool {
     host_ok && port_ok
 }
 
+/// Whether `o` is an origin as a browser sends it (RFC 6454):
+/// `scheme://host[:port]`, no path, no trailing slash.
 fn is_origin(o: &str) -> bool {
     let Some((scheme, authority)) = o.split_once("://") else {
         return false;
@@ -1358,6 +1363,7 @@ mod tests {
             "example.com:99999",
             "[::1",
             "[nope]:80",
+            "[::1]junk",
             "",
         ] {
             let text = format!(r#"{{"http": {{"allowedHosts": ["localhost", "{bad}"]}}}}"#);
@@ -1370,6 +1376,7 @@ mod tests {
             "[::1]",
             "[::1]:8808",
             "10.0.0.1:80",
+            " localhost ",
         ] {
             let text = format!(r#"{{"http": {{"allowedHosts": ["{good}"]}}}}"#);
             assert!(parse(&text).is_ok(), "{good}");

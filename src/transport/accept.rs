@@ -5,7 +5,9 @@
 //! (out of descriptors or memory, aborted handshakes) are logged and retried
 //! after a short, growing pause, so the listener never dies of them.
 //! Connections get one named thread each, up to `max_connections`; beyond
-//! that a new connection is refused at once.
+//! that a new connection is refused at once, unless (HTTP) one open is idle
+//! between requests: that one is closed to make room (its slot frees as its
+//! thread ends).
 
 use crate::sync::lock;
 use crate::throttle::{Throttle, DEFAULT_LOG_INTERVAL};

@@ -223,7 +223,7 @@ impl super::tree::Tree<TcpListenerHandle> {
                         return;
                     }
                     if let Some(s) = lock(&ender).as_ref() {
-                        log::warn!("tcp: {peer}: stopped reading; closing its connection");
+                        log::warn!("tcp: {peer}: stopped reading, or reads too slowly; closing its connection");
                         let _ = s.shutdown(std::net::Shutdown::Both);
                     }
                 })

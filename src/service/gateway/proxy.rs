@@ -159,6 +159,8 @@ impl Link {
             // told), rather than left to go on without the answer and do
             // its work twice.
             if matches!(asked, Err(PeerError::InputRequired)) {
+                // What the upstream asks next is not of this call's.
+                crate::protocol::excuse_the_call();
                 ends.cancel();
             }
             asked.map_err(super::upstream::relayed_error)

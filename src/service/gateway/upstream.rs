@@ -581,11 +581,15 @@ fn offered_tool(def: &Value, public: &str) -> Result<Value, &'static str> {
     let d = definition
         .as_object_mut()
         .ok_or("its definition is no object")?;
-    match d.get("inputSchema") {
+    match d.get_mut("inputSchema") {
         None => {
             d.insert("inputSchema".into(), json!({"type": "object"}));
         }
         Some(s) if object_schema(s) => {}
+        // An object schema that does not say so (`{}`, properties alone).
+        Some(Value::Object(s)) if !s.contains_key("type") => {
+            s.insert("type".into(), "object".into());
+        }
         Some(_) => return Err("its inputSchema is not a JSON Schema of \"type\": \"object\""),
     }
     if d.get("outputSchema").is_some_and(|s| !object_schema(s)) {
@@ -645,16 +649,18 @@ fn fetch(
     };
     // The tools are what an upstream is served for: a failure to list them
     // fails the listing (the upstream is started again). Its other lists
-    // failing leave those out, logged, until the next listing.
+    // answered with an error are left out, logged, until the next listing.
     let besides = |what: &str, r: Result<Vec<Value>, ClientError>| match list(r) {
-        Ok(items) => items,
-        Err(e) => {
+        Ok(items) => Ok(items),
+        // Its answer, an error: not the connection failing.
+        Err(ClientError::Rpc(e)) => {
             log::warn!(
                 "upstream {}: {what} failed: {e}; left out until its next listing",
                 cfg.name
             );
-            Vec::new()
+            Ok(Vec::new())
         }
+        Err(e) => Err(e),
     };
     if has("tools") {
         let mut emitted = BTreeSet::new();
@@ -684,7 +690,7 @@ fn fetch(
     }
     if has("prompts") {
         let mut emitted = BTreeSet::new();
-        for def in besides("prompts/list", client.list_prompts()) {
+        for def in besides("prompts/list", client.list_prompts())? {
             let Some(original) = def.get("name").and_then(Value::as_str) else {
                 continue;
             };
@@ -711,7 +717,7 @@ fn fetch(
             definition: Value::Null,
             route: route.clone(),
         }));
-        for def in besides("resources/list", client.list_resources()) {
+        for def in besides("resources/list", client.list_resources())? {
             let Some(original) = def.get("uri").and_then(Value::as_str) else {
                 continue;
             };
@@ -723,7 +729,7 @@ fn fetch(
                 route: route.clone(),
             }));
         }
-        for def in besides("resources/templates/list", client.list_resource_templates()) {
+        for def in besides("resources/templates/list", client.list_resource_templates())? {
             let Some(original) = def.get("uriTemplate").and_then(Value::as_str) else {
                 continue;
             };
@@ -785,7 +791,18 @@ mod tests {
             ),
             Ok(json!({"name": "up__t", "inputSchema": {"type": "object"}}))
         );
-        for bad in [json!({"type": "string"}), json!("object"), json!({})] {
+        assert_eq!(
+            offered_tool(
+                &json!({"name": "t", "inputSchema": {"properties": {}}}),
+                "up__t"
+            ),
+            Ok(json!({"name": "up__t", "inputSchema": {"type": "object", "properties": {}}}))
+        );
+        for bad in [
+            json!({"type": "string"}),
+            json!("object"),
+            json!({"type": ["object", "null"]}),
+        ] {
             assert!(
                 offered_tool(&json!({"name": "t", "inputSchema": bad}), "up__t").is_err(),
                 "{bad}"

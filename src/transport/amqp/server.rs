@@ -54,8 +54,22 @@ pub(crate) struct SessionRoute {
     /// When the broker first returned a message to the client's queue
     /// since the client last spoke.
     gone_since: Mutex<Option<std::time::Instant>>,
+    /// The instance's message number when the client last spoke: a
+    /// message returned that was published before it says nothing of the
+    /// client now.
+    heard_at: AtomicU64,
     clock: Arc<dyn supervisor::Clock>,
     grace: Duration,
+}
+
+impl SessionRoute {
+    /// The client spoke (all the link thread does with a session's
+    /// messages comes in order after this).
+    fn heard(&self, shared: &Shared) {
+        *lock(&self.gone_since) = None;
+        self.heard_at
+            .store(shared.next_message.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
 }
 
 impl Expirable for SessionRoute {
@@ -803,6 +817,16 @@ impl Link<'_> {
                     s.mcp.fail_unsent(&request, &error);
                 }
             }
+            // Published before the client last spoke: not a sign of it now.
+            let number = r
+                .properties
+                .message_id()
+                .as_deref()
+                .and_then(|m| m.rsplit('-').next())
+                .and_then(|n| n.parse::<u64>().ok());
+            if number.is_some_and(|n| n < s.heard_at.load(Ordering::SeqCst)) {
+                return;
+            }
             let now = s.clock.now();
             let newly = {
                 let mut gone = lock(&s.gone_since);
@@ -1119,7 +1143,7 @@ impl Link<'_> {
             None => (None, false),
         };
         if let Some(s) = &session {
-            *lock(&s.gone_since) = None;
+            s.heard(shared);
             if let (true, Some(r)) = (opened, &envelope.reply_to) {
                 r.clone_into(&mut lock(&s.reply_to));
             }
@@ -1200,7 +1224,7 @@ impl Link<'_> {
             }
             Some(s) => {
                 log::debug!("amqp: session {name}: its client is back");
-                *lock(&s.gone_since) = None;
+                s.heard(self.shared);
             }
             None => log::debug!(
                 "amqp: session {name}: its client's {} comes after its end",
@@ -1236,6 +1260,7 @@ impl Link<'_> {
             mcp: mcp.clone(),
             reply_to: Mutex::new(String::new()),
             gone_since: Mutex::new(None),
+            heard_at: AtomicU64::new(0),
             clock: shared.config.clock.clone(),
             grace: shared.config.client_gone_grace,
         });

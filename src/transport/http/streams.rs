@@ -350,8 +350,6 @@ impl SessionStreams {
         self.lock().release(stream, token);
     }
 
-    /// The end of a finished request stream reached its client: forget it
-    /// (until then it stays resumable).
     /// Whether the session ended (its streams' connections were let go);
     /// else a connection whose queue was dropped was detached from its
     /// stream (it fell a whole queue behind, or the client resumed the
@@ -360,6 +358,8 @@ impl SessionStreams {
         self.lock().closed
     }
 
+    /// The end of a finished request stream reached its client: forget it
+    /// (until then it stays resumable).
     pub fn forget(&self, stream: u64) {
         let mut st = self.lock();
         if st.get(stream).is_some_and(|s| s.finished) {

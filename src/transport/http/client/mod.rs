@@ -44,7 +44,7 @@ use posters::Posters;
 use serde_json::Value;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use target::{Call, SessionState, Target};
@@ -305,6 +305,7 @@ impl Connection {
             params: Mutex::default(),
             calls: Mutex::default(),
             closing: closing_rx,
+            side_streams: (AtomicUsize::new(0), posters::MAX_UNANSWERED_POSTS),
         });
         Ok(Connection::new(
             Box::new(HttpWriter {

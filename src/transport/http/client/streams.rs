@@ -10,7 +10,7 @@ use crate::transport::connection::DEFAULT_MAX_MESSAGE_BYTES;
 use crate::transport::http::socket::Socket;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -313,9 +313,34 @@ impl Target {
     }
 
     /// Delivers every event's message of a stream that answers no request
-    /// (a notification's or an answer's POST), on this thread, to its end.
-    pub(super) fn read_through(&self, body: Body<BufReader<Socket>>) {
-        self.read_events(BufReader::new(body), None, false);
+    /// (a notification's or an answer's POST), to its end, on a thread of
+    /// its own; at most `side_streams.1` such streams at once: past it,
+    /// one is closed unread, and logged.
+    pub(super) fn read_through(self: &Arc<Self>, body: Body<BufReader<Socket>>) {
+        struct Counted<'a>(&'a AtomicUsize);
+        impl Drop for Counted<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        let (open, most) = &self.side_streams;
+        if open.fetch_add(1, Ordering::SeqCst) >= *most {
+            open.fetch_sub(1, Ordering::SeqCst);
+            log::warn!(
+                "client: the server keeps {most} streams open for notifications and answers (the rule is 202); one more is closed unread"
+            );
+            return;
+        }
+        let target = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("mcpvisor-client-sse".into())
+            .spawn(move || {
+                let _counted = Counted(&target.side_streams.0);
+                target.read_events(BufReader::new(body), None, false);
+            });
+        if spawned.is_err() {
+            open.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 
     /// Delivers every event's message, as related to `request`, until the

@@ -15,7 +15,7 @@ use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -66,6 +66,10 @@ pub(super) struct Target {
     // Disconnected when the client closes: ends every wait before a
     // stream is resumed.
     pub(super) closing: Receiver<()>,
+    /// Streams that answered no request being read (a notification's or an
+    /// answer's POST got one), and the most at once
+    /// ([`MAX_UNANSWERED_POSTS`](super::posters::MAX_UNANSWERED_POSTS)).
+    pub(super) side_streams: (AtomicUsize, usize),
 }
 
 /// One request as [`Target::request`] sends it: all but its path.
@@ -693,9 +697,7 @@ impl Target {
                     // A request's stream carries its answer, and the
                     // server's requests made while serving it.
                     Some(_) => self.follow(body, request_id, call.take(), teaches),
-                    // A notification's or an answer's (the rule is 202):
-                    // read on this thread, so that it counts as a POST
-                    // under way until it ends (`MAX_UNANSWERED_POSTS`).
+                    // A notification's or an answer's (the rule is 202).
                     None => self.read_through(body),
                 }
                 Ok(())
@@ -850,6 +852,10 @@ pub(super) mod tests {
             params: Mutex::default(),
             calls: Mutex::default(),
             closing: closing_rx,
+            side_streams: (
+                AtomicUsize::new(0),
+                super::super::posters::MAX_UNANSWERED_POSTS,
+            ),
         };
         (Arc::new(target), closing, queue)
     }
@@ -1115,33 +1121,46 @@ pub(super) mod tests {
         assert_eq!(seen.try_iter().collect::<Vec<_>>(), ["kept"]);
     }
 
-    /// A notification answered with a stream (the rule is 202) is read
-    /// on its POST's thread: the POST is under way, and counts toward
-    /// `MAX_UNANSWERED_POSTS`, until the stream ends. Before, a thread of
-    /// its own read it, and a server that never ended such streams made
-    /// the client start threads and open sockets without end.
+    /// The streams that notifications got (the rule is 202) are read on
+    /// threads of their own, the POST going on at once, and only so many
+    /// at a time: past that, one is closed unread. Before, each had a
+    /// thread, uncounted, and a server that never ended them made the
+    /// client start threads and open sockets without end (and reading them
+    /// on the POST's thread held `notifications/initialized`).
     #[test]
-    fn a_notification_s_stream_is_read_before_its_post_ends() {
+    fn streams_that_notifications_get_are_bounded() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
+        let (closed_tx, closed) = crossbeam_channel::unbounded();
         std::thread::spawn(move || {
-            let (stream, _) = listener.accept().unwrap();
-            read_request(&mut BufReader::new(&stream)).unwrap();
-            let mut w = &stream;
-            w.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n: open\n\n").unwrap();
-            // A slow server: the event comes later, then the end.
-            std::thread::sleep(Duration::from_millis(200));
-            w.write_all(b"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n\n")
-                .unwrap();
+            let mut held = Vec::new();
+            for n in 0..2 {
+                let (stream, _) = listener.accept().unwrap();
+                let mut r = BufReader::new(stream.try_clone().unwrap());
+                read_request(&mut r).unwrap();
+                (&stream).write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n: open\n\n").unwrap();
+                if n == 1 {
+                    // The second is closed by the client, unread.
+                    let mut rest = Vec::new();
+                    let _ = std::io::Read::read_to_end(&mut r, &mut rest);
+                    let _ = closed_tx.send(());
+                }
+                held.push(stream);
+            }
         });
-        let (target, _closing, queue) = target_at(addr);
-        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        target.post(&initialized).unwrap();
-        assert_eq!(
-            queue.try_iter().count(),
-            1,
-            "the stream was read to its end"
-        );
+        let (target, _closing, _queue) = target_at(addr);
+        let target = {
+            let mut t = Arc::try_unwrap(target).ok().unwrap();
+            t.side_streams.1 = 1;
+            Arc::new(t)
+        };
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {}});
+        target.post(&note).unwrap();
+        target.post(&note).unwrap();
+        closed
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the second stream was closed");
+        assert_eq!(target.side_streams.0.load(Ordering::SeqCst), 1);
     }
 
     /// A call's stream that cannot be opened again at once (409: its old
