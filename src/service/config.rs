@@ -492,24 +492,27 @@ impl Reader<'_> {
 
     /// A list of [`os_string`](Self::os_string)s.
     fn os_strings(&self, v: &Value, path: &KeyPath) -> Result<Vec<String>, ConfigError> {
-        let items = v
-            .as_array()
-            .ok_or_else(|| self.error(path, "expected a list of strings"))?;
-        items
-            .iter()
-            .enumerate()
-            .map(|(i, s)| self.os_string(s, &path.index(i)))
-            .collect()
+        self.list_of(v, path, Self::os_string)
     }
 
     fn strings(&self, v: &Value, path: &KeyPath) -> Result<Vec<String>, ConfigError> {
+        self.list_of(v, path, Self::string)
+    }
+
+    /// A list of strings, each read by `item` at its index.
+    fn list_of(
+        &self,
+        v: &Value,
+        path: &KeyPath,
+        item: fn(&Self, &Value, &KeyPath) -> Result<String, ConfigError>,
+    ) -> Result<Vec<String>, ConfigError> {
         let items = v
             .as_array()
             .ok_or_else(|| self.error(path, "expected a list of strings"))?;
         items
             .iter()
             .enumerate()
-            .map(|(i, s)| self.string(s, &path.index(i)))
+            .map(|(i, s)| item(self, s, &path.index(i)))
             .collect()
     }
 
