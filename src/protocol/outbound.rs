@@ -119,9 +119,18 @@ pub(crate) fn excuse_the_call() {
     EXCUSED.with(|e| e.set(true));
 }
 
-/// Drops what the grace no longer covers.
-fn prune(abandoned: &mut FastMap<RequestId, Abandon>) {
+/// Records what the giving up of call `id` (`Held`), or its excuse
+/// (`Excused`), says, whichever comes first: the second of the two takes
+/// the first's mark away, so an excused call holds no grace either way.
+fn mark(abandoned: &Mutex<FastMap<RequestId, Abandon>>, id: &RequestId, now: Abandon) {
+    let mut abandoned = lock(abandoned);
     abandoned.retain(|_, a| a.at().elapsed() < ABANDONED_CALL_GRACE);
+    match abandoned.remove(id) {
+        Some(first) if std::mem::discriminant(&first) != std::mem::discriminant(&now) => {}
+        _ => {
+            abandoned.insert(id.clone(), now);
+        }
+    }
 }
 
 /// How long after a call with an association was given up (it timed out,
@@ -230,14 +239,7 @@ impl Outbound {
                 return outcome_of(rx.recv());
             }
             if wait.association.is_some() {
-                let mut abandoned = lock(&self.abandoned);
-                prune(&mut abandoned);
-                match abandoned.remove(&id) {
-                    Some(Abandon::Excused(_)) => {}
-                    _ => {
-                        abandoned.insert(id.clone(), Abandon::Held(Instant::now()));
-                    }
-                }
+                mark(&self.abandoned, &id, Abandon::Held(Instant::now()));
             }
             // `initialize` must never be cancelled (the spec's cancellation
             // rules): the wait ends, the peer is not told.
@@ -410,15 +412,7 @@ impl Outbound {
             let answer = handler(method, params);
             let _ = tick.try_send(());
             if EXCUSED.with(|e| e.replace(false)) {
-                // Under the lock the giving up takes: before it, or after.
-                let mut abandoned = lock(&abandoned);
-                prune(&mut abandoned);
-                match abandoned.remove(&id) {
-                    Some(Abandon::Held(_)) => {}
-                    _ => {
-                        abandoned.insert(id.clone(), Abandon::Excused(Instant::now()));
-                    }
-                }
+                mark(&abandoned, &id, Abandon::Excused(Instant::now()));
             }
             answer
         }))

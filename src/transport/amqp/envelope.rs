@@ -246,8 +246,9 @@ pub fn accept(body: &[u8], content_type: Option<&str>, limit: usize) -> Result<P
 }
 
 /// Checks a session status from a client ([`SessionStatus::Ended`],
-/// [`SessionStatus::Resumed`]): it names the session, says which queue it comes from (the receiver takes
-/// it only when that is the session's pinned reply queue) and has no body.
+/// [`SessionStatus::Resumed`]): it names the session, says which queue it
+/// comes from (the receiver takes it only when that is the session's
+/// pinned reply queue) and has no body.
 /// Returns (session id, reply queue).
 pub fn accept_status<'a>(
     envelope: &'a Envelope,

@@ -70,6 +70,15 @@ impl SessionRoute {
         self.heard_at
             .store(shared.next_message.load(Ordering::SeqCst), Ordering::SeqCst);
     }
+
+    /// `request`, one of ours, never reached the client (`why`, logged by
+    /// the caller): its handler learns at once, rather than wait out its
+    /// timeout for an answer to what was never sent.
+    fn unsent(&self, request: &Value, why: &str) {
+        let method = request["method"].as_str().unwrap_or("a request");
+        let error = ErrorObject::internal(format!("cannot send {method} to the client: {why}"));
+        self.mcp.fail_unsent(request, &error);
+    }
 }
 
 impl Expirable for SessionRoute {
@@ -192,16 +201,12 @@ impl Reply {
 
 impl Reply {
     /// When `out`, not to be published, is a request of ours: fails it
-    /// (the caller logs why), so that the handler that asked learns at
-    /// once, rather than wait out its timeout for an answer to what was
-    /// never sent. Whether it was a request.
+    /// (see [`SessionRoute::unsent`]). Whether it was a request.
     fn fail_request(&self, out: &Outgoing, why: &str) -> bool {
         let (Outgoing::Request(request), Some(s)) = (out, &self.session) else {
             return false;
         };
-        let method = request["method"].as_str().unwrap_or("a request");
-        let error = ErrorObject::internal(format!("cannot send {method} to the client: {why}"));
-        s.mcp.fail_unsent(request, &error);
+        s.unsent(request, why);
         true
     }
 }
@@ -366,6 +371,11 @@ impl Sink for SessionSink {
         }
         .send(out);
     }
+}
+
+/// The number of a message id of [`Shared::message_id`]'s making.
+fn message_number(id: &str) -> Option<u64> {
+    id.rsplit('-').next()?.parse().ok()
 }
 
 /// What an AMQP instance serves (cheap to clone): its queue and sessions.
@@ -806,15 +816,10 @@ impl Link<'_> {
             return;
         };
         if let Some(s) = self.shared.sessions.peek(&id, &None) {
-            // A request of ours that came back: its handler learns now,
-            // not at its timeout.
+            // A request of ours that came back.
             if let Ok(request) = serde_json::from_slice::<Value>(&r.content) {
                 if request.get("method").is_some() && request.get("id").is_some() {
-                    let method = request["method"].as_str().unwrap_or("a request");
-                    let error = ErrorObject::internal(format!(
-                        "cannot send {method} to the client: its queue is gone (the broker returned it)"
-                    ));
-                    s.mcp.fail_unsent(&request, &error);
+                    s.unsent(&request, "its queue is gone (the broker returned it)");
                 }
             }
             // Published before the client last spoke: not a sign of it now.
@@ -822,8 +827,7 @@ impl Link<'_> {
                 .properties
                 .message_id()
                 .as_deref()
-                .and_then(|m| m.rsplit('-').next())
-                .and_then(|n| n.parse::<u64>().ok());
+                .and_then(message_number);
             if number.is_some_and(|n| n < s.heard_at.load(Ordering::SeqCst)) {
                 return;
             }
@@ -1190,16 +1194,14 @@ impl Link<'_> {
         Ok(())
     }
 
-    /// A client that leaves ends its session now (a message with no body
-    /// and `mcp-session-status: ended`, checked by [`accept_status`]), instead
-    /// of leaving it to the idle expiry; its work in flight is cancelled.
-    /// The message must carry the reply queue pinned at `initialize`.
-    /// Ending a session that is already gone is nothing to do (it expired,
-    /// or the message came twice).
-    /// A session's status from its client: [`SessionStatus::Ended`] (it
-    /// leaves: the session ends now) or [`SessionStatus::Resumed`] (it
-    /// connected again: its queue is back, whatever came back from the
-    /// broker meanwhile).
+    /// A session's status from its client (a message with no body, checked
+    /// by [`accept_status`], that must carry the reply queue pinned at
+    /// `initialize`): [`SessionStatus::Ended`], it leaves, and the session
+    /// ends now instead of at its idle expiry (its work in flight is
+    /// cancelled); or [`SessionStatus::Resumed`], it connected again and
+    /// its queue is back, whatever the broker returned meanwhile. For a
+    /// session already gone (it expired, or the message came twice) there
+    /// is nothing to do.
     fn client_status(
         &mut self,
         status: SessionStatus,
