@@ -1132,6 +1132,8 @@ pub(super) mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let (closed_tx, closed) = crossbeam_channel::unbounded();
+        // The first stream stays open until the test ends.
+        let (done_tx, done) = crossbeam_channel::bounded::<()>(0);
         std::thread::spawn(move || {
             let mut held = Vec::new();
             for n in 0..2 {
@@ -1147,6 +1149,7 @@ pub(super) mod tests {
                 }
                 held.push(stream);
             }
+            let _ = done.recv();
         });
         let (target, _closing, _queue) = target_at(addr);
         let target = {
@@ -1161,6 +1164,7 @@ pub(super) mod tests {
             .recv_timeout(Duration::from_secs(10))
             .expect("the second stream was closed");
         assert_eq!(target.side_streams.0.load(Ordering::SeqCst), 1);
+        drop(done_tx);
     }
 
     /// A call's stream that cannot be opened again at once (409: its old
